@@ -1,0 +1,26 @@
+#include "ascent/base/aligned.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ascent/base/error.h"
+
+namespace ascent {
+
+void AlignedDeleter::operator()(void* p) const { std::free(p); }
+
+AlignedPtr aligned_alloc_bytes(size_t bytes) {
+  const size_t n = align_up(bytes == 0 ? 1 : bytes);
+  void* p = std::aligned_alloc(kAlignment, n);
+  if (p == nullptr) fail("out of memory allocating {} bytes", n);
+  std::memset(p, 0, n);
+  return AlignedPtr(static_cast<uint8_t*>(p));
+}
+
+void Arena::reserve(size_t bytes) {
+  if (bytes <= capacity_ && buf_) return;
+  buf_ = aligned_alloc_bytes(bytes);
+  capacity_ = bytes;
+}
+
+}  // namespace ascent

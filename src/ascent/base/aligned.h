@@ -1,0 +1,36 @@
+// Aligned heap memory and a bump arena. Kernels assume 64-byte alignment (one cache line, one AVX-512 register);
+// the graph's memory planner hands out offsets inside one Arena so activations live in a single allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace ascent {
+
+constexpr size_t kAlignment = 64;
+
+inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a - 1) / a * a; }
+
+struct AlignedDeleter {
+  void operator()(void* p) const;
+};
+using AlignedPtr = std::unique_ptr<uint8_t[], AlignedDeleter>;
+
+// Zero-initialised, kAlignment-aligned; throws ascent::Error naming the size when memory runs out.
+AlignedPtr aligned_alloc_bytes(size_t bytes);
+
+class Arena {
+ public:
+  Arena() = default;
+  // Grows (never shrinks) to at least `bytes`; contents are not preserved across growth.
+  void reserve(size_t bytes);
+  uint8_t* data() { return buf_.get(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  AlignedPtr buf_;
+  size_t capacity_ = 0;
+};
+
+}  // namespace ascent

@@ -1,0 +1,49 @@
+// A persistent pool of worker threads for data-parallel loops. Kernels split work with parallel_for; workers are
+// created once and sleep between calls, so a decode step does not pay thread start-up. The split is static and
+// depends only on n and the thread count, never on timing, so results are reproducible run to run.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ascent {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end) on disjoint contiguous chunks covering [0, n); the calling thread runs chunk 0.
+  // Returns when all chunks are done; the first exception thrown by any chunk is rethrown here.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+  // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
+  static ThreadPool& global();
+  static void set_global_threads(int n_threads);
+
+ private:
+  void worker_loop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  int64_t n_ = 0;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  std::exception_ptr error_;
+};
+
+}  // namespace ascent

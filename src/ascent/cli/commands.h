@@ -1,0 +1,25 @@
+// One function per `ascent` subcommand; each registers its flags on the app and runs when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ascent::cli {
+
+void add_generate(CLI::App& app);
+void add_info(CLI::App& app);
+void add_perplexity(CLI::App& app);
+void add_doctor(CLI::App& app);
+void add_convert(CLI::App& app);
+void add_tokenize(CLI::App& app);
+void add_logits(CLI::App& app);
+
+// Parses "1 2 3" (spaces or commas) into ids; throws naming the flag on anything else.
+std::vector<int32_t> parse_ids(const std::string& text, const char* flag);
+// Sets the kernel thread count (-t); 0 means all cores.
+void set_threads(int threads);
+
+}  // namespace ascent::cli

@@ -1,0 +1,35 @@
+// ascent doctor: what this CPU can do and its measured roofline (read bandwidth, FP32 FMA peak).
+#include <cstdio>
+#include <thread>
+
+#include "ascent/base/cpu_features.h"
+#include "ascent/cli/commands.h"
+#include "ascent/prof/roofline.h"
+
+namespace ascent::cli {
+namespace {
+
+void run(int threads) {
+  const auto& f = cpu_features();
+  const int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  std::printf("cpu               %s\n", f.brand.c_str());
+  std::printf("logical cores     %d\n", f.logical_cores);
+  std::printf("features          %s\n", feature_list(f).c_str());
+  std::fflush(stdout);
+  const auto r = prof::measure_roofline(n);
+  std::printf("read bandwidth    %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n", r.read_gbps_1t, r.read_gbps_all,
+              r.threads);
+  std::printf("fp32 peak         %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s FMA\n", r.fp32_gflops_1t,
+              r.fp32_gflops_all, r.threads, r.fma_isa.c_str());
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app) {
+  auto threads = std::make_shared<int>(0);
+  auto* c = app.add_subcommand("doctor", "CPU features and this machine's measured roofline");
+  c->add_option("-t,--threads", *threads, "threads (0: all cores)");
+  c->callback([threads] { run(*threads); });
+}
+
+}  // namespace ascent::cli

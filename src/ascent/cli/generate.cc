@@ -1,0 +1,102 @@
+// ascent generate: text (or ids) from a prompt with any supported model.
+#include <cstdio>
+
+#include "ascent/base/error.h"
+#include "ascent/cli/commands.h"
+#include "ascent/engine/generator.h"
+#include "ascent/model/model_tokenizer.h"
+
+namespace ascent::cli {
+namespace {
+
+struct Options {
+  std::string model, prompt, prompt_ids, tokenizer;
+  int64_t n_predict = 128;
+  engine::SamplingParams sampling;
+  bool print_ids = false;
+  int threads = 0;
+  int64_t ctx = 0;
+};
+
+void run(const Options& o) {
+  set_threads(o.threads);
+  auto m = model::Model::load(o.model);
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  const bool need_tokenizer = !o.prompt.empty() || !o.print_ids;
+  try {
+    tok = model::load_tokenizer(*m, o.tokenizer);
+  } catch (const Error&) {
+    if (need_tokenizer) throw;
+  }
+  std::vector<int32_t> prompt;
+  ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
+  if (!o.prompt_ids.empty()) {
+    prompt = parse_ids(o.prompt_ids, "--prompt-ids");
+  } else if (!o.prompt.empty()) {
+    prompt = tok->encode(o.prompt, tok->vocab().add_bos);
+  }
+  if (prompt.empty()) prompt.push_back(tok ? tok->bos() : m->config().bos_id);
+  for (int32_t id : prompt) {
+    ASCENT_CHECK(id >= 0 && id < m->config().vocab, "--prompt-ids: token id {} is outside the vocabulary (size {})",
+                 id, m->config().vocab);
+  }
+  ASCENT_CHECK(o.n_predict >= 0, "-n: must be >= 0, got {}", o.n_predict);
+  const int64_t want = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict;
+  m->set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));
+
+  engine::Sampler sampler(o.sampling);
+  tokenizer::Utf8Stream stream;
+  int32_t prev = prompt.back();
+  const int32_t eos = tok ? tok->eos() : m->config().eos_id;
+  engine::GenerateStats stats;
+  auto out = engine::generate(*m, prompt, o.n_predict, sampler, eos,
+                              [&](int32_t id) {
+                                if (o.print_ids || !tok) return;
+                                const bool strip = prev == tok->bos() && tok->vocab().kind == tokenizer::VocabKind::Spm;
+                                const std::string text = stream.push(tok->decode_token(id, strip));
+                                std::fwrite(text.data(), 1, text.size(), stdout);
+                                std::fflush(stdout);
+                                prev = id;
+                              },
+                              &stats);
+  if (o.print_ids) {
+    std::string line;
+    for (int32_t id : prompt) line += std::to_string(id) + " ";
+    for (int32_t id : out) line += std::to_string(id) + " ";
+    if (!line.empty()) line.pop_back();
+    std::printf("%s\n", line.c_str());
+  } else {
+    const std::string rest = stream.flush();
+    std::printf("%s\n", rest.c_str());
+  }
+  std::fprintf(stderr, "prompt: %lld tokens, %.1f t/s | generated: %lld tokens, %.1f t/s\n",
+               static_cast<long long>(stats.prompt_tokens),
+               stats.prompt_seconds > 0 ? stats.prompt_tokens / stats.prompt_seconds : 0.0,
+               static_cast<long long>(stats.generated_tokens),
+               stats.generate_seconds > 0 ? stats.generated_tokens / stats.generate_seconds : 0.0);
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* c = app.add_subcommand("generate", "generate text from a prompt");
+  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-p,--prompt", o->prompt, "prompt text");
+  c->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids, e.g. \"1 2 3\"");
+  c->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
+  c->add_option("--temp", o->sampling.temperature, "temperature (0: greedy)")->capture_default_str();
+  c->add_option("--top-k", o->sampling.top_k, "top-k (0: off)")->capture_default_str();
+  c->add_option("--top-p", o->sampling.top_p, "top-p (1: off)")->capture_default_str();
+  c->add_option("--min-p", o->sampling.min_p, "min-p (0: off)")->capture_default_str();
+  c->add_option("--repeat-penalty", o->sampling.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  c->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  c->add_option("--seed", o->sampling.seed, "random seed")->capture_default_str();
+  c->add_option("--tokenizer", o->tokenizer, "tokenizer.bin, tokenizer.json, .gguf or folder");
+  c->add_option("-c,--ctx-size", o->ctx, "context length (default: prompt + n)");
+  c->add_flag("--print-ids", o->print_ids, "print the prompt and generated ids on one line instead of text");
+  c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
+  c->callback([o] { run(*o); });
+}
+
+}  // namespace ascent::cli

@@ -1,0 +1,60 @@
+// ascent info: what a model file holds — architecture, shapes, parameters, dtypes, sizes — and what loading it
+// cost in resident memory (weights are mapped, not copied).
+#include <cstdio>
+#include <map>
+
+#include "ascent/base/mapped_file.h"
+#include "ascent/cli/commands.h"
+#include "ascent/model/model.h"
+
+namespace ascent::cli {
+namespace {
+
+void run(const std::string& path) {
+  const size_t rss_before = resident_bytes();
+  auto m = model::Model::load(path);
+  const size_t rss_after = resident_bytes();
+  const auto& c = m->config();
+  std::printf("format            %s\n", model::format_name(m->format()));
+  std::printf("architecture      %s\n", model::arch_name(c.arch));
+  std::printf("vocab             %lld\n", static_cast<long long>(c.vocab));
+  std::printf("hidden            %lld\n", static_cast<long long>(c.dim));
+  std::printf("layers            %lld\n", static_cast<long long>(c.n_layers));
+  std::printf("heads             %lld (kv %lld, head dim %lld)\n", static_cast<long long>(c.n_heads),
+              static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim));
+  std::printf("ffn               %lld\n", static_cast<long long>(c.ffn_dim));
+  std::printf("context           %lld\n", static_cast<long long>(c.max_seq));
+  if (c.uses_rope()) {
+    std::printf("rope              theta %g, %s pairs%s\n", c.rope_theta,
+                c.rope_style == kernels::RopeStyle::Half ? "rotate-half" : "interleaved",
+                c.rope_scaling.enabled || !c.rope_freq_factors.empty() ? ", llama3 scaling" : "");
+  }
+  if (c.sliding_window > 0) std::printf("sliding window    %lld\n", static_cast<long long>(c.sliding_window));
+  std::printf("tied embeddings   %s\n", c.tied_embeddings ? "yes" : "no");
+  std::printf("parameters        %lld\n", static_cast<long long>(m->parameter_count()));
+  std::map<std::string, std::pair<int, int64_t>> by_type;
+  for (const auto& [name, t] : m->weights().all()) {
+    auto& e = by_type[std::string(dtype_name(t.dtype))];
+    ++e.first;
+    e.second += t.nbytes();
+  }
+  std::string types;
+  for (const auto& [t, e] : by_type) {
+    types += (types.empty() ? "" : ", ") + t + ": " + std::to_string(e.first) + " tensors";
+  }
+  std::printf("dtypes            %s\n", types.c_str());
+  std::printf("file size         %.1f MiB\n", static_cast<double>(m->weights().file_bytes()) / (1 << 20));
+  std::printf("rss after load    %.1f MiB (+%.1f MiB)\n", static_cast<double>(rss_after) / (1 << 20),
+              (static_cast<double>(rss_after) - static_cast<double>(rss_before)) / (1 << 20));
+}
+
+}  // namespace
+
+void add_info(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto* c = app.add_subcommand("info", "describe a model");
+  c->add_option("-m,--model", *path, "HF folder, .gguf or llama2.c .bin")->required();
+  c->callback([path] { run(*path); });
+}
+
+}  // namespace ascent::cli

@@ -1,0 +1,24 @@
+// The single-sequence generation loop: prefill the prompt, then sample and feed back one token at a time until
+// n tokens or end-of-sequence. The multi-sequence, continuously batched engine is the serving issue's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "ascent/engine/sampler.h"
+#include "ascent/model/model.h"
+
+namespace ascent::engine {
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  double prompt_seconds = 0, generate_seconds = 0;
+};
+
+// Calls on_token for each generated id (EOS excluded) as soon as it is sampled. Returns the generated ids.
+std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
+                              int32_t eos_id, const std::function<void(int32_t)>& on_token, GenerateStats* stats);
+
+}  // namespace ascent::engine

@@ -1,0 +1,79 @@
+#include "ascent/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "ascent/base/error.h"
+
+namespace ascent::engine {
+
+Sampler::Sampler(SamplingParams p) : p_(p), state_(p.seed) {
+  ASCENT_CHECK(p.top_p > 0.0f, "--top-p must be in (0, 1], got {}", p.top_p);
+  ASCENT_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "--min-p must be in [0, 1], got {}", p.min_p);
+  ASCENT_CHECK(p.repeat_penalty > 0.0f, "--repeat-penalty must be positive, got {}", p.repeat_penalty);
+}
+
+double Sampler::uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  ASCENT_CHECK(!logits.empty(), "sampler: empty logits");
+  cand_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
+  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
+    const size_t n = p_.repeat_last_n < 0 ? history.size()
+                                          : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
+    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+    for (int32_t id : seen) {
+      if (id < 0 || static_cast<size_t>(id) >= cand_.size()) continue;
+      float& l = cand_[static_cast<size_t>(id)].first;
+      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    }
+  }
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  if (p_.temperature <= 0.0f) return std::min_element(cand_.begin(), cand_.end(), by_logit)->second;
+
+  size_t k = cand_.size();
+  if (p_.top_k > 0) k = std::min(k, static_cast<size_t>(p_.top_k));
+  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), by_logit);
+  cand_.resize(k);
+  // Softmax at temperature; probabilities stay in cand_[i].first.
+  const float mx = cand_[0].first;
+  double sum = 0.0;
+  for (auto& c : cand_) {
+    c.first = std::exp((c.first - mx) / p_.temperature);
+    sum += c.first;
+  }
+  for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
+  if (p_.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t keep = 0;
+    while (keep < cand_.size()) {
+      cum += cand_[keep++].first;
+      if (cum >= p_.top_p) break;
+    }
+    cand_.resize(keep);
+  }
+  if (p_.min_p > 0.0f) {
+    const float floor = cand_[0].first * p_.min_p;
+    size_t keep = 1;
+    while (keep < cand_.size() && cand_[keep].first >= floor) ++keep;
+    cand_.resize(keep);
+  }
+  double total = 0.0;
+  for (const auto& c : cand_) total += c.first;
+  double r = uniform() * total;
+  for (const auto& c : cand_) {
+    r -= c.first;
+    if (r < 0) return c.second;
+  }
+  return cand_.back().second;
+}
+
+}  // namespace ascent::engine

@@ -1,0 +1,36 @@
+// Token sampling: repetition penalty, then top-k, temperature, top-p and min-p, then a draw from a seeded
+// generator whose stream is fully specified (splitmix64), so a seed reproduces the same tokens on any platform.
+// Temperature <= 0 is greedy (argmax, lowest id on ties).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ascent::engine {
+
+struct SamplingParams {
+  float temperature = 0.8f;
+  int top_k = 40;            // <= 0: all
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams p);
+  // history: tokens seen so far (prompt and generated), for the repetition penalty.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  double uniform();  // [0, 1)
+
+  SamplingParams p_;
+  uint64_t state_;
+  std::vector<std::pair<float, int32_t>> cand_;
+};
+
+}  // namespace ascent::engine

@@ -1,0 +1,95 @@
+// The graph IR and its builder. A model is a function that builds a Graph: nodes in topological order (the
+// builder only appends), each with an op, activation inputs, constant weights, attributes, an output width and a
+// name such as "blk.3.attn_q" for profiles and errors. Every activation is f32 with shape (rows, cols) where rows
+// is the token count T of the call (symbolic: fixed when the graph runs) or 1 for last-row outputs, so a single
+// graph serves every sequence length and plans are compiled per shape bucket of T.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ascent/kernels/cpu/ops.h"
+#include "ascent/tensor/tensor.h"
+
+namespace ascent::graph {
+
+enum class Op {
+  Tokens,     // (T, 1) input token ids (i32)
+  Positions,  // (T, 1) absolute positions n_past + t (i32)
+  Embedding,  // weights[0] (V, C) gathered by inputs[0] (ids or positions)
+  MatMul,     // inputs[0] (T, K) @ weights[0] (N, K)^T (+ weights[1] bias (N))
+  RmsNorm,    // per `group` values, times weights[0] (group)
+  LayerNorm,  // times weights[0] plus weights[1]
+  Rope,       // inputs[0] (T, H*D) rotated at inputs[1] positions
+  Attention,  // q, k, v (T, *) -> (T, Hq*D); stores k, v in the KV cache layer first
+  Silu,
+  GeluTanh,
+  SwiGLU,     // silu(inputs[0]) * inputs[1]
+  Add,
+  Mul,
+  Softmax,    // row-wise
+  LastRow,    // (T, C) -> (1, C)
+};
+
+const char* op_name(Op op);
+
+struct Value {
+  int id = -1;
+};
+
+struct Node {
+  Op op = Op::Tokens;
+  std::string name;
+  std::vector<int> inputs;              // ids of earlier nodes
+  std::vector<const Tensor*> weights;   // constants, owned by the model; may hold nullptr for an absent bias
+  int64_t cols = 0;                     // output row width
+  bool single_row = false;              // output has one row instead of T
+  bool is_int = false;                  // output holds i32 (tokens, positions)
+  // Attributes; which are used depends on op.
+  float eps = 0.0f;
+  int64_t group = 0;                    // RmsNorm group width
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 0.0f;
+  int64_t window = 0;
+  int layer = -1;                       // Attention: KV cache layer
+  kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
+  const std::vector<float>* inv_freq = nullptr;  // Rope: (D/2,), owned by the model
+};
+
+class Graph {
+ public:
+  Value tokens();
+  Value positions();
+  Value embedding(const Tensor& table, Value ids, std::string name);
+  Value matmul(Value x, const Tensor& w, const Tensor* bias, std::string name);
+  Value rms_norm(Value x, const Tensor& w, float eps, std::string name);
+  // Qwen3-style norm of each head_dim-wide group of x with one weight vector (head_dim).
+  Value rms_norm_grouped(Value x, const Tensor& w, float eps, int64_t group, std::string name);
+  Value layer_norm(Value x, const Tensor& w, const Tensor* b, float eps, std::string name);
+  Value rope(Value x, Value pos, int64_t heads, int64_t head_dim, const std::vector<float>& inv_freq,
+             kernels::RopeStyle style, std::string name);
+  Value attention(Value q, Value k, Value v, int layer, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
+                  int64_t window, std::string name);
+  Value silu(Value x, std::string name);
+  Value gelu_tanh(Value x, std::string name);
+  Value swiglu(Value gate, Value up, std::string name);
+  Value add(Value a, Value b, std::string name);
+  Value mul(Value a, Value b, std::string name);
+  Value softmax(Value x, std::string name);
+  Value last_row(Value x, std::string name);
+
+  void set_output(Value v);
+  int output() const { return output_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(Value v) const { return nodes_.at(static_cast<size_t>(v.id)); }
+
+ private:
+  Value push(Node n);
+  const Node& get(Value v, const std::string& user) const;
+
+  std::vector<Node> nodes_;
+  int output_ = -1;
+};
+
+}  // namespace ascent::graph

@@ -1,0 +1,47 @@
+// Reference causal attention with grouped-query heads and an optional sliding window, over a KV cache.
+// One (query row, head) pair per work item; scores are materialised per item (up to n_past + T floats).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/ops.h"
+
+namespace ascent::kernels {
+
+void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+  ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
+               "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
+  const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
+  const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
+  ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores(static_cast<size_t>(d.n_past + d.n_tokens));  // (S,)
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / d.n_heads, h = i % d.n_heads, kvh = h / group;
+      const int64_t pos = d.n_past + t;
+      const int64_t first = d.window > 0 ? std::max<int64_t>(0, pos - d.window + 1) : 0;
+      const float* qh = q + t * q_stride + h * D;
+      float mx = -INFINITY;
+      for (int64_t j = first; j <= pos; ++j) {
+        scores[j] = dot_f32(qh, k + j * kv_stride + kvh * D, D) * d.scale;
+        mx = std::max(mx, scores[j]);
+      }
+      double sum = 0.0;
+      for (int64_t j = first; j <= pos; ++j) {
+        scores[j] = std::exp(scores[j] - mx);
+        sum += scores[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* oh = out + t * q_stride + h * D;
+      std::fill(oh, oh + D, 0.0f);
+      for (int64_t j = first; j <= pos; ++j) {
+        const float p = scores[j] * inv;
+        const float* vj = v + j * kv_stride + kvh * D;
+        for (int64_t c = 0; c < D; ++c) oh[c] += p * vj[c];
+      }
+    }
+  });
+}
+
+}  // namespace ascent::kernels

@@ -1,0 +1,43 @@
+// Reference RMSNorm (whole-row or per-group) and LayerNorm, threaded over rows. Sums are taken in double so the
+// result does not depend on accumulation order.
+#include <cmath>
+
+#include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/ops.h"
+
+namespace ascent::kernels {
+
+void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, float eps, int64_t group, float* y) {
+  ASCENT_CHECK(group > 0 && C % group == 0, "rms_norm: row width {} is not a multiple of group {}", C, group);
+  const int64_t G = C / group;
+  ThreadPool::global().parallel_for(T * G, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * group;
+      float* yr = y + r * group;
+      double ss = 0.0;
+      for (int64_t i = 0; i < group; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
+      for (int64_t i = 0; i < group; ++i) yr[i] = (xr[i] * inv) * w[i];
+    }
+  });
+}
+
+void layer_norm_forward(const float* x, int64_t T, int64_t C, const float* w, const float* b, float eps, float* y) {
+  ThreadPool::global().parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xr = x + t * C;
+      float* yr = y + t * C;
+      double sum = 0.0;
+      for (int64_t i = 0; i < C; ++i) sum += xr[i];
+      const double mean = sum / static_cast<double>(C);
+      double var = 0.0;
+      for (int64_t i = 0; i < C; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(C) + eps));
+      const float m = static_cast<float>(mean);
+      for (int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - m) * inv * w[i] + (b != nullptr ? b[i] : 0.0f);
+    }
+  });
+}
+
+}  // namespace ascent::kernels

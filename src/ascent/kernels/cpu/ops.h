@@ -1,0 +1,63 @@
+// Reference CPU kernels: plain C++, threaded over rows or output columns with the global ThreadPool. They define
+// what every faster variant must reproduce. Activations are f32, row-major, shapes noted as (rows, cols);
+// weights may be stored as f32, f16, bf16, q8_0 or q4_0 and are read in place.
+//
+// Batch invariance: every output row depends only on its own input row (and, for attention, its own position),
+// and the summation order inside a row never depends on the row count or thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "ascent/tensor/tensor.h"
+
+namespace ascent::kernels {
+
+// out (T, C) = table[ids[t]] for a table (V, C) of any storage type. Throws naming the id if out of range.
+void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float* out);
+
+// y (T, N) = x (T, K) @ w (N, K)^T + bias (N); bias may be null.
+void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y);
+
+// Normalises each group of `group` consecutive values of each row of x (T, C): group == C is an ordinary
+// RMSNorm, group == head_dim is Qwen3's per-head q/k norm. w has `group` elements.
+void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, float eps, int64_t group, float* y);
+// y (T, C) = (x - mean) / sqrt(var + eps) * w + b
+void layer_norm_forward(const float* x, int64_t T, int64_t C, const float* w, const float* b, float eps, float* y);
+
+enum class RopeStyle {
+  Interleaved,  // rotates pairs (2i, 2i+1): llama2.c and GGUF llama files (Q/K permuted at conversion)
+  Half,         // rotates pairs (i, i + D/2): Hugging Face rotate_half, GGUF "neox" models (Qwen2, Qwen3)
+};
+// Rotates each head of x (T, H*D) in place by angle pos[t] * inv_freq[i], i < D/2.
+void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
+                  std::span<const float> inv_freq, RopeStyle style);
+
+struct AttentionDims {
+  int64_t n_tokens;    // T: new query rows
+  int64_t n_past;      // positions already in the cache before these tokens
+  int64_t n_heads;     // Hq
+  int64_t n_kv_heads;  // Hkv; Hq % Hkv == 0 (grouped-query attention)
+  int64_t head_dim;    // D
+  float scale;         // usually 1/sqrt(D)
+  int64_t window;      // sliding window in positions (0: unlimited)
+};
+// Causal attention of q (T, Hq*D) over k, v caches (n_past + T, Hkv*D) whose first n_past + T rows are valid.
+// Query t sits at position n_past + t. out is (T, Hq*D).
+void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
+
+// Row-wise softmax of x (R, C) into y.
+void softmax_forward(const float* x, int64_t R, int64_t C, float* y);
+
+void silu_forward(const float* x, int64_t n, float* y);
+// GELU with the tanh approximation (GPT-2's "gelu_new").
+void gelu_tanh_forward(const float* x, int64_t n, float* y);
+// y = silu(gate) * up
+void swiglu_forward(const float* gate, const float* up, int64_t n, float* y);
+void add_forward(const float* a, const float* b, int64_t n, float* y);
+void mul_forward(const float* a, const float* b, int64_t n, float* y);
+
+// f32 dot product with a fixed summation order (8 interleaved partial sums), shared by the kernels above.
+float dot_f32(const float* a, const float* b, int64_t n);
+
+}  // namespace ascent::kernels

@@ -1,0 +1,142 @@
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "ascent/base/error.h"
+#include "ascent/model/gguf.h"
+
+namespace ascent::model {
+namespace {
+
+constexpr uint64_t kAlign = 32;
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+void put_str(std::string& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out += s;
+}
+
+uint32_t ggml_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q8_0: return 8;
+    case DType::BF16: return 30;
+    case DType::I32: break;
+  }
+  fail("GGUF cannot store {} tensors", dtype_name(t));
+}
+
+}  // namespace
+
+void GgufWriter::set_string(const std::string& key, const std::string& v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::String));
+  put_str(e, v);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_u32(const std::string& key, uint32_t v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::U32));
+  put<uint32_t>(e, v);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_i32(const std::string& key, int32_t v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::I32));
+  put<int32_t>(e, v);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_f32(const std::string& key, float v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::F32));
+  put<float>(e, v);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_bool(const std::string& key, bool v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::Bool));
+  put<uint8_t>(e, v ? 1 : 0);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_strings(const std::string& key, const std::vector<std::string>& v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::Array));
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::String));
+  put<uint64_t>(e, v.size());
+  for (const auto& s : v) put_str(e, s);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_f32s(const std::string& key, const std::vector<float>& v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::Array));
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::F32));
+  put<uint64_t>(e, v.size());
+  for (float f : v) put<float>(e, f);
+  kv_.emplace_back(key, e);
+}
+void GgufWriter::set_i32s(const std::string& key, const std::vector<int32_t>& v) {
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::Array));
+  put<uint32_t>(e, static_cast<uint32_t>(GgufType::I32));
+  put<uint64_t>(e, v.size());
+  for (int32_t i : v) put<int32_t>(e, i);
+  kv_.emplace_back(key, e);
+}
+
+void GgufWriter::add_tensor(const std::string& name, const Tensor& t) {
+  ggml_type(t.dtype);
+  ASCENT_CHECK(!t.shape.empty() && t.shape.size() <= 4, "GGUF tensor {}: rank {} unsupported", name,
+               t.shape.size());
+  tensors_.emplace_back(name, t);
+}
+
+void GgufWriter::write(const std::string& path) const {
+  std::string head = "GGUF";
+  put<uint32_t>(head, 3);
+  put<uint64_t>(head, tensors_.size());
+  put<uint64_t>(head, kv_.size());
+  for (const auto& [k, e] : kv_) {
+    put_str(head, k);
+    head += e;
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors_) {
+    put_str(head, name);
+    put<uint32_t>(head, static_cast<uint32_t>(t.shape.size()));
+    for (size_t d = t.shape.size(); d-- > 0;) put<uint64_t>(head, static_cast<uint64_t>(t.shape[d]));
+    put<uint32_t>(head, ggml_type(t.dtype));
+    put<uint64_t>(head, offset);
+    offset = (offset + static_cast<uint64_t>(t.nbytes()) + kAlign - 1) / kAlign * kAlign;
+  }
+  head.resize((head.size() + kAlign - 1) / kAlign * kAlign, '\0');
+
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));
+  bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+  static const char zeros[kAlign] = {};
+  for (const auto& [name, t] : tensors_) {
+    const size_t n = static_cast<size_t>(t.nbytes());
+    ok = ok && std::fwrite(t.data, 1, n, f) == n;
+    const size_t pad = (kAlign - n % kAlign) % kAlign;
+    ok = ok && std::fwrite(zeros, 1, pad, f) == pad;
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed (disk full?)", path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail("{}: cannot rename from {}: {}", path, tmp, ec.message());
+  }
+}
+
+}  // namespace ascent::model

@@ -1,0 +1,107 @@
+#include "ascent/model/model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ascent/base/error.h"
+#include "ascent/model/loaders.h"
+#include "ascent/model/transformer.h"
+
+namespace ascent::model {
+
+namespace fs = std::filesystem;
+
+const char* format_name(Format f) {
+  switch (f) {
+    case Format::HuggingFace: return "huggingface";
+    case Format::Gguf: return "gguf";
+    case Format::Llama2c: return "llama2.c";
+  }
+  return "?";
+}
+
+std::string read_checkpoint(const std::string& path, Format& format, ModelConfig& cfg, WeightSet& w,
+                            std::unique_ptr<GgufFile>& gguf) {
+  std::error_code ec;
+  ASCENT_CHECK(fs::exists(path, ec), "{}: no such file or directory", path);
+  std::string source = path;
+  if (fs::is_directory(path, ec)) {
+    format = Format::HuggingFace;
+  } else if (fs::path(path).extension() == ".safetensors") {
+    format = Format::HuggingFace;
+    const fs::path parent = fs::path(path).parent_path();
+    source = parent.empty() ? fs::path(".").string() : parent.string();
+  } else {
+    char magic[4] = {};
+    std::ifstream in(path, std::ios::binary);
+    in.read(magic, 4);
+    format = std::memcmp(magic, "GGUF", 4) == 0 ? Format::Gguf : Format::Llama2c;
+  }
+  w = WeightSet(source);
+  switch (format) {
+    case Format::HuggingFace:
+      load_hf(source, cfg, w);
+      break;
+    case Format::Gguf:
+      gguf = std::make_unique<GgufFile>(path);
+      load_gguf(*gguf, cfg, w);
+      break;
+    case Format::Llama2c:
+      load_llama2c(path, cfg, w);
+      break;
+  }
+  return source;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = path;
+  read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_);
+  finalize_weights(m->cfg_, m->weights_);
+  if (m->cfg_.uses_rope()) m->inv_freq_ = rope_inv_freq(m->cfg_);
+  // Build the generation graph now so that missing or mis-shaped tensors are reported at load time.
+  m->graph_last_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false));
+  m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_);
+  m->set_context(std::min<int64_t>(m->cfg_.max_seq, 4096));
+  return m;
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  const Tensor* out = weights_.find("output.weight");
+  const Tensor* emb = weights_.find("token_embd.weight");
+  for (const auto& [name, t] : weights_.all()) {
+    if (name == "output.weight" && out && emb && out->data == emb->data) continue;  // tied: count once
+    n += t.numel();
+  }
+  return n;
+}
+
+void Model::set_context(int64_t n_ctx) {
+  ASCENT_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
+  if (cfg_.arch == Arch::Gpt2) {
+    ASCENT_CHECK(n_ctx <= cfg_.max_seq, "context length {} exceeds the model's {} learned positions", n_ctx,
+                 cfg_.max_seq);
+  }
+  n_ctx_ = n_ctx;
+  kv_ = std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx, cfg_.n_kv_heads * cfg_.head_dim);
+  n_past_ = 0;
+}
+
+std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_logits) {
+  if (all_logits && !graph_all_) {
+    graph_all_.emplace(build_transformer(cfg_, weights_, inv_freq_, /*all_logits=*/true));
+    exec_all_ = std::make_unique<graph::Executor>(*graph_all_);
+  }
+  graph::Executor& ex = all_logits ? *exec_all_ : *exec_last_;
+  auto out = ex.run(tokens, n_past_, *kv_);
+  n_past_ += static_cast<int64_t>(tokens.size());
+  return out;
+}
+
+int64_t Model::plans_compiled() const {
+  return exec_last_->plans_compiled() + (exec_all_ ? exec_all_->plans_compiled() : 0);
+}
+
+}  // namespace ascent::model

@@ -1,0 +1,61 @@
+// Model: a loaded checkpoint (any supported format), its graphs and the KV cache of one sequence. forward() runs
+// new tokens after those already cached and returns their logits.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ascent/graph/executor.h"
+#include "ascent/model/config.h"
+#include "ascent/model/gguf.h"
+#include "ascent/model/weights.h"
+
+namespace ascent::model {
+
+enum class Format { HuggingFace, Gguf, Llama2c };
+const char* format_name(Format f);
+
+class Model {
+ public:
+  // PATH: an HF folder (or a .safetensors file inside one), a .gguf file or a llama2.c .bin. Errors name the file
+  // and the fault.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const ModelConfig& config() const { return cfg_; }
+  const WeightSet& weights() const { return weights_; }
+  const std::string& path() const { return path_; }
+  Format format() const { return format_; }
+  // The parsed GGUF header when the model came from a GGUF file (its vocabulary lives there).
+  const GgufFile* gguf() const { return gguf_.get(); }
+  int64_t parameter_count() const;
+
+  // Context length of the KV cache (default min(max_seq, 4096)); resets the sequence.
+  void set_context(int64_t n_ctx);
+  int64_t context() const { return n_ctx_; }
+
+  // Runs tokens at positions n_past()..; returns logits (T, vocab) or, unless all_logits, (1, vocab) for the last.
+  std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
+  int64_t n_past() const { return n_past_; }
+  void reset() { n_past_ = 0; }
+  int64_t plans_compiled() const;
+
+ private:
+  Model() = default;
+
+  std::string path_;
+  Format format_ = Format::HuggingFace;
+  ModelConfig cfg_;
+  WeightSet weights_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::vector<float> inv_freq_;
+  std::optional<graph::Graph> graph_last_, graph_all_;
+  std::unique_ptr<graph::Executor> exec_last_, exec_all_;
+  std::unique_ptr<graph::KvCache> kv_;
+  int64_t n_ctx_ = 0;
+  int64_t n_past_ = 0;
+};
+
+}  // namespace ascent::model

@@ -1,0 +1,105 @@
+#include "ascent/model/model_tokenizer.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ascent/base/error.h"
+
+namespace ascent::model {
+
+namespace fs = std::filesystem;
+
+tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
+  using tokenizer::TokenType;
+  tokenizer::Vocab v;
+  const std::string kind = f.get_string("tokenizer.ggml.model");
+  const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+  ASCENT_CHECK(tokens != nullptr && tokens->type == GgufType::Array && tokens->elem_type == GgufType::String,
+               "{}: metadata tokenizer.ggml.tokens is missing or not a string array", f.path());
+  v.pieces = tokens->strings;
+  const size_t n = v.pieces.size();
+  if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
+    ASCENT_CHECK(types->ints.size() == n, "{}: metadata tokenizer.ggml.token_type has {} entries for {} tokens",
+                 f.path(), types->ints.size(), n);
+    for (int64_t t : types->ints) v.types.push_back(static_cast<TokenType>(t));
+  } else {
+    v.types.assign(n, TokenType::Normal);
+  }
+  if (const GgufValue* scores = f.find("tokenizer.ggml.scores")) {
+    ASCENT_CHECK(scores->floats.size() == n, "{}: metadata tokenizer.ggml.scores has {} entries for {} tokens",
+                 f.path(), scores->floats.size(), n);
+    for (double s : scores->floats) v.scores.push_back(static_cast<float>(s));
+  } else {
+    v.scores.assign(n, 0.0f);
+  }
+  if (kind == "llama") {
+    v.kind = tokenizer::VocabKind::Spm;
+    v.add_space_prefix = f.get_int("tokenizer.ggml.add_space_prefix", 1) != 0;
+  } else if (kind == "gpt2") {
+    v.kind = tokenizer::VocabKind::ByteLevel;
+    const GgufValue* merges = f.find("tokenizer.ggml.merges");
+    ASCENT_CHECK(merges != nullptr && merges->elem_type == GgufType::String,
+                 "{}: metadata tokenizer.ggml.merges is missing", f.path());
+    for (const auto& m : merges->strings) {
+      const size_t sp = m.find(' ', 1);
+      ASCENT_CHECK(sp != std::string::npos, "{}: merge '{}' is not 'a b'", f.path(), m);
+      v.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
+    }
+    const GgufValue* pre = f.find("tokenizer.ggml.pre");
+    const std::string p = pre ? pre->s : "default";
+    if (p == "llama-bpe" || p == "llama3") {
+      v.pre_pattern =
+          R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    } else if (p == "qwen2") {
+      v.pre_pattern =
+          R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    }
+  } else {
+    fail("{}: tokenizer.ggml.model '{}' is not supported (llama, gpt2)", f.path(), kind);
+  }
+  v.bos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", -1));
+  v.eos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", -1));
+  v.unk_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.unknown_token_id", -1));
+  v.add_bos = f.get_int("tokenizer.ggml.add_bos_token", kind == "llama" ? 1 : 0) != 0;
+  return v;
+}
+
+tokenizer::Vocab load_vocab(const std::string& path, int64_t vocab_size) {
+  std::error_code ec;
+  ASCENT_CHECK(fs::exists(path, ec), "{}: no such file or directory", path);
+  if (fs::is_directory(path, ec)) {
+    const std::string json = (fs::path(path) / "tokenizer.json").string();
+    ASCENT_CHECK(fs::exists(json), "{}: no tokenizer.json in this folder", path);
+    return tokenizer::read_tokenizer_json(json);
+  }
+  if (fs::path(path).extension() == ".json") return tokenizer::read_tokenizer_json(path);
+  char magic[4] = {};
+  std::ifstream(path, std::ios::binary).read(magic, 4);
+  if (std::memcmp(magic, "GGUF", 4) == 0) return vocab_from_gguf(GgufFile(path));
+  return tokenizer::read_llama2c_vocab(path, vocab_size);
+}
+
+std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const Model& m, const std::string& explicit_path) {
+  tokenizer::Vocab v;
+  if (!explicit_path.empty()) {
+    v = load_vocab(explicit_path, m.config().vocab);
+  } else if (m.gguf() != nullptr) {
+    ASCENT_CHECK(m.gguf()->find("tokenizer.ggml.model") != nullptr,
+                 "{}: the file holds no vocabulary; pass --tokenizer", m.path());
+    v = vocab_from_gguf(*m.gguf());
+  } else if (m.format() == Format::HuggingFace) {
+    v = load_vocab(m.weights().source(), 0);
+  } else {
+    const fs::path guess = fs::path(m.path()).parent_path() / "tokenizer.bin";
+    ASCENT_CHECK(fs::exists(guess), "{}: no tokenizer found next to the model; pass --tokenizer", m.path());
+    v = load_vocab(guess.string(), m.config().vocab);
+  }
+  ASCENT_CHECK(static_cast<int64_t>(v.pieces.size()) <= m.config().vocab,
+               "tokenizer has {} tokens but the model's vocabulary is {}", v.pieces.size(), m.config().vocab);
+  if (v.bos_id < 0) v.bos_id = m.config().bos_id;
+  if (v.eos_id < 0) v.eos_id = m.config().eos_id;
+  return std::make_unique<tokenizer::Tokenizer>(std::move(v));
+}
+
+}  // namespace ascent::model

@@ -1,0 +1,132 @@
+#include "ascent/prof/roofline.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "ascent/base/aligned.h"
+#include "ascent/base/cpu_features.h"
+
+namespace ascent::prof {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a0);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+uint64_t sum_scalar(const uint8_t* p, int64_t n) {
+  const auto* q = reinterpret_cast<const uint64_t*>(p);
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  for (int64_t i = 0; i + 4 <= n / 8; i += 4) {
+    a += q[i];
+    b += q[i + 1];
+    c += q[i + 2];
+    d += q[i + 3];
+  }
+  return a + b + c + d;
+}
+
+double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads) {
+  const bool avx2 = cpu_features().avx2;
+  std::atomic<uint64_t> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    const int64_t chunk = bytes / threads / 128 * 128;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const uint8_t* p = buf + t * chunk;
+        sink += avx2 ? sum_avx2(p, chunk) : sum_scalar(p, chunk);
+      });
+    }
+    for (auto& t : ts) t.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(chunk * threads) / s / 1e9);
+  }
+  return best;
+}
+
+constexpr int64_t kFmaIters = 20'000'000;
+
+__attribute__((target("avx512f"))) float fma_avx512() {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kFmaIters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0] + lanes[15];
+}
+
+__attribute__((target("avx2,fma"))) float fma_avx2() {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < kFmaIters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  return lanes[0] + lanes[7];
+}
+
+double fma_gflops(int threads, std::string& isa) {
+  const auto& f = cpu_features();
+  const int lanes = f.avx512f ? 16 : (f.avx2 && f.fma ? 8 : 0);
+  isa = f.avx512f ? "avx512f" : (lanes ? "avx2+fma" : "none");
+  if (lanes == 0) return 0;
+  std::atomic<float> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&] { sink = sink + (f.avx512f ? fma_avx512() : fma_avx2()); });
+    }
+    for (auto& t : ts) t.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double flops = 2.0 * lanes * 12 * static_cast<double>(kFmaIters) * threads;
+    best = std::max(best, flops / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+Roofline measure_roofline(int threads, int64_t buffer_bytes) {
+  Roofline r;
+  r.threads = std::max(1, threads);
+  const int64_t bytes = buffer_bytes / 4096 * 4096;
+  AlignedPtr buf = aligned_alloc_bytes(static_cast<size_t>(bytes));
+  for (int64_t i = 0; i < bytes; i += 64) buf[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+  r.read_gbps_1t = read_bandwidth(buf.get(), bytes, 1);
+  r.read_gbps_all = read_bandwidth(buf.get(), bytes, r.threads);
+  r.fp32_gflops_1t = fma_gflops(1, r.fma_isa);
+  r.fp32_gflops_all = fma_gflops(r.threads, r.fma_isa);
+  return r;
+}
+
+}  // namespace ascent::prof

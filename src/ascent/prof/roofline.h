@@ -1,0 +1,20 @@
+// Measures this machine's roofline: memory read bandwidth (one thread and all threads) and peak FP32 FMA
+// throughput. Every benchmark reports its figures as a fraction of these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ascent::prof {
+
+struct Roofline {
+  double read_gbps_1t = 0, read_gbps_all = 0;   // GB/s (1e9 bytes per second), best of several passes
+  double fp32_gflops_1t = 0, fp32_gflops_all = 0;
+  int threads = 1;
+  std::string fma_isa;  // which instruction set the FLOP/s loop used
+};
+
+// buffer_bytes: size of the buffer streamed for bandwidth (large enough to defeat the caches).
+Roofline measure_roofline(int threads, int64_t buffer_bytes = int64_t{512} << 20);
+
+}  // namespace ascent::prof

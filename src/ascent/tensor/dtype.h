@@ -1,0 +1,56 @@
+// Element types and their storage. F32/F16/BF16 are plain arrays; Q8_0 and Q4_0 are GGUF's 32-element blocks
+// (one f16 scale and 32 signed 8-bit or 4-bit values), stored and used exactly as GGUF lays them out so that
+// weights run in place from a mapped file. I32 holds token ids and positions.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ascent {
+
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32 };
+
+constexpr int kQBlock = 32;
+
+struct BlockQ8_0 {
+  uint16_t d;  // f16 scale
+  int8_t qs[kQBlock];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  uint16_t d;            // f16 scale
+  uint8_t qs[kQBlock / 2];  // element j in the low nibble of qs[j], element j+16 in the high nibble
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+std::string_view dtype_name(DType t);
+// Parses "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive); throws naming the text otherwise.
+DType parse_dtype(std::string_view name);
+// Elements per storage block (32 for Q8_0/Q4_0, else 1) and bytes per block.
+int64_t block_elems(DType t);
+int64_t block_bytes(DType t);
+bool is_quantized(DType t);
+// Bytes that n elements occupy; throws if n is not a whole number of blocks.
+int64_t storage_bytes(DType t, int64_t n);
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);  // round to nearest even, saturating to inf like IEEE
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t f32_to_bf16(float f);  // round to nearest even; NaN stays NaN
+
+// Converts n elements of type t at src into f32 at dst (n a whole number of blocks).
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+// Converts n f32 elements into type t (F32, F16, BF16, Q8_0, Q4_0); the quantizers follow GGUF's reference
+// rounding so files we write decode the same in llama.cpp.
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace ascent

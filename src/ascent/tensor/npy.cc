@@ -1,0 +1,85 @@
+#include "ascent/tensor/npy.h"
+
+#include <cstdio>
+#include <cstring>
+#include <regex>
+
+#include "ascent/base/error.h"
+#include "ascent/base/mapped_file.h"
+
+namespace ascent {
+
+Tensor read_npy(const std::string& path) {
+  MappedFile f(path);
+  const auto b = f.bytes();
+  ASCENT_CHECK(b.size() >= 10 && std::memcmp(b.data(), "\x93NUMPY", 6) == 0, "{}: bad magic: not a .npy file", path);
+  const int major = b[6];
+  size_t hlen = 0, start = 0;
+  if (major == 1) {
+    hlen = static_cast<size_t>(b[8] | (b[9] << 8));
+    start = 10;
+  } else {
+    ASCENT_CHECK(b.size() >= 12, "{}: truncated header", path);
+    uint32_t h;
+    std::memcpy(&h, b.data() + 8, 4);
+    hlen = h;
+    start = 12;
+  }
+  ASCENT_CHECK(start + hlen <= b.size(), "{}: truncated header", path);
+  const std::string header(reinterpret_cast<const char*>(b.data() + start), hlen);
+  std::smatch m;
+  ASCENT_CHECK(std::regex_search(header, m, std::regex(R"('descr':\s*'([^']+)')")), "{}: header has no descr", path);
+  const std::string descr = m[1];
+  ASCENT_CHECK(header.find("'fortran_order': False") != std::string::npos, "{}: only C-order arrays are supported",
+               path);
+  ASCENT_CHECK(std::regex_search(header, m, std::regex(R"('shape':\s*\(([^)]*)\))")), "{}: header has no shape", path);
+  Shape shape;
+  const std::string dims = m[1];
+  const std::regex number(R"(\d+)");
+  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+    shape.push_back(std::stoll(it->str()));
+  }
+  DType dtype;
+  if (descr == "<f4") {
+    dtype = DType::F32;
+  } else if (descr == "<f2") {
+    dtype = DType::F16;
+  } else if (descr == "<u2") {
+    dtype = DType::BF16;
+  } else if (descr == "<i4") {
+    dtype = DType::I32;
+  } else {
+    fail("{}: unsupported dtype {}", path, descr);
+  }
+  Tensor t = make_owned(dtype, shape);
+  const size_t n = static_cast<size_t>(t.nbytes());
+  ASCENT_CHECK(start + hlen + n <= b.size(), "{}: truncated: {} data bytes expected", path, n);
+  std::memcpy(const_cast<void*>(t.data), b.data() + start + hlen, n);
+  return t;
+}
+
+void write_npy(const std::string& path, const Tensor& t) {
+  ASCENT_CHECK(t.dtype == DType::F32 || t.dtype == DType::I32, "{}: only f32 and i32 arrays can be written", path);
+  std::string dims;
+  for (int64_t d : t.shape) dims += std::to_string(d) + ", ";
+  std::string header = std::string("{'descr': '") + (t.dtype == DType::F32 ? "<f4" : "<i4") +
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));
+  const auto hlen = static_cast<uint16_t>(header.size());
+  const size_t n = static_cast<size_t>(t.nbytes());
+  bool ok = std::fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8;
+  ok = ok && std::fwrite(&hlen, 2, 1, f) == 1;
+  ok = ok && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  ok = ok && std::fwrite(t.data, 1, n, f) == n;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed", path);
+  }
+}
+
+}  // namespace ascent

@@ -1,0 +1,42 @@
+// Tensor: a typed, shaped, row-major view over bytes that someone else owns (a mapped file, an arena) or that the
+// tensor co-owns through `owner`. Shapes are outermost-first as in PyTorch: a linear weight is (N_out, K_in).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ascent/tensor/dtype.h"
+
+namespace ascent {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);  // "(2048, 128)"
+int64_t numel(const Shape& s);
+
+struct Tensor {
+  DType dtype = DType::F32;
+  Shape shape;
+  const void* data = nullptr;
+  std::shared_ptr<const void> owner;  // keeps owned storage alive; null for views into mapped files
+
+  int64_t numel() const { return ascent::numel(shape); }
+  int64_t nbytes() const { return storage_bytes(dtype, numel()); }
+  int64_t rows() const { return shape.size() < 2 ? 1 : numel() / shape.back(); }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  const uint8_t* row_ptr(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * storage_bytes(dtype, cols());
+  }
+  const float* f32() const { return static_cast<const float*>(data); }
+};
+
+// A new tensor owning a zeroed buffer of the given type and shape.
+Tensor make_owned(DType dtype, Shape shape);
+// A new owned f32 copy of t, converted from any storage type.
+Tensor to_f32(const Tensor& t);
+// A new owned tensor holding t's values converted to `dtype` (rounding/quantizing row by row).
+Tensor convert(const Tensor& t, DType dtype);
+
+}  // namespace ascent

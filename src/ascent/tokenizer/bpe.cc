@@ -1,0 +1,357 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <queue>
+
+#include "ascent/base/error.h"
+#include "ascent/tokenizer/tokenizer.h"
+
+namespace ascent::tokenizer {
+namespace {
+
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+size_t utf8_len(unsigned char c) {
+  if (c < 0x80) return 1;
+  if ((c >> 5) == 0x6) return 2;
+  if ((c >> 4) == 0xe) return 3;
+  if ((c >> 3) == 0x1e) return 4;
+  return 1;  // invalid lead byte: treat as a single byte so we always advance
+}
+
+// GPT-2's reversible map from bytes to printable code points, as UTF-8 strings.
+const std::vector<std::string>& byte_to_unicode() {
+  static const std::vector<std::string> table = [] {
+    std::vector<std::string> t(256);
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      const int cp = printable ? b : 256 + n++;
+      std::string s;
+      if (cp < 0x80) {
+        s += static_cast<char>(cp);
+      } else {
+        s += static_cast<char>(0xc0 | (cp >> 6));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      }
+      t[static_cast<size_t>(b)] = s;
+    }
+    return t;
+  }();
+  return table;
+}
+
+const std::unordered_map<std::string, uint8_t>& unicode_to_byte() {
+  static const auto m = [] {
+    std::unordered_map<std::string, uint8_t> r;
+    const auto& t = byte_to_unicode();
+    for (int b = 0; b < 256; ++b) r[t[static_cast<size_t>(b)]] = static_cast<uint8_t>(b);
+    return r;
+  }();
+  return m;
+}
+
+}  // namespace
+
+struct Tokenizer::Regex {
+  pcre2_code* code = nullptr;
+  ~Regex() {
+    if (code) pcre2_code_free(code);
+  }
+};
+
+Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
+  ASCENT_CHECK(!v_.pieces.empty(), "tokenizer: empty vocabulary");
+  for (size_t i = 0; i < v_.pieces.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    const TokenType type = i < v_.types.size() ? v_.types[i] : TokenType::Normal;
+    // The first id wins for duplicate pieces, as in SentencePiece.
+    if (type != TokenType::Control) ids_.emplace(v_.pieces[i], id);
+    if (type == TokenType::Control || type == TokenType::UserDefined) specials_.push_back(v_.pieces[i]);
+  }
+  std::sort(specials_.begin(), specials_.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (size_t r = 0; r < v_.merges.size(); ++r) {
+    merge_rank_.emplace(v_.merges[r].first + " " + v_.merges[r].second, static_cast<int32_t>(r));
+  }
+  if (v_.kind == VocabKind::Spm) {
+    byte_ids_.assign(256, -1);
+    for (int b = 0; b < 256; ++b) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+      auto it = ids_.find(buf);
+      if (it != ids_.end()) byte_ids_[static_cast<size_t>(b)] = it->second;
+    }
+  } else {
+    regex_ = std::make_unique<Regex>();
+    const std::string pattern = v_.pre_pattern.empty() ? kGpt2Pattern : v_.pre_pattern;
+    int err = 0;
+    PCRE2_SIZE off = 0;
+    regex_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &off, nullptr);
+    if (regex_->code == nullptr) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof(msg));
+      fail("tokenizer: pre-tokenizer regex does not compile at offset {}: {}", off, reinterpret_cast<char*>(msg));
+    }
+  }
+}
+
+Tokenizer::~Tokenizer() = default;
+
+int32_t Tokenizer::lookup(const std::string& piece) const {
+  auto it = ids_.find(piece);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+const std::string& Tokenizer::piece(int32_t id) const {
+  ASCENT_CHECK(id >= 0 && id < size(), "token id {} is outside the vocabulary (size {})", id, size());
+  return v_.pieces[static_cast<size_t>(id)];
+}
+
+void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) const {
+  struct Sym {
+    size_t start, len;
+    int prev, next;
+  };
+  std::vector<Sym> syms;
+  for (size_t i = 0; i < word.size();) {
+    const size_t n = std::min(utf8_len(static_cast<unsigned char>(word[i])), word.size() - i);
+    syms.push_back({i, n, static_cast<int>(syms.size()) - 1, static_cast<int>(syms.size()) + 1});
+    i += n;
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+
+  struct Cand {
+    double priority;  // higher merges first
+    int left;
+    size_t len;       // combined length when pushed; stale if the symbols changed since
+  };
+  auto worse = [](const Cand& a, const Cand& b) {
+    return a.priority < b.priority || (a.priority == b.priority && a.left > b.left);
+  };
+  std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> queue(worse);
+  const bool ranked = !v_.merges.empty();
+  auto try_pair = [&](int l) {
+    if (l < 0 || syms[static_cast<size_t>(l)].next < 0) return;
+    const Sym& a = syms[static_cast<size_t>(l)];
+    const Sym& b = syms[static_cast<size_t>(a.next)];
+    if (ranked) {
+      std::string key;
+      key.reserve(a.len + b.len + 1);
+      key.append(word, a.start, a.len).append(" ").append(word, b.start, b.len);
+      auto it = merge_rank_.find(key);
+      if (it != merge_rank_.end()) queue.push({-static_cast<double>(it->second), l, a.len + b.len});
+    } else {
+      const int32_t id = lookup(word.substr(a.start, a.len + b.len));
+      if (id >= 0) queue.push({v_.scores[static_cast<size_t>(id)], l, a.len + b.len});
+    }
+  };
+  for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) try_pair(i);
+  while (!queue.empty()) {
+    const Cand c = queue.top();
+    queue.pop();
+    Sym& a = syms[static_cast<size_t>(c.left)];
+    if (a.len == 0 || a.next < 0) continue;
+    Sym& b = syms[static_cast<size_t>(a.next)];
+    if (a.len + b.len != c.len) continue;  // stale candidate
+    a.len += b.len;
+    b.len = 0;
+    a.next = b.next;
+    if (a.next >= 0) syms[static_cast<size_t>(a.next)].prev = c.left;
+    try_pair(a.prev);
+    try_pair(c.left);
+  }
+  for (int i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
+    out.push_back(word.substr(syms[static_cast<size_t>(i)].start, syms[static_cast<size_t>(i)].len));
+  }
+}
+
+void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  std::string norm;
+  if (v_.add_space_prefix) norm += v_.space;
+  for (char ch : text) {
+    if (ch == ' ') {
+      norm += v_.space;
+    } else {
+      norm += ch;
+    }
+  }
+  std::vector<std::string> pieces;
+  bpe(norm, pieces);
+  for (const auto& p : pieces) {
+    const int32_t id = lookup(p);
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    for (unsigned char byte : p) {
+      const int32_t b = byte_ids_[byte];
+      if (b >= 0) {
+        out.push_back(b);
+      } else {
+        ASCENT_CHECK(v_.unk_id >= 0, "tokenizer: byte 0x{:02x} has no token and there is no unknown token", byte);
+        out.push_back(v_.unk_id);
+      }
+    }
+  }
+}
+
+void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& out) const {
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(regex_->code, nullptr);
+  const auto& b2u = byte_to_unicode();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    // PCRE2 validates the whole subject on the first call only; later calls skip the check.
+    const int rc = pcre2_match(regex_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos,
+                               pos == 0 ? 0 : PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21) {
+      pcre2_match_data_free(md);
+      fail("tokenizer: input is not valid UTF-8");
+    }
+    size_t start, end;
+    if (rc < 0) {
+      start = pos;
+      end = text.size();
+    } else {
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      start = ov[0];
+      end = ov[1];
+      if (end == start) end = start + utf8_len(static_cast<unsigned char>(text[start]));
+    }
+    // Text the pattern skipped is still encoded, so no input is silently lost.
+    for (auto [s, e] : {std::pair{pos, start}, std::pair{start, end}}) {
+      if (s >= e) continue;
+      const std::string word(text.substr(s, e - s));
+      auto hit = word_cache_.find(word);
+      if (hit == word_cache_.end()) {
+        std::string mapped;
+        for (unsigned char ch : word) mapped += b2u[ch];
+        std::vector<std::string> pieces;
+        bpe(mapped, pieces);
+        std::vector<int32_t> ids;
+        for (const auto& p : pieces) {
+          const int32_t id = lookup(p);
+          ASCENT_CHECK(id >= 0 || v_.unk_id >= 0, "tokenizer: piece '{}' is not in the vocabulary", p);
+          ids.push_back(id >= 0 ? id : v_.unk_id);
+        }
+        if (word_cache_.size() > 200000) word_cache_.clear();
+        hit = word_cache_.emplace(word, std::move(ids)).first;
+      }
+      out.insert(out.end(), hit->second.begin(), hit->second.end());
+    }
+    pos = end;
+  }
+  pcre2_match_data_free(md);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+  std::vector<int32_t> out;
+  if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
+  auto encode_plain = [&](std::string_view s) {
+    if (v_.kind == VocabKind::Spm) {
+      encode_spm(s, out);
+    } else {
+      encode_byte_level(s, out);
+    }
+  };
+  if (!parse_special || specials_.empty()) {
+    encode_plain(text);
+    return out;
+  }
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    const std::string* hit = nullptr;
+    for (const auto& s : specials_) {
+      if (!s.empty() && text.compare(i, s.size(), s) == 0) {
+        hit = &s;
+        break;
+      }
+    }
+    if (hit == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_plain(text.substr(start, i - start));
+    for (size_t id = 0; id < v_.pieces.size(); ++id) {
+      if (v_.pieces[id] == *hit) {
+        out.push_back(static_cast<int32_t>(id));
+        break;
+      }
+    }
+    i += hit->size();
+    start = i;
+  }
+  encode_plain(text.substr(start));
+  return out;
+}
+
+std::string Tokenizer::decode_token(int32_t id, bool strip_space) const {
+  const std::string& p = piece(id);
+  const TokenType type = static_cast<size_t>(id) < v_.types.size() ? v_.types[static_cast<size_t>(id)]
+                                                                    : TokenType::Normal;
+  if (type == TokenType::Control || type == TokenType::Unknown) return "";
+  std::string out;
+  if (v_.kind == VocabKind::ByteLevel) {
+    const auto& u2b = unicode_to_byte();
+    for (size_t i = 0; i < p.size();) {
+      const size_t n = std::min(utf8_len(static_cast<unsigned char>(p[i])), p.size() - i);
+      auto it = u2b.find(p.substr(i, n));
+      if (it != u2b.end()) {
+        out += static_cast<char>(it->second);
+      } else {
+        out.append(p, i, n);  // added tokens are stored as plain text
+      }
+      i += n;
+    }
+    return out;
+  }
+  if (type == TokenType::Byte) {
+    return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
+  }
+  for (size_t i = 0; i < p.size();) {
+    if (p.compare(i, v_.space.size(), v_.space) == 0) {
+      out += ' ';
+      i += v_.space.size();
+    } else {
+      out += p[i++];
+    }
+  }
+  if (strip_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool first = i == 0 || (i == 1 && ids[0] == v_.bos_id);
+    out += decode_token(ids[i], /*strip_space=*/first && v_.kind == VocabKind::Spm && v_.add_space_prefix);
+  }
+  return out;
+}
+
+std::string Utf8Stream::push(const std::string& bytes) {
+  pending_ += bytes;
+  // Find the end of the last complete sequence.
+  size_t i = 0, complete = 0;
+  while (i < pending_.size()) {
+    const size_t n = utf8_len(static_cast<unsigned char>(pending_[i]));
+    if (i + n > pending_.size()) break;
+    i += n;
+    complete = i;
+  }
+  std::string out = pending_.substr(0, complete);
+  pending_.erase(0, complete);
+  return out;
+}
+
+std::string Utf8Stream::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace ascent::tokenizer

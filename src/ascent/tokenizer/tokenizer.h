@@ -1,0 +1,66 @@
+// Text <-> token ids for a Vocab. One BPE engine serves both families: symbols in a linked list, the best
+// adjacent pair merged first (highest piece score for SentencePiece-style vocabularies, lowest merge rank for
+// ranked merges), ties broken leftmost. Byte-level vocabularies are pre-split by their family's regex (PCRE2,
+// UTF-8 + Unicode properties) and encoded per word with a cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ascent/tokenizer/vocab.h"
+
+namespace ascent::tokenizer {
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(Vocab v);
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // add_bos prepends the BOS id when the vocabulary has one; parse_special turns special-token text such as
+  // "<|im_start|>" into its id (otherwise it is encoded as plain text).
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+  // The bytes token `id` stands for; control tokens give "". strip_space drops one leading space (the first
+  // token after BOS in SentencePiece vocabularies).
+  std::string decode_token(int32_t id, bool strip_space = false) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  const std::string& piece(int32_t id) const;
+
+  const Vocab& vocab() const { return v_; }
+  int32_t size() const { return static_cast<int32_t>(v_.pieces.size()); }
+  int32_t bos() const { return v_.bos_id; }
+  int32_t eos() const { return v_.eos_id; }
+
+ private:
+  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
+  // BPE over the UTF-8 characters of `word`, appending the resulting piece strings.
+  void bpe(const std::string& word, std::vector<std::string>& out) const;
+  int32_t lookup(const std::string& piece) const;
+
+  Vocab v_;
+  std::unordered_map<std::string, int32_t> ids_;
+  std::unordered_map<std::string, int32_t> merge_rank_;  // "a b" -> rank
+  std::vector<int32_t> byte_ids_;                        // Spm byte fallback: byte -> id of "<0xXX>"
+  std::vector<std::string> specials_;                    // texts matched when parse_special
+  struct Regex;
+  std::unique_ptr<Regex> regex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache_;
+};
+
+// Emits decoded bytes only as complete UTF-8 sequences, so streamed output never shows a broken character.
+class Utf8Stream {
+ public:
+  std::string push(const std::string& bytes);
+  std::string flush();  // whatever is left, even if incomplete
+
+ private:
+  std::string pending_;
+};
+
+}  // namespace ascent::tokenizer

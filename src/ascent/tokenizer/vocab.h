@@ -1,0 +1,39 @@
+// A vocabulary as every tokenizer source describes it: pieces, scores, token types, merges, special ids and the
+// flags that change how text is split. Readers for tokenizer.bin and tokenizer.json live here; the GGUF reader
+// lives with the model formats (model/) and fills the same struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ascent::tokenizer {
+
+enum class VocabKind {
+  Spm,        // SentencePiece-style BPE over characters with byte fallback (Llama-2, llama2.c, story-656K)
+  ByteLevel,  // GPT-2-style BPE over bytes mapped to printable characters (GPT-2, Llama-3, Qwen)
+};
+
+// Token types as GGUF numbers them.
+enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+
+struct Vocab {
+  VocabKind kind = VocabKind::Spm;
+  std::vector<std::string> pieces;
+  std::vector<float> scores;                                // Spm: merge priority of each piece (higher first)
+  std::vector<TokenType> types;
+  std::vector<std::pair<std::string, std::string>> merges;  // ranked merges (tokenizer.json, GGUF gpt2)
+  int32_t bos_id = -1, eos_id = -1, unk_id = -1;
+  bool add_bos = true;
+  bool add_space_prefix = true;   // Spm: prepend a space before encoding
+  std::string space = "\xe2\x96\x81";  // Spm: what a space becomes ("▁", or " " in llama2.c files)
+  std::string pre_pattern;        // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
+};
+
+// llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from
+// the model header (the file does not store it); 0 reads entries to the end of the file.
+Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size);
+// Hugging Face tokenizer.json with a BPE model (byte-level or SentencePiece-style with byte fallback).
+Vocab read_tokenizer_json(const std::string& path);
+
+}  // namespace ascent::tokenizer

@@ -1,0 +1,174 @@
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+
+#include "ascent/base/error.h"
+#include "ascent/base/mapped_file.h"
+#include "ascent/tokenizer/vocab.h"
+
+namespace ascent::tokenizer {
+
+Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size) {
+  MappedFile f(path);
+  const auto b = f.bytes();
+  size_t pos = 0;
+  auto need = [&](size_t n, const char* what) {
+    if (n > b.size() - pos) fail("{}: truncated while reading {} at offset {}", path, what, pos);
+    const uint8_t* p = b.data() + pos;
+    pos += n;
+    return p;
+  };
+  Vocab v;
+  v.kind = VocabKind::Spm;
+  v.space = " ";  // llama2.c's exporter already turned "▁" into spaces
+  v.bos_id = 1;
+  v.eos_id = 2;
+  v.unk_id = 0;
+  int32_t max_len = 0;
+  std::memcpy(&max_len, need(4, "max_token_length"), 4);
+  ASCENT_CHECK(max_len > 0 && max_len < 4096, "{}: bad header: max_token_length {}", path, max_len);
+  // vocab_size 0: the file alone does not say, so read entries to its end.
+  for (int64_t i = 0; vocab_size > 0 ? i < vocab_size : pos < b.size(); ++i) {
+    float score;
+    int32_t len;
+    std::memcpy(&score, need(4, "score"), 4);
+    std::memcpy(&len, need(4, "token length"), 4);
+    ASCENT_CHECK(len >= 0 && len <= max_len, "{}: token {} has length {} (max {})", path, i, len, max_len);
+    const uint8_t* p = need(static_cast<size_t>(len), "token bytes");
+    std::string piece(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
+    TokenType type = TokenType::Normal;
+    if (i < 3) type = i == 0 ? TokenType::Unknown : TokenType::Control;
+    if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') type = TokenType::Byte;
+    v.pieces.push_back(std::move(piece));
+    v.scores.push_back(score);
+    v.types.push_back(type);
+  }
+  return v;
+}
+
+Vocab read_tokenizer_json(const std::string& path) {
+  using nlohmann::json;
+  std::ifstream in(path);
+  ASCENT_CHECK(in.good(), "{}: cannot open", path);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail("{}: bad JSON: {}", path, e.what());
+  }
+  try {
+    ASCENT_CHECK(j.contains("model") && j["model"].is_object(), "{}: missing field model", path);
+    const json& m = j["model"];
+    const std::string type = m.value("type", std::string("BPE"));
+    ASCENT_CHECK(type == "BPE", "{}: model.type '{}' is not supported (BPE)", path, type);
+    Vocab v;
+    const bool byte_fallback = m.value("byte_fallback", false);
+    bool byte_level = false;
+    std::string split_pattern;
+    auto scan_pre = [&](const json& p, auto& self) -> void {
+      if (!p.is_object()) return;
+      const std::string t = p.value("type", std::string());
+      if (t == "ByteLevel") byte_level = true;
+      if (t == "Split" && p.contains("pattern") && p["pattern"].contains("Regex")) {
+        split_pattern = p["pattern"]["Regex"].get<std::string>();
+      }
+      if (t == "Sequence" && p.contains("pretokenizers")) {
+        for (const auto& q : p["pretokenizers"]) self(q, self);
+      }
+    };
+    if (j.contains("pre_tokenizer")) scan_pre(j["pre_tokenizer"], scan_pre);
+    v.kind = byte_level ? VocabKind::ByteLevel : VocabKind::Spm;
+    v.pre_pattern = split_pattern;
+    ASCENT_CHECK(byte_level || byte_fallback || j["normalizer"].is_object(),
+                 "{}: BPE without byte-level pre-tokenizer or byte_fallback is not supported", path);
+
+    const json& vocab = m.at("vocab");
+    ASCENT_CHECK(vocab.is_object(), "{}: model.vocab must be an object", path);
+    int64_t n = 0;
+    for (const auto& [piece, id] : vocab.items()) n = std::max<int64_t>(n, id.get<int64_t>() + 1);
+    if (j.contains("added_tokens")) {
+      for (const auto& t : j["added_tokens"]) n = std::max<int64_t>(n, t.at("id").get<int64_t>() + 1);
+    }
+    ASCENT_CHECK(n > 0 && n < (1 << 24), "{}: vocabulary size {} out of range", path, n);
+    v.pieces.assign(static_cast<size_t>(n), std::string());
+    v.types.assign(static_cast<size_t>(n), TokenType::Unused);
+    for (const auto& [piece, id] : vocab.items()) {
+      const int64_t i = id.get<int64_t>();
+      ASCENT_CHECK(i >= 0, "{}: token '{}' has negative id", path, piece);
+      v.pieces[static_cast<size_t>(i)] = piece;
+      const bool is_byte = piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>';
+      v.types[static_cast<size_t>(i)] = is_byte && byte_fallback ? TokenType::Byte : TokenType::Normal;
+    }
+    if (j.contains("added_tokens")) {
+      for (const auto& t : j["added_tokens"]) {
+        const auto i = static_cast<size_t>(t.at("id").get<int64_t>());
+        v.pieces[i] = t.at("content").get<std::string>();
+        v.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+      }
+    }
+    for (const auto& mg : m.at("merges")) {
+      std::string a, b;
+      if (mg.is_string()) {
+        const std::string s = mg.get<std::string>();
+        const size_t sp = s.find(' ', 1);
+        ASCENT_CHECK(sp != std::string::npos, "{}: merge '{}' is not 'a b'", path, s);
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else {
+        a = mg.at(0).get<std::string>();
+        b = mg.at(1).get<std::string>();
+      }
+      v.merges.emplace_back(std::move(a), std::move(b));
+    }
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      const std::string u = m["unk_token"].get<std::string>();
+      for (size_t i = 0; i < v.pieces.size(); ++i) {
+        if (v.pieces[i] == u) v.unk_id = static_cast<int32_t>(i);
+      }
+    }
+    // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"); without Prepend there is no prefix.
+    v.add_space_prefix = false;
+    if (!byte_level && j["normalizer"].is_object()) {
+      auto scan_norm = [&](const json& p, auto& self) -> void {
+        if (!p.is_object()) return;
+        const std::string t = p.value("type", std::string());
+        if (t == "Prepend") v.add_space_prefix = true;
+        if (t == "Sequence") {
+          for (const auto& q : p["normalizers"]) self(q, self);
+        }
+      };
+      scan_norm(j["normalizer"], scan_norm);
+    }
+    if (!byte_level && j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
+        j["pre_tokenizer"].value("type", std::string()) == "Metaspace") {
+      v.add_space_prefix = j["pre_tokenizer"].value("prepend_scheme", std::string("always")) != "never";
+    }
+    // BOS from the post-processor template when there is one; EOS by the usual names.
+    v.add_bos = false;
+    if (j.contains("post_processor") && j["post_processor"].is_object()) {
+      const json& pp = j["post_processor"];
+      if (pp.contains("single") && pp["single"].is_array() && !pp["single"].empty() &&
+          pp["single"][0].contains("SpecialToken")) {
+        const std::string bos = pp["single"][0]["SpecialToken"].value("id", std::string());
+        for (size_t i = 0; i < v.pieces.size(); ++i) {
+          if (v.pieces[i] == bos) v.bos_id = static_cast<int32_t>(i);
+        }
+        v.add_bos = v.bos_id >= 0;
+      }
+    }
+    for (size_t i = 0; i < v.pieces.size(); ++i) {
+      const std::string& p = v.pieces[i];
+      if (v.types[i] != TokenType::Control) continue;
+      if (v.bos_id < 0 && (p == "<s>" || p == "<|begin_of_text|>")) v.bos_id = static_cast<int32_t>(i);
+      if (v.eos_id < 0 && (p == "</s>" || p == "<|end_of_text|>" || p == "<|endoftext|>" || p == "<|end_story|>")) {
+        v.eos_id = static_cast<int32_t>(i);
+      }
+    }
+    return v;
+  } catch (const json::exception& e) {
+    fail("{}: bad tokenizer JSON: {}", path, e.what());
+  }
+}
+
+}  // namespace ascent::tokenizer

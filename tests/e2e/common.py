@@ -1,0 +1,271 @@
+"""Shared helpers for the end-to-end tests: locating the binaries and ../shared, running ascent, reading and
+writing safetensors and GGUF files independently of Ascent's own code, and a PyTorch reference of each supported
+architecture written from the Hugging Face model definitions (modeling_llama, modeling_mistral, modeling_qwen2,
+modeling_qwen3, modeling_gpt2)."""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ASCENT = os.environ.get("ASCENT_BIN", os.path.join(ROOT, "build", "release", "ascent"))
+OP_RUNNER = os.environ.get("OP_RUNNER", os.path.join(ROOT, "build", "release", "tests", "op_runner"))
+SHARED = os.environ.get("ASCENT_SHARED", os.path.join(ROOT, "..", "shared"))
+
+_failures = []
+_passes = 0
+
+
+def check(cond, what):
+    """Records one check; the script's exit status reflects all of them."""
+    global _passes
+    if cond:
+        _passes += 1
+        print(f"ok   {what}")
+    else:
+        _failures.append(what)
+        print(f"FAIL {what}")
+    sys.stdout.flush()
+
+
+def finish():
+    print(f"{_passes} passed, {len(_failures)} failed")
+    sys.exit(1 if _failures else 0)
+
+
+def run(args, timeout=600):
+    return subprocess.run([ASCENT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+
+
+def tmpdir():
+    return tempfile.mkdtemp(prefix="ascent-test-")
+
+
+# --- safetensors (written from the format description: u64 header length, JSON header, raw data) ---------------
+
+_ST_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.contiguous()
+        raw = t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        raw = bytearray(data[8 + n + b:8 + n + e])
+        dt = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[info["dtype"]]
+        out[name] = torch.frombuffer(raw, dtype=dt).reshape(info["shape"]).clone() if raw else torch.zeros(info["shape"], dtype=dt)
+    return out
+
+
+# --- GGUF reader (written from the GGUF specification), dequantizing every tensor to float32 -------------------
+
+def _f16(b):
+    return np.frombuffer(b, dtype="<f2").astype(np.float32)
+
+
+def read_gguf(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        s = data[pos:pos + n].decode("utf-8", errors="surrogateescape")
+        pos += n
+        return s
+
+    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def value(t):
+        if t in scalar:
+            return take(scalar[t])
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("I"), take("Q")
+            return [value(et) for _ in range(n)]
+        raise ValueError(f"bad type {t}")
+
+    assert data[:4] == b"GGUF"
+    pos = 4
+    version, n_tensors, n_kv = take("I"), take("Q"), take("Q")
+    meta = {}
+    for _ in range(n_kv):
+        k = string()
+        meta[k] = value(take("I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = string()
+        nd = take("I")
+        dims = [take("Q") for _ in range(nd)]
+        infos.append((name, dims[::-1], take("I"), take("Q")))
+    align = meta.get("general.alignment", 32)
+    start = (pos + align - 1) // align * align
+    tensors = {}
+    for name, shape, t, off in infos:
+        n = int(np.prod(shape))
+        p = start + off
+        if t == 0:
+            a = np.frombuffer(data, dtype="<f4", count=n, offset=p).copy()
+        elif t == 1:
+            a = np.frombuffer(data, dtype="<f2", count=n, offset=p).astype(np.float32)
+        elif t == 30:
+            a = (np.frombuffer(data, dtype="<u2", count=n, offset=p).astype(np.uint32) << 16).view(np.float32)
+        elif t == 8:  # Q8_0: f16 scale + 32 int8
+            blocks = np.frombuffer(data, dtype=np.uint8, count=n // 32 * 34, offset=p).reshape(-1, 34)
+            d = _f16(blocks[:, :2].tobytes())
+            q = blocks[:, 2:].view(np.int8).astype(np.float32)
+            a = (d[:, None] * q).reshape(-1)
+        elif t == 2:  # Q4_0: f16 scale + 16 bytes; low nibbles are elements 0..15, high nibbles 16..31
+            blocks = np.frombuffer(data, dtype=np.uint8, count=n // 32 * 18, offset=p).reshape(-1, 18)
+            d = _f16(blocks[:, :2].tobytes())
+            qs = blocks[:, 2:]
+            q = np.concatenate([(qs & 0x0F), (qs >> 4)], axis=1).astype(np.float32) - 8.0
+            a = (d[:, None] * q).reshape(-1)
+        else:
+            raise ValueError(f"{name}: ggml type {t}")
+        tensors[name] = a.reshape(shape)
+    return meta, tensors
+
+
+# --- PyTorch reference, following the Hugging Face implementations ----------------------------------------------
+
+def rms_norm(x, w, eps):
+    var = x.pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(var + eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def llama3_inv_freq(inv_freq, s):
+    low_wavelen = s["original_max_position_embeddings"] / s["low_freq_factor"]
+    high_wavelen = s["original_max_position_embeddings"] / s["high_freq_factor"]
+    wavelen = 2 * math.pi / inv_freq
+    out = torch.where(wavelen > low_wavelen, inv_freq / s["factor"], inv_freq)
+    smooth = (s["original_max_position_embeddings"] / wavelen - s["low_freq_factor"]) / (
+        s["high_freq_factor"] - s["low_freq_factor"])
+    smoothed = (1 - smooth) * out / s["factor"] + smooth * out
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, out)
+
+
+def reference_logits(cfg, w, ids, dtype=torch.float64):
+    """Logits (T, vocab) of a causal LM given its config.json dict and HF-named weights."""
+    w = {k: v.to(dtype) for k, v in w.items()}
+    ids = torch.tensor(ids, dtype=torch.long)
+    T = len(ids)
+    pos = torch.arange(T)
+    if cfg["model_type"] == "gpt2":
+        return _gpt2(cfg, w, ids, pos)
+    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    Hkv = cfg.get("num_key_value_heads", H)
+    D = cfg.get("head_dim") or C // H
+    eps = cfg["rms_norm_eps"]
+    emb = w.get("model.embed_tokens.weight", w.get("lm_head.weight"))
+    head = w.get("lm_head.weight", emb)
+    inv_freq = 1.0 / (cfg.get("rope_theta", 10000.0) ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    if cfg.get("rope_scaling"):
+        inv_freq = llama3_inv_freq(inv_freq, cfg["rope_scaling"])
+    freqs = pos[:, None].float() * inv_freq[None, :]
+    e = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = e.cos().to(dtype), e.sin().to(dtype)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    window = cfg.get("sliding_window") if cfg["model_type"] == "mistral" or cfg.get("use_sliding_window") else None
+    if window:
+        mask &= (pos[:, None] - pos[None, :]) < window
+    h = emb[ids]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        x = rms_norm(h, w[p + "input_layernorm.weight"], eps)
+
+        def proj(n):
+            y = x @ w[p + f"self_attn.{n}_proj.weight"].T
+            b = w.get(p + f"self_attn.{n}_proj.bias")
+            return y + b if b is not None else y
+
+        q = proj("q").view(T, H, D)
+        k = proj("k").view(T, Hkv, D)
+        v = proj("v").view(T, Hkv, D)
+        if cfg["model_type"] == "qwen3":
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(H // Hkv, dim=0)
+        v = v.repeat_interleave(H // Hkv, dim=0)
+        s = (q @ k.transpose(1, 2)) / math.sqrt(D)
+        s = s.masked_fill(~mask, float("-inf"))
+        a = torch.softmax(s, dim=-1) @ v
+        a = a.transpose(0, 1).reshape(T, H * D)
+        h = h + a @ w[p + "self_attn.o_proj.weight"].T
+        x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        g = x @ w[p + "mlp.gate_proj.weight"].T
+        u = x @ w[p + "mlp.up_proj.weight"].T
+        h = h + (torch.nn.functional.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
+    h = rms_norm(h, w["model.norm.weight"], eps)
+    return (h @ head.T).float()
+
+
+def _gpt2(cfg, w, ids, pos):
+    C, H = cfg["n_embd"], cfg["n_head"]
+    D = C // H
+    T = len(ids)
+    eps = cfg.get("layer_norm_epsilon", 1e-5)
+    ln = lambda x, n: torch.nn.functional.layer_norm(x, (C,), w[n + ".weight"], w[n + ".bias"], eps)
+    conv = lambda x, n: x @ w[n + ".weight"] + w[n + ".bias"]  # Conv1D: weight is (in, out)
+    h = w["wte.weight"][ids] + w["wpe.weight"][pos]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        qkv = conv(ln(h, p + "ln_1"), p + "attn.c_attn")
+        q, k, v = (t.view(T, H, D).transpose(0, 1) for t in qkv.split(C, dim=-1))
+        s = (q @ k.transpose(1, 2)) / math.sqrt(D)
+        a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        h = h + conv(a.transpose(0, 1).reshape(T, C), p + "attn.c_proj")
+        m = torch.nn.functional.gelu(conv(ln(h, p + "ln_2"), p + "mlp.c_fc"), approximate="tanh")
+        h = h + conv(m, p + "mlp.c_proj")
+    h = ln(h, "ln_f")
+    return (h @ w["wte.weight"].T).float()
+
+
+def load_npy(path):
+    return torch.from_numpy(np.load(path))

@@ -1,0 +1,218 @@
+"""Tiny random Llama, Mistral, Qwen2, Qwen3 and GPT-2 checkpoints made with PyTorch, written as Hugging Face
+folders: our logits must match the PyTorch reference (< 1e-4), fed at once or token by token (bitwise equal).
+The same weights converted by our GGUF writer to F16, Q8_0 and Q4_0 must match a reference built from the
+weights read back from that file by an independent GGUF reader (< 1e-4), and stay within a per-type bound of the
+unquantized reference."""
+import json
+import os
+
+import torch
+
+from common import (check, finish, load_npy, read_gguf, reference_logits, run, tmpdir, write_safetensors)
+
+torch.manual_seed(1234)
+C, F, V, T = 64, 96, 256, 24
+
+
+def rnd(*shape, scale=0.15):
+    return torch.randn(*shape) * scale
+
+
+def norm_w(n):
+    return 1.0 + 0.1 * torch.randn(n)
+
+
+def llama_like(model_type, H=4, Hkv=2, D=None, bias=False, qk_norm=False, extra=None):
+    D = D or C // H
+    cfg = {"model_type": model_type, "vocab_size": V, "hidden_size": C, "intermediate_size": F,
+           "num_hidden_layers": 2, "num_attention_heads": H, "num_key_value_heads": Hkv, "head_dim": D,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 128, "hidden_act": "silu",
+           "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2}
+    cfg.update(extra or {})
+    w = {"model.embed_tokens.weight": rnd(V, C, scale=0.5), "model.norm.weight": norm_w(C),
+         "lm_head.weight": rnd(V, C)}
+    for l in range(2):
+        p = f"model.layers.{l}."
+        w[p + "input_layernorm.weight"] = norm_w(C)
+        w[p + "post_attention_layernorm.weight"] = norm_w(C)
+        w[p + "self_attn.q_proj.weight"] = rnd(H * D, C)
+        w[p + "self_attn.k_proj.weight"] = rnd(Hkv * D, C)
+        w[p + "self_attn.v_proj.weight"] = rnd(Hkv * D, C)
+        w[p + "self_attn.o_proj.weight"] = rnd(C, H * D)
+        if bias:
+            for n, rows in (("q", H * D), ("k", Hkv * D), ("v", Hkv * D)):
+                w[p + f"self_attn.{n}_proj.bias"] = rnd(rows)
+        if qk_norm:
+            w[p + "self_attn.q_norm.weight"] = norm_w(D)
+            w[p + "self_attn.k_norm.weight"] = norm_w(D)
+        w[p + "mlp.gate_proj.weight"] = rnd(F, C)
+        w[p + "mlp.up_proj.weight"] = rnd(F, C)
+        w[p + "mlp.down_proj.weight"] = rnd(C, F)
+    return cfg, w
+
+
+def gpt2():
+    H = 4
+    cfg = {"model_type": "gpt2", "vocab_size": V, "n_embd": C, "n_layer": 2, "n_head": H, "n_positions": 64,
+           "n_inner": F * 2, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
+    w = {"wte.weight": rnd(V, C, scale=0.5), "wpe.weight": rnd(64, C), "ln_f.weight": norm_w(C),
+         "ln_f.bias": rnd(C)}
+    for l in range(2):
+        p = f"h.{l}."
+        w[p + "ln_1.weight"], w[p + "ln_1.bias"] = norm_w(C), rnd(C)
+        w[p + "ln_2.weight"], w[p + "ln_2.bias"] = norm_w(C), rnd(C)
+        w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"] = rnd(C, 3 * C), rnd(3 * C)
+        w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = rnd(C, C), rnd(C)
+        w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = rnd(C, 2 * F), rnd(2 * F)
+        w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = rnd(2 * F, C), rnd(C)
+    return cfg, w
+
+
+MODELS = {
+    "llama": llama_like("llama", extra={"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                          "high_freq_factor": 4.0,
+                                                          "original_max_position_embeddings": 16}}),
+    "mistral": llama_like("mistral", extra={"sliding_window": 5}),
+    "qwen2": llama_like("qwen2", bias=True),
+    "qwen3": llama_like("qwen3", D=32, qk_norm=True),
+    "gpt2": gpt2(),
+}
+
+# How far quantized logits may stray from the unquantized reference: RMS error relative to the reference's RMS.
+# Random Gaussian weights are the worst case for 4-bit blocks (error ~9% RMS per weight, compounding over layers).
+QUANT_BOUND = {"f16": 0.005, "q8_0": 0.05, "q4_0": 0.5}
+
+
+def write_hf(folder, cfg, w, sharded=False, dtype=torch.float32):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    if cfg["model_type"] == "gpt2":
+        w = {"transformer." + k: v for k, v in w.items()}
+    w = {k: v.to(dtype) for k, v in w.items()}
+    if not sharded:
+        write_safetensors(os.path.join(folder, "model.safetensors"), w)
+        return
+    names = sorted(w)
+    halves = [names[: len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for i, part in enumerate(halves):
+        fn = f"model-{i + 1:05d}-of-00002.safetensors"
+        write_safetensors(os.path.join(folder, fn), {n: w[n] for n in part})
+        weight_map.update({n: fn for n in part})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
+def ascent_logits(model, ids, out, step=0):
+    r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out, "--step", step])
+    if r.returncode != 0:
+        print(r.stderr)
+        return None
+    return load_npy(out)
+
+
+def hf_from_gguf(cfg, tensors):
+    """Maps tensors read back from GGUF to HF names (undoing llama.cpp's Q/K row permutation)."""
+    t = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()}
+    out = {}
+    if cfg["model_type"] == "gpt2":
+        out["wte.weight"], out["wpe.weight"] = t["token_embd.weight"], t["position_embd.weight"]
+        out["ln_f.weight"], out["ln_f.bias"] = t["output_norm.weight"], t["output_norm.bias"]
+        names = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj",
+                 "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+        for l in range(cfg["n_layer"]):
+            for g, h in names.items():
+                wt = t[f"blk.{l}.{g}.weight"]
+                out[f"h.{l}.{h}.weight"] = wt if wt.dim() == 1 else wt.T
+                out[f"h.{l}.{h}.bias"] = t[f"blk.{l}.{g}.bias"]
+        return out
+    H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = cfg["head_dim"]
+    unpermute = cfg["model_type"] in ("llama", "mistral")
+
+    def unperm(x, heads):
+        if not unpermute:
+            return x
+        shape = x.shape
+        return x.reshape(heads, D // 2, 2, *shape[1:]).transpose(1, 2).reshape(shape)
+
+    out["model.embed_tokens.weight"] = t["token_embd.weight"]
+    out["model.norm.weight"] = t["output_norm.weight"]
+    out["lm_head.weight"] = t.get("output.weight", t["token_embd.weight"])
+    for l in range(cfg["num_hidden_layers"]):
+        b, p = f"blk.{l}.", f"model.layers.{l}."
+        out[p + "input_layernorm.weight"] = t[b + "attn_norm.weight"]
+        out[p + "post_attention_layernorm.weight"] = t[b + "ffn_norm.weight"]
+        out[p + "self_attn.q_proj.weight"] = unperm(t[b + "attn_q.weight"], H)
+        out[p + "self_attn.k_proj.weight"] = unperm(t[b + "attn_k.weight"], Hkv)
+        out[p + "self_attn.v_proj.weight"] = t[b + "attn_v.weight"]
+        out[p + "self_attn.o_proj.weight"] = t[b + "attn_output.weight"]
+        for n in ("q", "k", "v"):
+            if b + f"attn_{n}.bias" in t:
+                bias = t[b + f"attn_{n}.bias"]
+                out[p + f"self_attn.{n}_proj.bias"] = unperm(bias, H if n == "q" else Hkv) if n != "v" else bias
+        if b + "attn_q_norm.weight" in t:
+            out[p + "self_attn.q_norm.weight"] = t[b + "attn_q_norm.weight"]
+            out[p + "self_attn.k_norm.weight"] = t[b + "attn_k_norm.weight"]
+        out[p + "mlp.gate_proj.weight"] = t[b + "ffn_gate.weight"]
+        out[p + "mlp.up_proj.weight"] = t[b + "ffn_up.weight"]
+        out[p + "mlp.down_proj.weight"] = t[b + "ffn_down.weight"]
+    return out
+
+
+def main():
+    root = tmpdir()
+    ids = torch.randint(3, V, (T,)).tolist()
+    for name, (cfg, w) in MODELS.items():
+        folder = os.path.join(root, name)
+        write_hf(folder, cfg, w)
+        ref = reference_logits(cfg, w, ids)
+        ours = ascent_logits(folder, ids, os.path.join(root, name + ".npy"))
+        check(ours is not None, f"{name}: ascent logits runs")
+        if ours is None:
+            continue
+        diff = (ours - ref).abs().max().item()
+        check(diff < 1e-4, f"{name}: HF safetensors logits match PyTorch (max abs diff {diff:.2e} < 1e-4)")
+        for step in (1, 7):
+            inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
+            check(inc is not None and torch.equal(inc, ours),
+                  f"{name}: fed {step} token(s) at a time through the KV cache, logits are bitwise identical")
+        for qtype, bound in QUANT_BOUND.items():
+            gguf = os.path.join(root, f"{name}-{qtype}.gguf")
+            r = run(["convert", "-m", folder, "-o", gguf, "--type", qtype])
+            check(r.returncode == 0, f"{name}: convert to GGUF {qtype} ({r.stderr.strip()[:200]})")
+            if r.returncode != 0:
+                continue
+            q = ascent_logits(gguf, ids, os.path.join(root, f"{name}-{qtype}.npy"))
+            check(q is not None, f"{name}: GGUF {qtype} runs")
+            if q is None:
+                continue
+            _, tensors = read_gguf(gguf)
+            qref = reference_logits(cfg, hf_from_gguf(cfg, tensors), ids)
+            d_same = (q - qref).abs().max().item()
+            check(d_same < 1e-4, f"{name}: GGUF {qtype} matches PyTorch on the stored weights ({d_same:.2e} < 1e-4)")
+            rel = ((q - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
+            check(rel < bound, f"{name}: GGUF {qtype} within {bound:.1%} RMS of the f32 reference ({rel:.4f})")
+
+    # Sharded checkpoints, and f16/bf16 safetensors.
+    cfg, w = MODELS["qwen2"]
+    ref = reference_logits(cfg, w, ids)
+    folder = os.path.join(root, "qwen2-sharded")
+    write_hf(folder, cfg, w, sharded=True)
+    ours = ascent_logits(folder, ids, os.path.join(root, "sharded.npy"))
+    check(ours is not None and (ours - ref).abs().max().item() < 1e-4, "qwen2: sharded safetensors with index match")
+    for dt in (torch.float16, torch.bfloat16):
+        folder = os.path.join(root, f"llama-{dt}")
+        cfg, w = MODELS["llama"]
+        write_hf(folder, cfg, w, dtype=dt)
+        rounded = {k: v.to(dt).float() for k, v in w.items()}
+        ref_dt = reference_logits(cfg, rounded, ids)
+        ours = ascent_logits(folder, ids, os.path.join(root, f"llama-{dt}.npy"))
+        diff = (ours - ref_dt).abs().max().item() if ours is not None else float("inf")
+        check(diff < 1e-4, f"llama: {dt} safetensors used in place match PyTorch ({diff:.2e} < 1e-4)")
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+// op_runner: runs one CPU kernel on .npy inputs and writes its output as .npy, so tests/e2e/test_ops.py can check
+// every op against PyTorch over odd shapes and dtypes.
+//   op_runner OP OUT.npy IN.npy... [key=value...]
+// Activation inputs given as f16/bf16 arrays are widened to f32 (the kernels' activation type); matmul and
+// embedding weights are used in their storage type, and wtype=q8_0|q4_0 quantizes an f32 weight first.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ascent/base/error.h"
+#include "ascent/kernels/cpu/ops.h"
+#include "ascent/tensor/npy.h"
+
+using namespace ascent;
+
+namespace {
+
+std::vector<float> as_f32(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  dequantize_row(t.dtype, t.data, v.data(), t.numel());
+  return v;
+}
+
+std::vector<int32_t> as_i32(const Tensor& t) {
+  ASCENT_CHECK(t.dtype == DType::I32, "expected an int32 array");
+  const auto* p = static_cast<const int32_t*>(t.data);
+  return {p, p + t.numel()};
+}
+
+Tensor f32_tensor(std::vector<float> v, Shape s) {
+  Tensor t = make_owned(DType::F32, std::move(s));
+  std::copy(v.begin(), v.end(), static_cast<float*>(const_cast<void*>(t.data)));
+  return t;
+}
+
+int run(int argc, char** argv) {
+  ASCENT_CHECK(argc >= 3, "usage: op_runner OP OUT.npy IN.npy... [key=value...]");
+  const std::string op = argv[1], out_path = argv[2];
+  std::vector<Tensor> in;
+  std::map<std::string, std::string> attr;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos && a.find(".npy") == std::string::npos) {
+      attr[a.substr(0, eq)] = a.substr(eq + 1);
+    } else {
+      in.push_back(read_npy(a));
+    }
+  }
+  auto num = [&](const char* k) { return std::stod(attr.at(k)); };
+  auto inum = [&](const char* k) { return static_cast<int64_t>(std::stoll(attr.at(k))); };
+  const Tensor& x = in.at(0);
+  const int64_t rows = x.rows(), cols = x.cols();
+  std::vector<float> y;
+  Shape yshape = x.shape;
+
+  if (op == "matmul" || op == "embedding") {
+    Tensor w = op == "matmul" ? in.at(1) : in.at(0);
+    if (attr.count("wtype")) w = convert(w, parse_dtype(attr["wtype"]));
+    if (op == "matmul") {
+      const auto xv = as_f32(x);
+      std::vector<float> bias;
+      if (in.size() > 2) bias = as_f32(in[2]);
+      y.resize(static_cast<size_t>(rows * w.shape[0]));
+      kernels::matmul_forward(xv.data(), rows, w, bias.empty() ? nullptr : bias.data(), y.data());
+      yshape = {rows, w.shape[0]};
+    } else {
+      const auto ids = as_i32(in.at(1));
+      y.resize(ids.size() * static_cast<size_t>(w.shape[1]));
+      kernels::embedding_forward(w, ids, y.data());
+      yshape = {static_cast<int64_t>(ids.size()), w.shape[1]};
+    }
+  } else if (op == "rms_norm") {
+    const auto xv = as_f32(x), w = as_f32(in.at(1));
+    y.resize(xv.size());
+    kernels::rms_norm_forward(xv.data(), rows, cols, w.data(), static_cast<float>(num("eps")), inum("group"),
+                              y.data());
+  } else if (op == "layer_norm") {
+    const auto xv = as_f32(x), w = as_f32(in.at(1)), b = as_f32(in.at(2));
+    y.resize(xv.size());
+    kernels::layer_norm_forward(xv.data(), rows, cols, w.data(), b.data(), static_cast<float>(num("eps")), y.data());
+  } else if (op == "rope") {
+    y = as_f32(x);
+    const auto pos = as_i32(in.at(1));
+    const int64_t D = inum("dim");
+    std::vector<float> inv(static_cast<size_t>(D / 2));
+    const auto theta = static_cast<float>(num("theta"));
+    for (int64_t i = 0; i < D / 2; ++i) {
+      inv[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    }
+    const auto style = attr.at("style") == "half" ? kernels::RopeStyle::Half : kernels::RopeStyle::Interleaved;
+    kernels::rope_forward(y.data(), rows, cols / D, D, pos, inv, style);
+  } else if (op == "attention") {
+    const auto q = as_f32(x), k = as_f32(in.at(1)), v = as_f32(in.at(2));
+    const int64_t H = inum("heads"), D = cols / H;
+    const kernels::AttentionDims d{rows, inum("n_past"), H, inum("kv_heads"), D,
+                                   1.0f / std::sqrt(static_cast<float>(D)), inum("window")};
+    ASCENT_CHECK(in[1].rows() == d.n_past + rows, "k must have n_past + T rows");
+    y.resize(q.size());
+    kernels::attention_forward(q.data(), k.data(), v.data(), d, y.data());
+  } else if (op == "softmax" || op == "silu" || op == "gelu_tanh") {
+    const auto xv = as_f32(x);
+    y.resize(xv.size());
+    if (op == "softmax") kernels::softmax_forward(xv.data(), rows, cols, y.data());
+    if (op == "silu") kernels::silu_forward(xv.data(), x.numel(), y.data());
+    if (op == "gelu_tanh") kernels::gelu_tanh_forward(xv.data(), x.numel(), y.data());
+  } else if (op == "swiglu" || op == "add" || op == "mul") {
+    const auto a = as_f32(x), b = as_f32(in.at(1));
+    ASCENT_CHECK(a.size() == b.size(), "operands differ in size");
+    y.resize(a.size());
+    if (op == "swiglu") kernels::swiglu_forward(a.data(), b.data(), x.numel(), y.data());
+    if (op == "add") kernels::add_forward(a.data(), b.data(), x.numel(), y.data());
+    if (op == "mul") kernels::mul_forward(a.data(), b.data(), x.numel(), y.data());
+  } else {
+    fail("unknown op {}", op);
+  }
+  write_npy(out_path, f32_tensor(std::move(y), yshape));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "op_runner: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,103 @@
+// Thread pool, mapped files and the GGUF writer/reader pair.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+
+#include "ascent/base/error.h"
+#include "ascent/base/mapped_file.h"
+#include "ascent/base/thread_pool.h"
+#include "ascent/engine/sampler.h"
+#include "ascent/model/gguf.h"
+
+namespace ascent {
+namespace {
+
+TEST(ThreadPool, CoversTheRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 3, 7, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, RethrowsAWorkersError) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.parallel_for(100, [](int64_t b, int64_t) { ASCENT_CHECK(b == 0, "chunk {} failed", b); }),
+               Error);
+  int64_t total = 0;
+  pool.parallel_for(10, [&](int64_t b, int64_t e) {
+    if (b == 0) total += e - b;
+  });
+  EXPECT_GT(total, 0);  // still usable afterwards
+}
+
+TEST(MappedFile, ErrorsNameThePath) {
+  try {
+    MappedFile f("/nonexistent/model.bin");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/model.bin"), std::string::npos);
+  }
+}
+
+TEST(Gguf, WriterOutputReadsBack) {
+  const std::string path = (std::filesystem::temp_directory_path() / "ascent_gguf_test.gguf").string();
+  Tensor t = make_owned(DType::F32, {3, 32});
+  auto* p = static_cast<float*>(const_cast<void*>(t.data));
+  for (int i = 0; i < 96; ++i) p[i] = static_cast<float>(i) * 0.25f - 3.0f;
+  model::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.block_count", 7);
+  w.set_f32s("scores", {0.5f, -1.0f});
+  w.set_strings("tokens", {"a", "bc"});
+  w.add_tensor("x", t);
+  w.add_tensor("xq", convert(t, DType::Q8_0));
+  w.write(path);
+  model::GgufFile f(path);
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_int("llama.block_count"), 7);
+  EXPECT_EQ(f.find("tokens")->strings.size(), 2u);
+  ASSERT_EQ(f.tensors().size(), 2u);
+  const Tensor x = f.tensor(f.tensors()[0]);
+  EXPECT_EQ(x.shape, (Shape{3, 32}));
+  EXPECT_EQ(0, std::memcmp(x.data, t.data, 96 * 4));
+  EXPECT_EQ(f.tensors()[1].dtype, DType::Q8_0);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  std::filesystem::remove(path);
+}
+
+TEST(Sampler, GreedyAndSeededAreReproducible) {
+  std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 2.0f};
+  engine::Sampler greedy({.temperature = 0.0f});
+  EXPECT_EQ(greedy.sample(logits, {}), 1);  // ties go to the lowest id
+  engine::SamplingParams p{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 42};
+  engine::Sampler a(p), b(p);
+  std::vector<int> counts(5);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t x = a.sample(logits, {});
+    EXPECT_EQ(x, b.sample(logits, {}));
+    counts[static_cast<size_t>(x)]++;
+  }
+  EXPECT_GT(counts[1], counts[0]);
+  EXPECT_GT(counts[0], counts[3]);
+  engine::Sampler topk({.temperature = 1.0f, .top_k = 2, .top_p = 1.0f, .min_p = 0.0f, .seed = 1});
+  for (int i = 0; i < 200; ++i) {
+    const int32_t x = topk.sample(logits, {});
+    EXPECT_TRUE(x == 1 || x == 4) << x;
+  }
+  // A strong repetition penalty moves greedy off a repeated token.
+  engine::Sampler rep({.temperature = 0.0f, .repeat_penalty = 10.0f});
+  const std::vector<int32_t> hist = {1, 4};
+  EXPECT_EQ(rep.sample(logits, hist), 2);
+}
+
+}  // namespace
+}  // namespace ascent
