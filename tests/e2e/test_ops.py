@@ -1,0 +1,156 @@
+"""Every CPU kernel against PyTorch (float64 on the same inputs) over odd shapes (1, 3, 17, 4097, ...) with inputs
+stored as f32, f16 and bf16; matmul and embedding also with GGUF Q8_0 and Q4_0 weights, whose reference weights
+come from a NumPy implementation of the block formats written here from the GGUF description."""
+import os
+import subprocess
+
+import numpy as np
+import torch
+
+from common import OP_RUNNER, check, finish, tmpdir
+
+torch.manual_seed(0)
+DIR = tmpdir()
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+_n = 0
+
+
+def save(t):
+    """Writes a tensor as .npy (bf16 as its uint16 bit patterns); returns the path."""
+    global _n
+    _n += 1
+    path = os.path.join(DIR, f"in{_n}.npy")
+    if t.dtype == torch.bfloat16:
+        np.save(path, t.view(torch.int16).numpy().view(np.uint16))
+    else:
+        np.save(path, t.numpy())
+    return path
+
+
+def op(name, inputs, **attrs):
+    out = os.path.join(DIR, "out.npy")
+    args = [OP_RUNNER, name, out] + [save(t) for t in inputs] + [f"{k}={v}" for k, v in attrs.items()]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr)
+        return None
+    return torch.from_numpy(np.load(out)).double()
+
+
+def close(got, ref, tol):
+    if got is None or got.shape != ref.shape:
+        return False, float("inf")
+    err = ((got - ref).abs() / (ref.abs() + 1.0)).max().item() if ref.numel() else 0.0
+    return err < tol, err
+
+
+def expect(what, got, ref, tol=2e-5):
+    ok, err = close(got, ref, tol)
+    check(ok, f"{what} (max scaled err {err:.1e} < {tol:.0e})")
+
+
+def rand(*shape, dtype=torch.float32, scale=1.0):
+    return (torch.randn(*shape) * scale).to(dtype)
+
+
+# --- block quantization reference (GGUF Q8_0 / Q4_0) ------------------------------------------------------------
+
+def q8_0(w):
+    b = w.double().reshape(-1, 32).numpy()
+    amax = np.abs(b).max(axis=1)
+    d = (amax / 127.0).astype(np.float32)
+    inv = np.where(d != 0, 1.0 / np.where(d != 0, d, 1), 0.0).astype(np.float32)
+    q = np.round(b.astype(np.float32) * inv[:, None])
+    return torch.from_numpy((d.astype(np.float16).astype(np.float64)[:, None] * q).reshape(w.shape))
+
+
+def q4_0(w):
+    b = w.reshape(-1, 32).numpy().astype(np.float32)
+    idx = np.abs(b).argmax(axis=1)
+    vmax = b[np.arange(len(b)), idx]
+    d = (vmax / -8.0).astype(np.float32)
+    inv = np.where(d != 0, 1.0 / np.where(d != 0, d, 1), 0.0).astype(np.float32)
+    q = np.minimum(15, np.floor(b * inv[:, None] + 8.5)) - 8
+    return torch.from_numpy((d.astype(np.float16).astype(np.float64)[:, None] * q).reshape(w.shape))
+
+
+def main():
+    for dn, dt in DTYPES.items():
+        # matmul (T, K) @ (N, K)^T + bias
+        for T, K, N in [(1, 1, 1), (3, 17, 5), (17, 64, 3), (1, 4097, 3), (2, 3, 4097)]:
+            x, w, b = rand(T, K, dtype=dt), rand(N, K, dtype=dt), rand(N)
+            ref = x.double() @ w.double().T + b.double()
+            expect(f"matmul {dn} T={T} K={K} N={N}", op("matmul", [x, w, b]), ref, 2e-6 * (1 + K ** 0.5))
+        # embedding
+        for V, C in [(1, 1), (17, 3), (4097, 17), (3, 4097)]:
+            table, ids = rand(V, C, dtype=dt), torch.randint(0, V, (7,), dtype=torch.int32)
+            expect(f"embedding {dn} V={V} C={C}", op("embedding", [table, ids]), table.double()[ids.long()], 1e-7)
+        # rms_norm (whole row and grouped) and layer_norm
+        for T, C, group in [(1, 1, 1), (3, 17, 17), (17, 4097, 4097), (3, 64, 16), (2, 3, 1)]:
+            x, w = rand(T, C, dtype=dt), rand(group, dtype=dt)
+            xg = x.double().reshape(T, C // group, group)
+            ref = (xg * torch.rsqrt(xg.pow(2).mean(-1, keepdim=True) + 1e-5) * w.double()).reshape(T, C)
+            expect(f"rms_norm {dn} T={T} C={C} group={group}", op("rms_norm", [x, w], eps=1e-5, group=group), ref)
+        for T, C in [(1, 3), (3, 17), (17, 4097)]:
+            x, w, b = rand(T, C, dtype=dt, scale=3.0), rand(C, dtype=dt), rand(C, dtype=dt)
+            ref = torch.nn.functional.layer_norm(x.double(), (C,), w.double(), b.double(), 1e-5)
+            expect(f"layer_norm {dn} T={T} C={C}", op("layer_norm", [x, w, b], eps=1e-5), ref)
+        # rope, both pair layouts
+        for T, H, D in [(1, 1, 2), (3, 3, 16), (17, 2, 64)]:
+            x = rand(T, H * D, dtype=dt)
+            pos = torch.randint(0, 4097, (T,), dtype=torch.int32)
+            inv = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+            ang = (pos.float()[:, None] * inv[None, :]).double()  # f32 angles, as HF computes them
+            xh = x.double().view(T, H, D)
+            cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
+            a, bb = xh[..., : D // 2], xh[..., D // 2:]
+            half = torch.cat([a * cos - bb * sin, bb * cos + a * sin], -1).reshape(T, H * D)
+            xc = torch.view_as_complex(xh.reshape(T, H, D // 2, 2).contiguous())
+            inter = torch.view_as_real(xc * torch.polar(torch.ones_like(ang), ang)[:, None, :]).reshape(T, H * D)
+            expect(f"rope half {dn} T={T} H={H} D={D}",
+                   op("rope", [x, pos], dim=D, theta=10000.0, style="half"), half, 1e-5)
+            expect(f"rope interleaved {dn} T={T} H={H} D={D}",
+                   op("rope", [x, pos], dim=D, theta=10000.0, style="interleaved"), inter, 1e-5)
+        # causal attention with GQA, cache offset and sliding window
+        for T, n_past, H, Hkv, D, window in [(1, 0, 1, 1, 1, 0), (3, 5, 4, 2, 16, 0), (17, 0, 4, 1, 3, 0),
+                                             (17, 4, 4, 4, 16, 4), (1, 40, 2, 1, 64, 0)]:
+            S = n_past + T
+            q, k, v = rand(T, H * D, dtype=dt), rand(S, Hkv * D, dtype=dt), rand(S, Hkv * D, dtype=dt)
+            qp = q.double().view(T, H, D).transpose(0, 1)
+            kp = k.double().view(S, Hkv, D).transpose(0, 1).repeat_interleave(H // Hkv, 0)
+            vp = v.double().view(S, Hkv, D).transpose(0, 1).repeat_interleave(H // Hkv, 0)
+            qpos, kpos = torch.arange(n_past, S)[:, None], torch.arange(S)[None, :]
+            allow = kpos <= qpos
+            if window:
+                allow &= (qpos - kpos) < window
+            scores = (qp @ kp.transpose(1, 2)) / D ** 0.5
+            ref = torch.softmax(scores.masked_fill(~allow, float("-inf")), -1) @ vp
+            ref = ref.transpose(0, 1).reshape(T, H * D)
+            expect(f"attention {dn} T={T} past={n_past} H={H}/{Hkv} D={D} window={window}",
+                   op("attention", [q, k, v], heads=H, kv_heads=Hkv, n_past=n_past, window=window), ref)
+        # softmax and element-wise ops (20000 elements takes the threaded path)
+        for R, C in [(1, 1), (3, 17), (2, 4097)]:
+            x = rand(R, C, dtype=dt, scale=4.0)
+            expect(f"softmax {dn} {R}x{C}", op("softmax", [x]), torch.softmax(x.double(), -1))
+        for n in [1, 3, 17, 4097, 20000]:
+            x, y = rand(n, dtype=dt, scale=3.0), rand(n, dtype=dt, scale=3.0)
+            xd, yd = x.double(), y.double()
+            expect(f"silu {dn} n={n}", op("silu", [x]), torch.nn.functional.silu(xd))
+            expect(f"gelu_tanh {dn} n={n}", op("gelu_tanh", [x]), torch.nn.functional.gelu(xd, approximate="tanh"))
+            expect(f"swiglu {dn} n={n}", op("swiglu", [x, y]), torch.nn.functional.silu(xd) * yd)
+            expect(f"add {dn} n={n}", op("add", [x, y]), xd + yd)
+            expect(f"mul {dn} n={n}", op("mul", [x, y]), xd * yd)
+
+    # GGUF block weights: our quantizer + kernels against the NumPy block reference.
+    for wt, quant in (("q8_0", q8_0), ("q4_0", q4_0)):
+        for T, K, N in [(1, 32, 1), (3, 64, 17), (17, 96, 3), (1, 4096, 3)]:
+            x, w = rand(T, K), rand(N, K)
+            ref = x.double() @ quant(w).T
+            expect(f"matmul {wt} T={T} K={K} N={N}", op("matmul", [x, w], wtype=wt), ref, 1e-4 * (1 + K ** 0.5))
+        table, ids = rand(17, 64), torch.randint(0, 17, (5,), dtype=torch.int32)
+        expect(f"embedding {wt}", op("embedding", [table, ids], wtype=wt), quant(table)[ids.long()], 1e-6)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
