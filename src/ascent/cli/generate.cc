@@ -21,6 +21,15 @@ struct Options {
 void run(const Options& o) {
   set_threads(o.threads);
   auto m = model::Model::load(o.model);
+  ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) {
+    prompt = parse_ids(o.prompt_ids, "--prompt-ids");
+    for (int32_t id : prompt) {
+      ASCENT_CHECK(id >= 0 && id < m->config().vocab,
+                   "--prompt-ids: token id {} is outside the vocabulary (size {})", id, m->config().vocab);
+    }
+  }
   std::unique_ptr<tokenizer::Tokenizer> tok;
   const bool need_tokenizer = !o.prompt.empty() || !o.print_ids;
   try {
@@ -28,18 +37,8 @@ void run(const Options& o) {
   } catch (const Error&) {
     if (need_tokenizer) throw;
   }
-  std::vector<int32_t> prompt;
-  ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
-  if (!o.prompt_ids.empty()) {
-    prompt = parse_ids(o.prompt_ids, "--prompt-ids");
-  } else if (!o.prompt.empty()) {
-    prompt = tok->encode(o.prompt, tok->vocab().add_bos);
-  }
+  if (!o.prompt.empty()) prompt = tok->encode(o.prompt, tok->vocab().add_bos);
   if (prompt.empty()) prompt.push_back(tok ? tok->bos() : m->config().bos_id);
-  for (int32_t id : prompt) {
-    ASCENT_CHECK(id >= 0 && id < m->config().vocab, "--prompt-ids: token id {} is outside the vocabulary (size {})",
-                 id, m->config().vocab);
-  }
   ASCENT_CHECK(o.n_predict >= 0, "-n: must be >= 0, got {}", o.n_predict);
   const int64_t want = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict;
   m->set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));

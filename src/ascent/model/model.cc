@@ -36,7 +36,9 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
     char magic[4] = {};
     std::ifstream in(path, std::ios::binary);
     in.read(magic, 4);
-    format = std::memcmp(magic, "GGUF", 4) == 0 ? Format::Gguf : Format::Llama2c;
+    // A .gguf name is taken at its word, so a damaged magic is reported as such rather than as a bad llama2.c file.
+    const bool gguf_name = fs::path(path).extension() == ".gguf";
+    format = gguf_name || std::memcmp(magic, "GGUF", 4) == 0 ? Format::Gguf : Format::Llama2c;
   }
   w = WeightSet(source);
   switch (format) {

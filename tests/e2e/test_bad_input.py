@@ -1,0 +1,181 @@
+"""Broken models fail cleanly: a missing, truncated or corrupted file (bad magic, bad header JSON, offsets out of
+range, dtype or shape mismatch, missing tensor) gives exactly one line on stderr that names the file and the
+fault, and exit code 1. Under the asan preset the same script runs the sanitized binary, so none may crash."""
+import json
+import os
+import shutil
+import struct
+
+from common import check, finish, run, tmpdir, write_safetensors
+from test_models import MODELS, write_hf
+
+ROOT = tmpdir()
+
+
+def expect_error(what, args, must_contain):
+    r = run(args, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    ok = r.returncode == 1 and len(lines) == 1 and all(s in lines[0] for s in must_contain)
+    check(ok, f"{what}: exit {r.returncode}, {len(lines)} line(s): {lines[0] if lines else ''!r}")
+
+
+def fresh_hf(name):
+    folder = os.path.join(ROOT, name)
+    cfg, w = MODELS["llama"]
+    write_hf(folder, cfg, w)
+    return folder, cfg, w
+
+
+def edit_header(path, fn):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = fn(json.loads(data[8:8 + n]))
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data[8 + n:])
+
+
+def main():
+    ids = ["--prompt-ids", "1 2 3", "-n", "2", "--print-ids"]
+    gen = lambda m: ["generate", "-m", m] + ids
+
+    expect_error("missing model", gen(os.path.join(ROOT, "nope.gguf")), ["nope.gguf", "no such file"])
+
+    folder = os.path.join(ROOT, "empty-folder")
+    os.makedirs(folder)
+    expect_error("folder without config.json", gen(folder), [folder, "config.json"])
+
+    folder, cfg, w = fresh_hf("bad-config")
+    open(os.path.join(folder, "config.json"), "w").write("{ not json")
+    expect_error("bad config JSON", gen(folder), ["config.json", "bad JSON"])
+
+    folder, cfg, w = fresh_hf("config-field")
+    c = dict(cfg)
+    del c["hidden_size"]
+    json.dump(c, open(os.path.join(folder, "config.json"), "w"))
+    expect_error("config missing hidden_size", gen(folder), ["config.json", "hidden_size"])
+
+    st = lambda f: os.path.join(f, "model.safetensors")
+    folder, _, _ = fresh_hf("truncated")
+    size = os.path.getsize(st(folder))
+    with open(st(folder), "r+b") as f:
+        f.truncate(size // 2)
+    expect_error("truncated safetensors", gen(folder), ["model.safetensors", "out of range"])
+
+    folder, _, _ = fresh_hf("tiny")
+    with open(st(folder), "wb") as f:
+        f.write(b"\x01\x02")
+    expect_error("safetensors shorter than its header", gen(folder), ["model.safetensors", "truncated"])
+
+    folder, _, _ = fresh_hf("empty")
+    open(st(folder), "wb").close()
+    expect_error("empty safetensors", gen(folder), ["model.safetensors", "empty"])
+
+    folder, _, _ = fresh_hf("bad-json")
+    with open(st(folder), "r+b") as f:
+        f.seek(8)
+        f.write(b"{{{{garbage")
+    expect_error("bad header JSON", gen(folder), ["model.safetensors", "bad header JSON"])
+
+    folder, _, _ = fresh_hf("huge-header")
+    with open(st(folder), "r+b") as f:
+        f.write(struct.pack("<Q", 1 << 40))
+    expect_error("header length past the end", gen(folder), ["model.safetensors", "header length"])
+
+    def bump(h):
+        h["model.norm.weight"]["data_offsets"] = [10 ** 9, 10 ** 9 + 256]
+        return h
+    folder, _, _ = fresh_hf("offsets")
+    edit_header(st(folder), bump)
+    expect_error("offsets out of range", gen(folder), ["model.safetensors", "model.norm.weight", "out of range"])
+
+    def dtype_i64(h):
+        h["model.norm.weight"]["dtype"] = "I64"
+        return h
+    folder, _, _ = fresh_hf("dtype")
+    edit_header(st(folder), dtype_i64)
+    expect_error("unsupported dtype", gen(folder), ["model.safetensors", "model.norm.weight", "I64"])
+
+    def bytes_mismatch(h):
+        h["model.norm.weight"]["shape"] = [7]
+        return h
+    folder, _, _ = fresh_hf("nbytes")
+    edit_header(st(folder), bytes_mismatch)
+    expect_error("shape disagrees with byte count", gen(folder), ["model.safetensors", "model.norm.weight", "bytes"])
+
+    folder, cfg, w = fresh_hf("shape")
+    w2 = dict(w)
+    w2["model.layers.1.self_attn.q_proj.weight"] = w["model.layers.1.self_attn.q_proj.weight"][:32].clone()
+    write_safetensors(st(folder), w2)
+    expect_error("tensor of the wrong shape", gen(folder), ["model.safetensors", "blk.1.attn_q.weight", "shape"])
+
+    folder, cfg, w = fresh_hf("missing")
+    w2 = {k: v for k, v in w.items() if k != "model.layers.0.mlp.down_proj.weight"}
+    write_safetensors(st(folder), w2)
+    expect_error("missing tensor", gen(folder), [folder, "missing tensor", "blk.0.ffn_down.weight"])
+
+    folder, cfg, w = fresh_hf("sharded")
+    os.remove(st(folder))
+    json.dump({"weight_map": {"model.norm.weight": "model-00001.safetensors"}},
+              open(os.path.join(folder, "model.safetensors.index.json"), "w"))
+    expect_error("shard listed in the index is absent", gen(folder), ["model-00001.safetensors", "cannot open"])
+
+    # GGUF
+    folder, _, _ = fresh_hf("for-gguf")
+    good = os.path.join(ROOT, "good.gguf")
+    assert run(["convert", "-m", folder, "-o", good, "--type", "q8_0"]).returncode == 0
+    data = open(good, "rb").read()
+
+    def variant(name, blob):
+        p = os.path.join(ROOT, name)
+        open(p, "wb").write(blob)
+        return p
+
+    expect_error("GGUF bad magic", gen(variant("magic.gguf", b"GGUX" + data[4:])), ["magic.gguf", "bad magic"])
+    expect_error("GGUF version 9", gen(variant("version.gguf", data[:4] + struct.pack("<I", 9) + data[8:])),
+                 ["version.gguf", "version 9"])
+    expect_error("GGUF truncated in the header", gen(variant("cut-header.gguf", data[:200])),
+                 ["cut-header.gguf", "truncated"])
+    expect_error("GGUF truncated in the data", gen(variant("cut-data.gguf", data[: len(data) - 1000])),
+                 ["cut-data.gguf", "outside the file"])
+    # Point the first tensor's type at Q4_K (12), which this build does not run.
+    i = data.find(b"token_embd.weight")
+    nd = struct.unpack_from("<I", data, i + 17)[0]
+    t_at = i + 17 + 4 + 8 * nd
+    expect_error("GGUF unsupported tensor type",
+                 gen(variant("qtype.gguf", data[:t_at] + struct.pack("<I", 12) + data[t_at + 4:])),
+                 ["qtype.gguf", "token_embd.weight", "ggml type 12"])
+    expect_error("GGUF tensor offset out of range",
+                 gen(variant("offset.gguf", data[:t_at + 4] + struct.pack("<Q", 1 << 40) + data[t_at + 12:])),
+                 ["offset.gguf", "token_embd.weight", "outside the file"])
+    renamed = data.replace(b"blk.0.ffn_up.weight", b"blk.0.ffn_XX.weight")
+    expect_error("GGUF missing tensor", gen(variant("renamed.gguf", renamed)), ["renamed.gguf", "blk.0.ffn_up.weight"])
+
+    # llama2.c
+    b260 = open(os.path.join(os.environ.get("ASCENT_SHARED", "../shared"), "models", "stories260K",
+                             "stories260K.bin"), "rb").read()
+    expect_error("llama2.c truncated", gen(variant("cut.bin", b260[:5000])), ["cut.bin", "truncated"])
+    expect_error("llama2.c bad header", gen(variant("neg.bin", struct.pack("<i", -5) + b260[4:])),
+                 ["neg.bin", "bad header"])
+    expect_error("not a model at all", gen(variant("text.bin", b"hello world, this is not a model" * 4)),
+                 ["text.bin"])
+
+    # Tokenizer and flags
+    folder, _, _ = fresh_hf("bad-tokenizer")
+    open(os.path.join(folder, "tokenizer.json"), "w").write('{"model": {"type": "BPE", "vocab": [1, 2')
+    expect_error("malformed tokenizer.json", ["generate", "-m", folder, "-p", "hi", "-n", "2"],
+                 ["tokenizer.json", "bad JSON"])
+    folder, _, _ = fresh_hf("ids")
+    expect_error("prompt id outside the vocabulary", ["generate", "-m", folder, "--prompt-ids", "1 99999", "-n", "1"],
+                 ["--prompt-ids", "99999"])
+    expect_error("prompt id not a number", ["generate", "-m", folder, "--prompt-ids", "1 x2", "-n", "1"],
+                 ["--prompt-ids", "x2"])
+    r = run(["generate", "--bogus-flag"])
+    check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
+    shutil.rmtree(ROOT, ignore_errors=True)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
