@@ -11,8 +11,8 @@ namespace ascent::cli {
 namespace {
 
 struct Options {
-  std::string model, vocab, prompt, text_file;
-  bool pieces = false, add_special = false, parse_special = false;
+  std::string model, vocab, prompt, text_file, separator;
+  bool pieces = false, add_special = false, parse_special = false, decode = false;
 };
 
 void run(const Options& o) {
@@ -32,11 +32,35 @@ void run(const Options& o) {
     ss << in.rdbuf();
     text = ss.str();
   }
-  const auto ids = tok->encode(text, o.add_special && tok->vocab().add_bos, o.parse_special);
-  std::string line;
-  for (int32_t id : ids) line += (o.pieces ? tok->piece(id) : std::to_string(id)) + " ";
-  if (!line.empty()) line.pop_back();
-  std::printf("%s\n", line.c_str());
+  // With --separator, the input holds many texts (or, with --decode, one line of ids per text): one run, one
+  // vocabulary load, one output line (or text) per input.
+  std::vector<std::string> parts;
+  if (o.separator.empty()) {
+    parts.push_back(text);
+  } else {
+    const std::string sep = o.decode ? "\n" : o.separator;
+    size_t start = 0;
+    for (size_t at; (at = text.find(sep, start)) != std::string::npos; start = at + sep.size()) {
+      parts.push_back(text.substr(start, at - start));
+    }
+    parts.push_back(text.substr(start));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (o.decode) {
+      const auto ids = parse_ids(parts[i], o.text_file.empty() ? "-p" : o.text_file.c_str());
+      for (int32_t id : ids) {
+        ASCENT_CHECK(id < tok->size(), "token id {} is outside the vocabulary (size {})", id, tok->size());
+      }
+      const std::string out = (i > 0 ? o.separator : "") + tok->decode(ids);
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      continue;
+    }
+    const auto ids = tok->encode(parts[i], o.add_special && tok->vocab().add_bos, o.parse_special);
+    std::string line;
+    for (int32_t id : ids) line += (o.pieces ? tok->piece(id) : std::to_string(id)) + " ";
+    if (!line.empty()) line.pop_back();
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 }  // namespace
@@ -51,6 +75,8 @@ void add_tokenize(CLI::App& app) {
   c->add_flag("--pieces", o->pieces, "print pieces instead of ids");
   c->add_flag("--add-special", o->add_special, "add BOS as the vocabulary says");
   c->add_flag("--parse-special", o->parse_special, "turn special-token text into special tokens");
+  c->add_option("--separator", o->separator, "the input holds many texts split by this string; one line each");
+  c->add_flag("--decode", o->decode, "the input is token ids: print their text (exact bytes, no newline)");
   c->callback([o] { run(*o); });
 }
 

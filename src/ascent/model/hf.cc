@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 
 #include "ascent/base/error.h"
@@ -110,9 +109,19 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
   validate_config(c, path);
 }
 
+// Splits "PREFIX<digits>.<rest>" into layer index and rest; false when n has another form.
+bool split_layer(const std::string& n, const std::string& prefix, std::string& index, std::string& rest) {
+  if (n.rfind(prefix, 0) != 0) return false;
+  size_t i = prefix.size();
+  while (i < n.size() && n[i] >= '0' && n[i] <= '9') ++i;
+  if (i == prefix.size() || i + 1 >= n.size() || n[i] != '.') return false;
+  index = n.substr(prefix.size(), i - prefix.size());
+  rest = n.substr(i + 1);
+  return true;
+}
+
 // HF tensor name -> canonical name ("" to skip).
 std::string rename_llama(const std::string& n) {
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
   static const std::map<std::string, std::string> per_layer = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -132,17 +141,16 @@ std::string rename_llama(const std::string& n) {
   if (n == "model.embed_tokens.weight") return "token_embd.weight";
   if (n == "model.norm.weight") return "output_norm.weight";
   if (n == "lm_head.weight") return "output.weight";
-  std::smatch m;
-  if (std::regex_match(n, m, layer)) {
-    auto it = per_layer.find(m[2]);
-    if (it != per_layer.end()) return "blk." + m[1].str() + "." + it->second;
-    if (m[2].str().find("rotary_emb") != std::string::npos) return "";
+  std::string index, rest;
+  if (split_layer(n, "model.layers.", index, rest)) {
+    auto it = per_layer.find(rest);
+    if (it != per_layer.end()) return "blk." + index + "." + it->second;
+    if (rest.find("rotary_emb") != std::string::npos) return "";
   }
   fail("unexpected tensor {}", n);
 }
 
 std::string rename_gpt2(const std::string& full) {
-  static const std::regex layer(R"(h\.(\d+)\.(.+))");
   static const std::map<std::string, std::string> per_layer = {
       {"ln_1.weight", "attn_norm.weight"},     {"ln_1.bias", "attn_norm.bias"},
       {"attn.c_attn.weight", "attn_qkv.weight"}, {"attn.c_attn.bias", "attn_qkv.bias"},
@@ -157,11 +165,11 @@ std::string rename_gpt2(const std::string& full) {
   if (n == "ln_f.weight") return "output_norm.weight";
   if (n == "ln_f.bias") return "output_norm.bias";
   if (n == "lm_head.weight") return "output.weight";
-  std::smatch m;
-  if (std::regex_match(n, m, layer)) {
-    auto it = per_layer.find(m[2]);
-    if (it != per_layer.end()) return "blk." + m[1].str() + "." + it->second;
-    if (m[2] == "attn.bias" || m[2] == "attn.masked_bias") return "";  // causal-mask buffers of old checkpoints
+  std::string index, rest;
+  if (split_layer(n, "h.", index, rest)) {
+    auto it = per_layer.find(rest);
+    if (it != per_layer.end()) return "blk." + index + "." + it->second;
+    if (rest == "attn.bias" || rest == "attn.masked_bias") return "";  // causal-mask buffers of old checkpoints
   }
   fail("unexpected tensor {}", full);
 }

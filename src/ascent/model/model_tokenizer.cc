@@ -49,6 +49,7 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
     const GgufValue* pre = f.find("tokenizer.ggml.pre");
     const std::string p = pre ? pre->s : "default";
     if (p == "llama-bpe" || p == "llama3") {
+      v.ignore_merges = true;
       v.pre_pattern =
           R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
     } else if (p == "qwen2") {
@@ -69,11 +70,18 @@ tokenizer::Vocab load_vocab(const std::string& path, int64_t vocab_size) {
   std::error_code ec;
   ASCENT_CHECK(fs::exists(path, ec), "{}: no such file or directory", path);
   if (fs::is_directory(path, ec)) {
-    const std::string json = (fs::path(path) / "tokenizer.json").string();
-    ASCENT_CHECK(fs::exists(json), "{}: no tokenizer.json in this folder", path);
-    return tokenizer::read_tokenizer_json(json);
+    const fs::path dir(path);
+    if (fs::exists(dir / "tokenizer.json")) return tokenizer::read_tokenizer_json((dir / "tokenizer.json").string());
+    if (fs::exists(dir / "tokenizer.model")) {
+      return tokenizer::read_sentencepiece_model((dir / "tokenizer.model").string());
+    }
+    if (fs::exists(dir / "encoder.json") && fs::exists(dir / "vocab.bpe")) {
+      return tokenizer::read_gpt2_vocab((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
+    }
+    fail("{}: no tokenizer.json, tokenizer.model or encoder.json + vocab.bpe in this folder", path);
   }
   if (fs::path(path).extension() == ".json") return tokenizer::read_tokenizer_json(path);
+  if (fs::path(path).extension() == ".model") return tokenizer::read_sentencepiece_model(path);
   char magic[4] = {};
   std::ifstream(path, std::ios::binary).read(magic, 4);
   if (std::memcmp(magic, "GGUF", 4) == 0) return vocab_from_gguf(GgufFile(path));

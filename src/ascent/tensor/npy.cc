@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <regex>
 
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
@@ -27,17 +26,28 @@ Tensor read_npy(const std::string& path) {
   }
   ASCENT_CHECK(start + hlen <= b.size(), "{}: truncated header", path);
   const std::string header(reinterpret_cast<const char*>(b.data() + start), hlen);
-  std::smatch m;
-  ASCENT_CHECK(std::regex_search(header, m, std::regex(R"('descr':\s*'([^']+)')")), "{}: header has no descr", path);
-  const std::string descr = m[1];
+  // The header is a Python dict literal; read the two fields we need from it.
+  auto field = [&](const char* key, char open, char close) {
+    const size_t k = header.find(key);
+    ASCENT_CHECK(k != std::string::npos, "{}: header has no {}", path, key);
+    const size_t s = header.find(open, k + std::strlen(key));
+    const size_t e = s == std::string::npos ? s : header.find(close, s + 1);
+    ASCENT_CHECK(e != std::string::npos, "{}: malformed {} in header", path, key);
+    return header.substr(s + 1, e - s - 1);
+  };
+  const std::string descr = field("'descr':", '\'', '\'');
   ASCENT_CHECK(header.find("'fortran_order': False") != std::string::npos, "{}: only C-order arrays are supported",
                path);
-  ASCENT_CHECK(std::regex_search(header, m, std::regex(R"('shape':\s*\(([^)]*)\))")), "{}: header has no shape", path);
   Shape shape;
-  const std::string dims = m[1];
-  const std::regex number(R"(\d+)");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
-    shape.push_back(std::stoll(it->str()));
+  const std::string dims = field("'shape':", '(', ')');
+  for (size_t i = 0; i < dims.size();) {
+    if (dims[i] < '0' || dims[i] > '9') {
+      ++i;
+      continue;
+    }
+    size_t used = 0;
+    shape.push_back(std::stoll(dims.substr(i), &used));
+    i += used;
   }
   DType dtype;
   if (descr == "<f4") {

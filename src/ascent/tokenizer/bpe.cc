@@ -126,8 +126,8 @@ void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) cons
 
   struct Cand {
     double priority;  // higher merges first
-    int left;
-    size_t len;       // combined length when pushed; stale if the symbols changed since
+    int left, right;
+    size_t left_len, right_len;  // the pair as it was when pushed; stale once either side changed
   };
   auto worse = [](const Cand& a, const Cand& b) {
     return a.priority < b.priority || (a.priority == b.priority && a.left > b.left);
@@ -138,25 +138,29 @@ void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) cons
     if (l < 0 || syms[static_cast<size_t>(l)].next < 0) return;
     const Sym& a = syms[static_cast<size_t>(l)];
     const Sym& b = syms[static_cast<size_t>(a.next)];
+    double priority;
     if (ranked) {
       std::string key;
       key.reserve(a.len + b.len + 1);
       key.append(word, a.start, a.len).append(" ").append(word, b.start, b.len);
       auto it = merge_rank_.find(key);
-      if (it != merge_rank_.end()) queue.push({-static_cast<double>(it->second), l, a.len + b.len});
+      if (it == merge_rank_.end()) return;
+      priority = -static_cast<double>(it->second);
     } else {
       const int32_t id = lookup(word.substr(a.start, a.len + b.len));
-      if (id >= 0) queue.push({v_.scores[static_cast<size_t>(id)], l, a.len + b.len});
+      if (id < 0) return;
+      priority = v_.scores[static_cast<size_t>(id)];
     }
+    queue.push({priority, l, a.next, a.len, b.len});
   };
   for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) try_pair(i);
   while (!queue.empty()) {
     const Cand c = queue.top();
     queue.pop();
     Sym& a = syms[static_cast<size_t>(c.left)];
-    if (a.len == 0 || a.next < 0) continue;
-    Sym& b = syms[static_cast<size_t>(a.next)];
-    if (a.len + b.len != c.len) continue;  // stale candidate
+    if (a.len != c.left_len || a.next != c.right) continue;
+    Sym& b = syms[static_cast<size_t>(c.right)];
+    if (b.len != c.right_len) continue;
     a.len += b.len;
     b.len = 0;
     a.next = b.next;
@@ -231,7 +235,11 @@ void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& o
         std::string mapped;
         for (unsigned char ch : word) mapped += b2u[ch];
         std::vector<std::string> pieces;
-        bpe(mapped, pieces);
+        if (v_.ignore_merges && lookup(mapped) >= 0) {
+          pieces.push_back(mapped);
+        } else {
+          bpe(mapped, pieces);
+        }
         std::vector<int32_t> ids;
         for (const auto& p : pieces) {
           const int32_t id = lookup(p);

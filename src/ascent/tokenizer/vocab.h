@@ -28,11 +28,16 @@ struct Vocab {
   bool add_space_prefix = true;   // Spm: prepend a space before encoding
   std::string space = "\xe2\x96\x81";  // Spm: what a space becomes ("▁", or " " in llama2.c files)
   std::string pre_pattern;        // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
+  bool ignore_merges = false;     // a pre-split word found whole in the vocabulary is one token (Llama-3)
 };
 
 // llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from
 // the model header (the file does not store it); 0 reads entries to the end of the file.
 Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size);
+// SentencePiece tokenizer.model (protobuf) of BPE type, read without libsentencepiece.
+Vocab read_sentencepiece_model(const std::string& path);
+// GPT-2's encoder.json (piece -> id) and vocab.bpe (ranked merges) in one folder.
+Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe);
 // Hugging Face tokenizer.json with a BPE model (byte-level or SentencePiece-style with byte fallback).
 Vocab read_tokenizer_json(const std::string& path);
 

@@ -47,6 +47,50 @@ Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size) {
   return v;
 }
 
+Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe) {
+  using nlohmann::json;
+  std::ifstream in(encoder_json);
+  ASCENT_CHECK(in.good(), "{}: cannot open", encoder_json);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail("{}: bad JSON: {}", encoder_json, e.what());
+  }
+  ASCENT_CHECK(j.is_object(), "{}: expected an object of piece -> id", encoder_json);
+  Vocab v;
+  v.kind = VocabKind::ByteLevel;
+  v.add_bos = false;
+  int64_t n = 0;
+  for (const auto& [piece, id] : j.items()) {
+    ASCENT_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0, "{}: id of '{}' is not a non-negative integer",
+                 encoder_json, piece);
+    n = std::max<int64_t>(n, id.get<int64_t>() + 1);
+  }
+  ASCENT_CHECK(n > 0 && n < (1 << 24), "{}: vocabulary size {} out of range", encoder_json, n);
+  v.pieces.assign(static_cast<size_t>(n), std::string());
+  v.types.assign(static_cast<size_t>(n), TokenType::Normal);
+  for (const auto& [piece, id] : j.items()) v.pieces[id.get<size_t>()] = piece;
+  std::ifstream merges(vocab_bpe);
+  ASCENT_CHECK(merges.good(), "{}: cannot open", vocab_bpe);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(merges, line)) {
+    ++line_no;
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    const size_t sp = line.find(' ', 1);
+    ASCENT_CHECK(sp != std::string::npos, "{}:{}: merge '{}' is not 'a b'", vocab_bpe, line_no, line);
+    v.merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
+  }
+  for (size_t i = 0; i < v.pieces.size(); ++i) {
+    if (v.pieces[i] == "<|endoftext|>") {
+      v.types[i] = TokenType::Control;
+      v.bos_id = v.eos_id = static_cast<int32_t>(i);
+    }
+  }
+  return v;
+}
+
 Vocab read_tokenizer_json(const std::string& path) {
   using nlohmann::json;
   std::ifstream in(path);
@@ -64,6 +108,7 @@ Vocab read_tokenizer_json(const std::string& path) {
     ASCENT_CHECK(type == "BPE", "{}: model.type '{}' is not supported (BPE)", path, type);
     Vocab v;
     const bool byte_fallback = m.value("byte_fallback", false);
+    v.ignore_merges = m.value("ignore_merges", false);
     bool byte_level = false;
     std::string split_pattern;
     auto scan_pre = [&](const json& p, auto& self) -> void {

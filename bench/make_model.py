@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Writes a random-weight Llama-architecture GGUF file of a real model's shape, for load and speed benchmarks.
+The writer here is NumPy code written from the GGUF description, independent of Ascent's own writer, so loading
+its output also cross-checks our reader.
+
+  bench/make_model.py -o bench/models/tinyllama-f16.gguf                   # TinyLlama 1.1B shape, 22 layers
+  bench/make_model.py -o /tmp/small.gguf --layers 2 --type q8_0
+"""
+import argparse
+import struct
+import sys
+
+import numpy as np
+
+SHAPES = {
+    # name: hidden, heads, kv heads, ffn, vocab, layers, context
+    "tinyllama": (2048, 32, 8, 5632, 32000, 22, 2048),
+}
+GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
+
+
+def kv_str(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def encode(t, kind):
+    if kind == "f32":
+        return t.astype("<f4").tobytes()
+    if kind == "f16":
+        return t.astype("<f2").tobytes()
+    blocks = t.astype(np.float32).reshape(-1, 32)
+    if kind == "q8_0":
+        d = np.abs(blocks).max(axis=1) / 127.0
+        inv = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+        q = np.round(blocks * inv[:, None]).astype(np.int8)
+        out = np.empty((len(blocks), 34), dtype=np.uint8)
+        out[:, :2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+        out[:, 2:] = q.view(np.uint8)
+        return out.tobytes()
+    idx = np.abs(blocks).argmax(axis=1)  # q4_0
+    d = blocks[np.arange(len(blocks)), idx] / -8.0
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(15, np.floor(blocks * inv[:, None] + 8.5)).astype(np.uint8)
+    out = np.empty((len(blocks), 18), dtype=np.uint8)
+    out[:, :2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
+    return out.tobytes()
+
+
+def nbytes(shape, kind):
+    n = int(np.prod(shape))
+    return {"f32": 4 * n, "f16": 2 * n, "q8_0": n // 32 * 34, "q4_0": n // 32 * 18}[kind]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--shape", default="tinyllama", choices=sorted(SHAPES))
+    ap.add_argument("--layers", type=int, default=None, help="override the layer count")
+    ap.add_argument("--type", default="f16", choices=sorted(GGML))
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    C, H, Hkv, F, V, L, ctx = SHAPES[a.shape]
+    L = a.layers or L
+    D = C // H
+    tensors = [("token_embd.weight", (V, C)), ("output_norm.weight", (C,)), ("output.weight", (V, C))]
+    for l in range(L):
+        b = f"blk.{l}."
+        tensors += [(b + "attn_norm.weight", (C,)), (b + "attn_q.weight", (C, C)), (b + "attn_k.weight", (Hkv * D, C)),
+                    (b + "attn_v.weight", (Hkv * D, C)), (b + "attn_output.weight", (C, C)),
+                    (b + "ffn_norm.weight", (C,)), (b + "ffn_gate.weight", (F, C)), (b + "ffn_up.weight", (F, C)),
+                    (b + "ffn_down.weight", (C, F))]
+    meta = [("general.architecture", 8, kv_str("llama")), ("general.name", 8, kv_str(f"random-{a.shape}")),
+            ("general.alignment", 4, struct.pack("<I", 32)),
+            ("llama.context_length", 4, struct.pack("<I", ctx)), ("llama.embedding_length", 4, struct.pack("<I", C)),
+            ("llama.block_count", 4, struct.pack("<I", L)), ("llama.feed_forward_length", 4, struct.pack("<I", F)),
+            ("llama.attention.head_count", 4, struct.pack("<I", H)),
+            ("llama.attention.head_count_kv", 4, struct.pack("<I", Hkv)),
+            ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+            ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)),
+            ("llama.rope.dimension_count", 4, struct.pack("<I", D))]
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
+    for k, t, v in meta:
+        head += kv_str(k) + struct.pack("<I", t) + v
+    offset = 0
+    kinds = {}
+    for name, shape in tensors:
+        kind = "f32" if len(shape) == 1 else a.type
+        kinds[name] = kind
+        head += kv_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape[::-1])
+        head += struct.pack("<IQ", GGML[kind], offset)
+        offset += (nbytes(shape, kind) + 31) // 32 * 32
+    head += b"\0" * ((32 - len(head) % 32) % 32)
+    rng = np.random.default_rng(a.seed)
+    with open(a.output + ".tmp", "wb") as f:
+        f.write(head)
+        for i, (name, shape) in enumerate(tensors):
+            if len(shape) == 1:
+                t = (1.0 + 0.05 * rng.standard_normal(shape, dtype=np.float32))
+            else:
+                t = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
+            blob = encode(t, kinds[name])
+            f.write(blob + b"\0" * ((32 - len(blob) % 32) % 32))
+            print(f"\r{i + 1}/{len(tensors)} tensors", end="", file=sys.stderr)
+    import os
+    os.replace(a.output + ".tmp", a.output)
+    print(f"\nwrote {a.output}: {L} layers, {a.type}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
