@@ -1,0 +1,46 @@
+// ascent chat-template: renders a model's chat template for a conversation, exactly as the model will see it.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "ascent/base/error.h"
+#include "ascent/cli/commands.h"
+#include "ascent/tokenizer/chat_template.h"
+
+namespace ascent::cli {
+namespace {
+
+void run(const std::string& config, const std::string& context_path, bool gen_prompt) {
+  std::string cfg = config;
+  if (std::filesystem::is_directory(cfg)) cfg = (std::filesystem::path(cfg) / "tokenizer_config.json").string();
+  const auto tmpl = tokenizer::ChatTemplate::from_tokenizer_config(cfg);
+  std::ifstream in(context_path);
+  ASCENT_CHECK(in.good(), "{}: cannot open", context_path);
+  nlohmann::ordered_json ctx;
+  try {
+    ctx = nlohmann::ordered_json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: bad JSON: {}", context_path, e.what());
+  }
+  if (ctx.is_array()) ctx = nlohmann::ordered_json{{"messages", ctx}};
+  if (gen_prompt) ctx["add_generation_prompt"] = true;
+  const std::string out = with_context(context_path, [&] { return tmpl.render(ctx); });
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+}  // namespace
+
+void add_chat_template(CLI::App& app) {
+  auto config = std::make_shared<std::string>();
+  auto context = std::make_shared<std::string>();
+  auto gen = std::make_shared<bool>(false);
+  auto* c = app.add_subcommand("chat-template", "render a chat template for a conversation");
+  c->add_option("--config", *config, "tokenizer_config.json, or the model folder holding it")->required();
+  c->add_option("--context", *context,
+                "JSON: a messages list, or {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": ...}")
+      ->required();
+  c->add_flag("--add-generation-prompt", *gen, "end with the assistant's turn header");
+  c->callback([config, context, gen] { run(*config, *context, *gen); });
+}
+
+}  // namespace ascent::cli

@@ -1,0 +1,932 @@
+// Jinja values and evaluation: Python semantics for the operations chat templates use (truthiness, +, ==, in,
+// slicing with negative indices, str methods), Jinja scoping (a for-loop body is its own scope; namespace()
+// objects are shared), filters and tests.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "ascent/base/error.h"
+#include "ascent/tokenizer/jinja_ast.h"
+
+namespace ascent::tokenizer::jinja {
+
+Value Value::none() {
+  Value v;
+  v.kind = Kind::None;
+  return v;
+}
+Value Value::boolean(bool x) {
+  Value v;
+  v.kind = Kind::Bool;
+  v.b = x;
+  return v;
+}
+Value Value::integer(int64_t x) {
+  Value v;
+  v.kind = Kind::Int;
+  v.i = x;
+  return v;
+}
+Value Value::number(double x) {
+  Value v;
+  v.kind = Kind::Float;
+  v.f = x;
+  return v;
+}
+Value Value::string(std::string x) {
+  Value v;
+  v.kind = Kind::String;
+  v.s = std::move(x);
+  return v;
+}
+Value Value::make_list(List x) {
+  Value v;
+  v.kind = Kind::List;
+  v.list = std::make_shared<List>(std::move(x));
+  return v;
+}
+Value Value::make_dict(Dict x) {
+  Value v;
+  v.kind = Kind::Dict;
+  v.dict = std::make_shared<Dict>(std::move(x));
+  return v;
+}
+Value Value::function(Function f) {
+  Value v;
+  v.kind = Kind::Function;
+  v.fn = std::make_shared<Function>(std::move(f));
+  return v;
+}
+
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  if (j.is_null()) return none();
+  if (j.is_boolean()) return boolean(j.get<bool>());
+  if (j.is_number_integer()) return integer(j.get<int64_t>());
+  if (j.is_number()) return number(j.get<double>());
+  if (j.is_string()) return string(j.get<std::string>());
+  if (j.is_array()) {
+    List l;
+    for (const auto& e : j) l.push_back(from_json(e));
+    return make_list(std::move(l));
+  }
+  Dict d;
+  for (const auto& [k, e] : j.items()) d.emplace_back(k, from_json(e));
+  return make_dict(std::move(d));
+}
+
+bool Value::truthy() const {
+  switch (kind) {
+    case Kind::Undefined:
+    case Kind::None: return false;
+    case Kind::Bool: return b;
+    case Kind::Int: return i != 0;
+    case Kind::Float: return f != 0.0;
+    case Kind::String: return !s.empty();
+    case Kind::List: return !list->empty();
+    case Kind::Dict: return !dict->empty();
+    case Kind::Function: return true;
+  }
+  return false;
+}
+
+const Value* Value::get(const std::string& key) const {
+  if (kind != Kind::Dict) return nullptr;
+  for (const auto& [k, v] : *dict) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void Value::set(const std::string& key, Value v) {
+  for (auto& [k, old] : *dict) {
+    if (k == key) {
+      old = std::move(v);
+      return;
+    }
+  }
+  dict->emplace_back(key, std::move(v));
+}
+
+namespace {
+
+std::string float_repr(double f) {
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), f);
+  std::string s(buf, res.ptr);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string py_quote(const std::string& s) {
+  const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == q || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + q;
+}
+
+std::string repr(const Value& v) {
+  if (v.kind == Value::Kind::String) return py_quote(v.s);
+  return to_string(v);
+}
+
+void json_string(const std::string& s, std::string& out) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+void json_dump(const Value& v, int indent, int depth, std::string& out) {
+  const auto newline = [&](int d) {
+    out += '\n';
+    out.append(static_cast<size_t>(indent * d), ' ');
+  };
+  switch (v.kind) {
+    case Value::Kind::Undefined:
+    case Value::Kind::None: out += "null"; return;
+    case Value::Kind::Bool: out += v.b ? "true" : "false"; return;
+    case Value::Kind::Int: out += std::to_string(v.i); return;
+    case Value::Kind::Float: {
+      const std::string r = float_repr(v.f);
+      out += r == "nan" ? "NaN" : r == "inf" ? "Infinity" : r == "-inf" ? "-Infinity" : r;
+      return;
+    }
+    case Value::Kind::String: json_string(v.s, out); return;
+    case Value::Kind::List: {
+      if (v.list->empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        if (k) out += indent >= 0 ? "," : ", ";
+        if (indent >= 0) newline(depth + 1);
+        json_dump((*v.list)[k], indent, depth + 1, out);
+      }
+      if (indent >= 0) newline(depth);
+      out += ']';
+      return;
+    }
+    case Value::Kind::Dict: {
+      if (v.dict->empty()) {
+        out += "{}";
+        return;
+      }
+      out += '{';
+      for (size_t k = 0; k < v.dict->size(); ++k) {
+        if (k) out += indent >= 0 ? "," : ", ";
+        if (indent >= 0) newline(depth + 1);
+        json_string((*v.dict)[k].first, out);
+        out += ": ";
+        json_dump((*v.dict)[k].second, indent, depth + 1, out);
+      }
+      if (indent >= 0) newline(depth);
+      out += '}';
+      return;
+    }
+    case Value::Kind::Function: fail("tojson: a function is not JSON serializable");
+  }
+}
+
+}  // namespace
+
+std::string to_string(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Undefined: return "";
+    case Value::Kind::None: return "None";
+    case Value::Kind::Bool: return v.b ? "True" : "False";
+    case Value::Kind::Int: return std::to_string(v.i);
+    case Value::Kind::Float: return float_repr(v.f);
+    case Value::Kind::String: return v.s;
+    case Value::Kind::List: {
+      std::string s = "[";
+      for (size_t k = 0; k < v.list->size(); ++k) s += (k ? ", " : "") + repr((*v.list)[k]);
+      return s + "]";
+    }
+    case Value::Kind::Dict: {
+      std::string s = "{";
+      for (size_t k = 0; k < v.dict->size(); ++k) {
+        s += (k ? ", " : "") + py_quote((*v.dict)[k].first) + ": " + repr((*v.dict)[k].second);
+      }
+      return s + "}";
+    }
+    case Value::Kind::Function: return "<function>";
+  }
+  return "";
+}
+
+std::string to_json(const Value& v, int indent) {
+  std::string out;
+  json_dump(v, indent, 0, out);
+  return out;
+}
+
+namespace {
+
+using Node = Template::Node;
+using K = Value::Kind;
+
+bool equal(const Value& a, const Value& b) {
+  const bool an = a.kind == K::Int || a.kind == K::Float || a.kind == K::Bool;
+  const bool bn = b.kind == K::Int || b.kind == K::Float || b.kind == K::Bool;
+  if (an && bn) {
+    const double x = a.kind == K::Float ? a.f : a.kind == K::Int ? static_cast<double>(a.i) : a.b;
+    const double y = b.kind == K::Float ? b.f : b.kind == K::Int ? static_cast<double>(b.i) : b.b;
+    return x == y;
+  }
+  if (a.kind != b.kind) return (a.kind == K::None || a.kind == K::Undefined) && (b.kind == K::None || b.kind == K::Undefined) && a.kind == b.kind;
+  switch (a.kind) {
+    case K::String: return a.s == b.s;
+    case K::List:
+      if (a.list->size() != b.list->size()) return false;
+      for (size_t k = 0; k < a.list->size(); ++k) {
+        if (!equal((*a.list)[k], (*b.list)[k])) return false;
+      }
+      return true;
+    case K::Dict:
+      if (a.dict->size() != b.dict->size()) return false;
+      for (const auto& [key, val] : *a.dict) {
+        const Value* o = b.get(key);
+        if (o == nullptr || !equal(val, *o)) return false;
+      }
+      return true;
+    default: return a.kind == b.kind;
+  }
+}
+
+double as_number(const Value& v, int line) {
+  if (v.kind == K::Int) return static_cast<double>(v.i);
+  if (v.kind == K::Float) return v.f;
+  if (v.kind == K::Bool) return v.b;
+  fail("template line {}: expected a number, got '{}'", line, to_string(v));
+}
+
+int64_t as_int(const Value& v, int line) {
+  if (v.kind == K::Int) return v.i;
+  if (v.kind == K::Bool) return v.b;
+  fail("template line {}: expected an integer, got '{}'", line, to_string(v));
+}
+
+const std::string& as_str(const Value& v, int line, const char* what) {
+  if (v.kind != K::String) fail("template line {}: {} expects a string, got '{}'", line, what, to_string(v));
+  return v.s;
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
+  auto drop = [&](char c) {
+    return chars && chars->kind == K::String ? chars->s.find(c) != std::string::npos : is_space(c);
+  };
+  size_t b = 0, e = s.size();
+  if (left) {
+    while (b < e && drop(s[b])) ++b;
+  }
+  if (right) {
+    while (e > b && drop(s[e - 1])) --e;
+  }
+  return s.substr(b, e - b);
+}
+
+std::vector<Value> iterate(const Value& v, int line) {
+  switch (v.kind) {
+    case K::List: return *v.list;
+    case K::Dict: {
+      std::vector<Value> keys;
+      for (const auto& kv : *v.dict) keys.push_back(Value::string(kv.first));
+      return keys;
+    }
+    case K::String: {
+      std::vector<Value> chars;
+      for (size_t k = 0; k < v.s.size();) {
+        const unsigned char c = static_cast<unsigned char>(v.s[k]);
+        const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+        chars.push_back(Value::string(v.s.substr(k, n)));
+        k += n;
+      }
+      return chars;
+    }
+    case K::Undefined: fail("template line {}: cannot iterate over an undefined value", line);
+    default: fail("template line {}: '{}' is not iterable", line, to_string(v));
+  }
+}
+
+int64_t normalize_index(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
+
+class Evaluator {
+ public:
+  explicit Evaluator(std::string& out) : out_(out) {}
+
+  std::vector<std::map<std::string, Value>> frames;
+
+  enum class Flow { Normal, Break, Continue };
+
+  Flow exec(const NodeList& nodes) {
+    for (const auto& n : nodes) {
+      const Flow f = exec(*n);
+      if (f != Flow::Normal) return f;
+    }
+    return Flow::Normal;
+  }
+
+  Value eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::Literal: return e.literal;
+      case Expr::Kind::Name: return lookup(e.name);
+      case Expr::Kind::ListLit: {
+        List l;
+        for (const auto& a : e.args) l.push_back(eval(*a));
+        return Value::make_list(std::move(l));
+      }
+      case Expr::Kind::DictLit: {
+        Value d = Value::make_dict();
+        for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
+          d.set(as_str(eval(*e.args[k]), e.line, "a dict key"), eval(*e.args[k + 1]));
+        }
+        return d;
+      }
+      case Expr::Kind::Attr: return attribute(eval(*e.args[0]), e.name, e.line);
+      case Expr::Kind::Index: return index(eval(*e.args[0]), eval(*e.args[1]), e.line);
+      case Expr::Kind::Slice: return slice(e);
+      case Expr::Kind::Call: return call(e);
+      case Expr::Kind::Filter: return filter(e);
+      case Expr::Kind::Test: return Value::boolean(test(e) != e.negate);
+      case Expr::Kind::Unary: {
+        const Value v = eval(*e.args[0]);
+        if (e.name == "not") return Value::boolean(!v.truthy());
+        if (e.name == "-") return v.kind == K::Int ? Value::integer(-v.i) : Value::number(-as_number(v, e.line));
+        return v;
+      }
+      case Expr::Kind::Binary: return binary(e);
+      case Expr::Kind::Ternary:
+        if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
+        return e.args[2] ? eval(*e.args[2]) : Value{};
+    }
+    return {};
+  }
+
+ private:
+  Value lookup(const std::string& name) {
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return f->second;
+    }
+    return {};
+  }
+
+  Flow exec(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::Text: out_ += n.text; break;
+      case Node::Kind::Output: {
+        const Value v = eval(*n.expr);
+        out_ += to_string(v);
+        break;
+      }
+      case Node::Kind::If:
+        for (size_t b = 0; b < n.branches.size(); ++b) {
+          if (b >= n.conditions.size() || eval(*n.conditions[b]).truthy()) return exec(n.branches[b]);
+        }
+        break;
+      case Node::Kind::For: return exec_for(n);
+      case Node::Kind::Set: {
+        Value v;
+        if (n.expr) {
+          v = eval(*n.expr);
+        } else {
+          std::string captured;
+          std::swap(captured, out_);
+          exec(n.branches[0]);
+          std::swap(captured, out_);
+          v = Value::string(captured);
+        }
+        if (n.targets.size() == 2) {
+          Value ns = lookup(n.targets[0]);
+          if (!ns.is_namespace) fail("template line {}: cannot set an attribute of '{}'", n.line, n.targets[0]);
+          ns.set(n.targets[1], std::move(v));
+        } else {
+          frames.back()[n.targets[0]] = std::move(v);
+        }
+        break;
+      }
+      case Node::Kind::Macro: frames.back()[n.macro_name] = make_macro(n); break;
+      case Node::Kind::Break: return Flow::Break;
+      case Node::Kind::Continue: return Flow::Continue;
+    }
+    return Flow::Normal;
+  }
+
+  Flow exec_for(const Node& n) {
+    std::vector<Value> items = iterate(eval(*n.expr), n.line);
+    if (n.filter) {
+      std::vector<Value> kept;
+      for (auto& it : items) {
+        frames.emplace_back();
+        bind_targets(n, it);
+        if (eval(*n.filter).truthy()) kept.push_back(it);
+        frames.pop_back();
+      }
+      items = std::move(kept);
+    }
+    if (items.empty()) {
+      if (n.branches.size() > 1) return exec(n.branches[1]);
+      return Flow::Normal;
+    }
+    const auto len = static_cast<int64_t>(items.size());
+    for (int64_t k = 0; k < len; ++k) {
+      frames.emplace_back();
+      Value loop = Value::make_dict();
+      loop.set("index0", Value::integer(k));
+      loop.set("index", Value::integer(k + 1));
+      loop.set("revindex0", Value::integer(len - k - 1));
+      loop.set("revindex", Value::integer(len - k));
+      loop.set("first", Value::boolean(k == 0));
+      loop.set("last", Value::boolean(k == len - 1));
+      loop.set("length", Value::integer(len));
+      loop.set("previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value{});
+      loop.set("nextitem", k + 1 < len ? items[static_cast<size_t>(k + 1)] : Value{});
+      frames.back()["loop"] = loop;
+      bind_targets(n, items[static_cast<size_t>(k)]);
+      const Flow f = exec(n.branches[0]);
+      frames.pop_back();
+      if (f == Flow::Break) break;
+    }
+    return Flow::Normal;
+  }
+
+  void bind_targets(const Node& n, const Value& item) {
+    if (n.targets.size() == 1) {
+      frames.back()[n.targets[0]] = item;
+      return;
+    }
+    if (item.kind != K::List || item.list->size() != n.targets.size()) {
+      fail("template line {}: cannot unpack '{}' into {} names", n.line, to_string(item), n.targets.size());
+    }
+    for (size_t k = 0; k < n.targets.size(); ++k) frames.back()[n.targets[k]] = (*item.list)[k];
+  }
+
+  Value make_macro(const Node& n) {
+    const Node* node = &n;
+    return Value::function([this, node](const Args& args, const Kwargs& kwargs) {
+      std::string captured;
+      std::swap(captured, out_);
+      frames.emplace_back();
+      for (size_t k = 0; k < node->params.size(); ++k) {
+        const auto& [name, dflt] = node->params[k];
+        Value v = k < args.size() ? args[k] : (dflt ? eval(*dflt) : Value{});
+        for (const auto& [kw, kv] : kwargs) {
+          if (kw == name) v = kv;
+        }
+        frames.back()[name] = v;
+      }
+      exec(node->branches[0]);
+      frames.pop_back();
+      std::swap(captured, out_);
+      return Value::string(captured);
+    });
+  }
+
+  Value attribute(const Value& obj, const std::string& name, int line) {
+    if (obj.kind == K::Dict) {
+      if (const Value* v = obj.get(name)) return *v;
+      if (name == "items" || name == "keys" || name == "values" || name == "get") return method(obj, name, line);
+      return {};
+    }
+    if (obj.kind == K::String || obj.kind == K::List) return method(obj, name, line);
+    if (obj.kind == K::Undefined) fail("template line {}: '{}' of an undefined value", line, name);
+    return {};
+  }
+
+  Value method(const Value& obj, const std::string& name, int line) {
+    return Value::function([obj, name, line](const Args& a, const Kwargs&) -> Value {
+      auto arg = [&](size_t k) { return k < a.size() ? &a[k] : nullptr; };
+      if (obj.kind == K::String) {
+        const std::string& s = obj.s;
+        if (name == "strip") return Value::string(strip(s, arg(0), true, true));
+        if (name == "lstrip") return Value::string(strip(s, arg(0), true, false));
+        if (name == "rstrip") return Value::string(strip(s, arg(0), false, true));
+        if (name == "upper" || name == "lower") {
+          std::string r = s;
+          for (auto& c : r) c = static_cast<char>(name == "upper" ? std::toupper(c) : std::tolower(c));
+          return Value::string(r);
+        }
+        if (name == "startswith" || name == "endswith") {
+          const std::string& p = as_str(*arg(0), line, name.c_str());
+          const bool ok = p.size() <= s.size() &&
+                          (name == "startswith" ? s.compare(0, p.size(), p) == 0
+                                                : s.compare(s.size() - p.size(), p.size(), p) == 0);
+          return Value::boolean(ok);
+        }
+        if (name == "split") {
+          List parts;
+          if (arg(0) == nullptr || arg(0)->kind == K::None) {
+            size_t k = 0;
+            while (k < s.size()) {
+              while (k < s.size() && is_space(s[k])) ++k;
+              const size_t st = k;
+              while (k < s.size() && !is_space(s[k])) ++k;
+              if (k > st) parts.push_back(Value::string(s.substr(st, k - st)));
+            }
+          } else {
+            const std::string& sep = as_str(*arg(0), line, "split");
+            if (sep.empty()) fail("template line {}: split with an empty separator", line);
+            int64_t max = arg(1) ? as_int(*arg(1), line) : -1;
+            size_t st = 0;
+            for (size_t at; max != 0 && (at = s.find(sep, st)) != std::string::npos; st = at + sep.size(), --max) {
+              parts.push_back(Value::string(s.substr(st, at - st)));
+            }
+            parts.push_back(Value::string(s.substr(st)));
+          }
+          return Value::make_list(std::move(parts));
+        }
+        if (name == "replace") {
+          const std::string& from = as_str(*arg(0), line, "replace");
+          const std::string& to = as_str(*arg(1), line, "replace");
+          if (from.empty()) return Value::string(s);
+          std::string r;
+          size_t st = 0;
+          for (size_t at; (at = s.find(from, st)) != std::string::npos; st = at + from.size()) {
+            r += s.substr(st, at - st) + to;
+          }
+          return Value::string(r + s.substr(st));
+        }
+        if (name == "title" || name == "capitalize") {
+          std::string r = s;
+          bool start = true;
+          for (auto& c : r) {
+            c = static_cast<char>(start ? std::toupper(c) : std::tolower(c));
+            start = name == "title" ? !std::isalpha(static_cast<unsigned char>(c)) : false;
+          }
+          return Value::string(r);
+        }
+        if (name == "find") {
+          const size_t at = s.find(as_str(*arg(0), line, "find"));
+          return Value::integer(at == std::string::npos ? -1 : static_cast<int64_t>(at));
+        }
+        if (name == "count") {
+          const std::string& p = as_str(*arg(0), line, "count");
+          int64_t c = 0;
+          for (size_t at = 0; !p.empty() && (at = s.find(p, at)) != std::string::npos; at += p.size()) ++c;
+          return Value::integer(c);
+        }
+        if (name == "join") {
+          std::string r;
+          const auto items = iterate(*arg(0), line);
+          for (size_t k = 0; k < items.size(); ++k) r += (k ? s : "") + to_string(items[k]);
+          return Value::string(r);
+        }
+      } else if (obj.kind == K::Dict) {
+        if (name == "items" || name == "keys" || name == "values") {
+          List l;
+          for (const auto& [k, v] : *obj.dict) {
+            if (name == "items") l.push_back(Value::make_list({Value::string(k), v}));
+            if (name == "keys") l.push_back(Value::string(k));
+            if (name == "values") l.push_back(v);
+          }
+          return Value::make_list(std::move(l));
+        }
+        if (name == "get") {
+          const Value* v = obj.get(as_str(*arg(0), line, "get"));
+          return v ? *v : (arg(1) ? *arg(1) : Value::none());
+        }
+      } else if (obj.kind == K::List && name == "append") {
+        obj.list->push_back(arg(0) ? *arg(0) : Value::none());
+        return Value::none();
+      }
+      fail("template line {}: unknown method '{}'", line, name);
+    });
+  }
+
+  Value index(const Value& obj, const Value& key, int line) {
+    if (obj.kind == K::Dict) {
+      if (key.kind != K::String) return {};
+      const Value* v = obj.get(key.s);
+      return v ? *v : Value{};
+    }
+    if (obj.kind == K::List || obj.kind == K::String) {
+      const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
+      const int64_t k = normalize_index(as_int(key, line), n);
+      if (k < 0 || k >= n) return {};
+      return obj.kind == K::List ? (*obj.list)[static_cast<size_t>(k)] : Value::string(obj.s.substr(static_cast<size_t>(k), 1));
+    }
+    if (obj.kind == K::Undefined) fail("template line {}: indexing an undefined value", line);
+    return {};
+  }
+
+  Value slice(const Expr& e) {
+    const Value obj = eval(*e.args[0]);
+    if (obj.kind != K::List && obj.kind != K::String) fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
+    const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
+    const int64_t step = e.args[3] ? as_int(eval(*e.args[3]), e.line) : 1;
+    if (step == 0) fail("template line {}: slice step cannot be zero", e.line);
+    auto bound = [&](const std::unique_ptr<Expr>& x, int64_t dflt) {
+      if (!x) return dflt;
+      int64_t v = as_int(eval(*x), e.line);
+      if (v < 0) v += n;
+      return step > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
+    };
+    const int64_t start = bound(e.args[1], step > 0 ? 0 : n - 1);
+    const int64_t stop = bound(e.args[2], step > 0 ? n : -1);
+    List l;
+    std::string s;
+    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+      if (obj.kind == K::List) {
+        l.push_back((*obj.list)[static_cast<size_t>(k)]);
+      } else {
+        s += obj.s[static_cast<size_t>(k)];
+      }
+    }
+    return obj.kind == K::List ? Value::make_list(std::move(l)) : Value::string(s);
+  }
+
+  Value call(const Expr& e) {
+    const Value f = eval(*e.args[0]);
+    Args args;
+    for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k]));
+    Kwargs kwargs;
+    for (const auto& [k, v] : e.kwargs) kwargs.emplace_back(k, eval(*v));
+    if (f.kind != K::Function) fail("template line {}: calling something that is not a function", e.line);
+    return (*f.fn)(args, kwargs);
+  }
+
+  Value filter(const Expr& e) {
+    const Value v = eval(*e.args[0]);
+    Args a;
+    for (size_t k = 1; k < e.args.size(); ++k) a.push_back(eval(*e.args[k]));
+    Kwargs kw;
+    for (const auto& [k, x] : e.kwargs) kw.emplace_back(k, eval(*x));
+    const std::string& f = e.name;
+    if (f == "length" || f == "count") {
+      if (v.kind == K::String) return Value::integer(static_cast<int64_t>(iterate(v, e.line).size()));
+      return Value::integer(static_cast<int64_t>(iterate(v, e.line).size()));
+    }
+    if (f == "tojson") {
+      int indent = -1;
+      if (!a.empty()) indent = static_cast<int>(as_int(a[0], e.line));
+      for (const auto& [k, x] : kw) {
+        if (k == "indent" && x.kind != K::None) indent = static_cast<int>(as_int(x, e.line));
+      }
+      return Value::string(to_json(v, indent));
+    }
+    if (f == "trim") return Value::string(strip(to_string(v), a.empty() ? nullptr : &a[0], true, true));
+    if (f == "string") return Value::string(to_string(v));
+    if (f == "upper" || f == "lower" || f == "title" || f == "capitalize") {
+      return (*method(Value::string(to_string(v)), f, e.line).fn)({}, {});
+    }
+    if (f == "replace") return (*method(Value::string(to_string(v)), "replace", e.line).fn)(a, {});
+    if (f == "first" || f == "last") {
+      const auto items = iterate(v, e.line);
+      if (items.empty()) return {};
+      return f == "first" ? items.front() : items.back();
+    }
+    if (f == "join") {
+      const std::string sep = a.empty() ? "" : to_string(a[0]);
+      return (*method(Value::string(sep), "join", e.line).fn)({v}, {});
+    }
+    if (f == "default" || f == "d") {
+      const bool use_default = !v.defined() || (a.size() > 1 && a[1].truthy() && !v.truthy());
+      return use_default ? (a.empty() ? Value::string("") : a[0]) : v;
+    }
+    if (f == "list") return Value::make_list(iterate(v, e.line));
+    if (f == "items") return (*method(v, "items", e.line).fn)({}, {});
+    if (f == "int") return Value::integer(v.kind == K::String ? std::stoll(v.s) : static_cast<int64_t>(as_number(v, e.line)));
+    if (f == "float") return Value::number(v.kind == K::String ? std::stod(v.s) : as_number(v, e.line));
+    if (f == "abs") return v.kind == K::Int ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(as_number(v, e.line)));
+    if (f == "safe" || f == "e" || f == "escape") return v;
+    if (f == "reverse") {
+      auto items = iterate(v, e.line);
+      std::reverse(items.begin(), items.end());
+      if (v.kind == K::String) {
+        std::string s;
+        for (const auto& c : items) s += c.s;
+        return Value::string(s);
+      }
+      return Value::make_list(std::move(items));
+    }
+    if (f == "selectattr" || f == "rejectattr") {
+      List out;
+      const std::string attr = as_str(a.at(0), e.line, f.c_str());
+      for (const auto& item : iterate(v, e.line)) {
+        const Value* x = item.get(attr);
+        bool keep;
+        if (a.size() == 1) {
+          keep = x != nullptr && x->truthy();
+        } else {
+          const std::string t = as_str(a[1], e.line, f.c_str());
+          const Value y = x ? *x : Value{};
+          if (t == "defined") {
+            keep = y.defined();
+          } else if (t == "undefined") {
+            keep = !y.defined();
+          } else if (t == "equalto" || t == "eq" || t == "==") {
+            keep = a.size() > 2 && equal(y, a[2]);
+          } else if (t == "none") {
+            keep = y.kind == K::None;
+          } else {
+            fail("template line {}: {} test '{}' is not supported", e.line, f, t);
+          }
+        }
+        if (keep == (f == "selectattr")) out.push_back(item);
+      }
+      return Value::make_list(std::move(out));
+    }
+    if (f == "map") {
+      List out;
+      std::string attr;
+      for (const auto& [k, x] : kw) {
+        if (k == "attribute") attr = as_str(x, e.line, "map");
+      }
+      if (attr.empty()) fail("template line {}: map supports attribute= only", e.line);
+      for (const auto& item : iterate(v, e.line)) {
+        const Value* x = item.get(attr);
+        out.push_back(x ? *x : Value{});
+      }
+      return Value::make_list(std::move(out));
+    }
+    fail("template line {}: unknown filter '{}'", e.line, f);
+  }
+
+  bool test(const Expr& e) {
+    const Value v = eval(*e.args[0]);
+    const std::string& t = e.name;
+    if (t == "defined") return v.defined();
+    if (t == "undefined") return !v.defined();
+    if (t == "none") return v.kind == K::None;
+    if (t == "string") return v.kind == K::String;
+    if (t == "number") return v.kind == K::Int || v.kind == K::Float;
+    if (t == "integer") return v.kind == K::Int;
+    if (t == "float") return v.kind == K::Float;
+    if (t == "boolean") return v.kind == K::Bool;
+    if (t == "true") return v.kind == K::Bool && v.b;
+    if (t == "false") return v.kind == K::Bool && !v.b;
+    if (t == "mapping") return v.kind == K::Dict;
+    if (t == "sequence" || t == "iterable") return v.kind == K::List || v.kind == K::String || v.kind == K::Dict;
+    if (t == "callable") return v.kind == K::Function;
+    if (t == "odd" || t == "even") return (as_int(v, e.line) % 2 != 0) == (t == "odd");
+    if (t == "divisibleby") return as_int(v, e.line) % as_int(eval(*e.args.at(1)), e.line) == 0;
+    if (t == "equalto" || t == "eq" || t == "sameas") return equal(v, eval(*e.args.at(1)));
+    if (t == "in") return contains(eval(*e.args.at(1)), v, e.line);
+    fail("template line {}: unknown test '{}'", e.line, t);
+  }
+
+  bool contains(const Value& container, const Value& item, int line) {
+    if (container.kind == K::String) return container.s.find(as_str(item, line, "in")) != std::string::npos;
+    if (container.kind == K::Dict) return item.kind == K::String && container.get(item.s) != nullptr;
+    if (container.kind == K::List) {
+      for (const auto& x : *container.list) {
+        if (equal(x, item)) return true;
+      }
+      return false;
+    }
+    fail("template line {}: 'in' needs a string, list or dict, got '{}'", line, to_string(container));
+  }
+
+  Value binary(const Expr& e) {
+    const std::string& op = e.name;
+    if (op == "and") {
+      Value l = eval(*e.args[0]);
+      return l.truthy() ? eval(*e.args[1]) : l;
+    }
+    if (op == "or") {
+      Value l = eval(*e.args[0]);
+      return l.truthy() ? l : eval(*e.args[1]);
+    }
+    const Value l = eval(*e.args[0]), r = eval(*e.args[1]);
+    if (op == "~") return Value::string(to_string(l) + to_string(r));
+    if (op == "==") return Value::boolean(equal(l, r));
+    if (op == "!=") return Value::boolean(!equal(l, r));
+    if (op == "in") return Value::boolean(contains(r, l, e.line));
+    if (op == "not in") return Value::boolean(!contains(r, l, e.line));
+    if (op == "+") {
+      if (l.kind == K::String && r.kind == K::String) return Value::string(l.s + r.s);
+      if (l.kind == K::List && r.kind == K::List) {
+        List c = *l.list;
+        c.insert(c.end(), r.list->begin(), r.list->end());
+        return Value::make_list(std::move(c));
+      }
+      if (l.kind == K::String || r.kind == K::String || l.kind == K::Undefined || r.kind == K::Undefined) {
+        fail("template line {}: cannot add '{}' and '{}'", e.line, to_string(l), to_string(r));
+      }
+    }
+    if (op == "*" && l.kind == K::String && r.kind == K::Int) {
+      std::string s;
+      for (int64_t k = 0; k < r.i; ++k) s += l.s;
+      return Value::string(s);
+    }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      int c;
+      if (l.kind == K::String && r.kind == K::String) {
+        c = l.s.compare(r.s);
+      } else {
+        const double x = as_number(l, e.line), y = as_number(r, e.line);
+        c = x < y ? -1 : x > y ? 1 : 0;
+      }
+      return Value::boolean(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
+    }
+    const bool ints = (l.kind == K::Int || l.kind == K::Bool) && (r.kind == K::Int || r.kind == K::Bool);
+    if (ints && op != "/" && op != "**") {
+      const int64_t x = as_int(l, e.line), y = as_int(r, e.line);
+      if (op == "+") return Value::integer(x + y);
+      if (op == "-") return Value::integer(x - y);
+      if (op == "*") return Value::integer(x * y);
+      if (y == 0) fail("template line {}: division by zero", e.line);
+      const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // Python floors
+      if (op == "//") return Value::integer(q);
+      if (op == "%") return Value::integer(x - q * y);
+    }
+    const double x = as_number(l, e.line), y = as_number(r, e.line);
+    if (op == "+") return Value::number(x + y);
+    if (op == "-") return Value::number(x - y);
+    if (op == "*") return Value::number(x * y);
+    if (op == "**") return ints && y >= 0 ? Value::integer(static_cast<int64_t>(std::pow(x, y))) : Value::number(std::pow(x, y));
+    if (y == 0) fail("template line {}: division by zero", e.line);
+    if (op == "/") return Value::number(x / y);
+    if (op == "//") return Value::number(std::floor(x / y));
+    if (op == "%") return Value::number(x - std::floor(x / y) * y);
+    fail("template line {}: unknown operator '{}'", e.line, op);
+  }
+
+  std::string& out_;
+};
+
+std::map<std::string, Value> builtins() {
+  std::map<std::string, Value> g;
+  g["namespace"] = Value::function([](const Args& a, const Kwargs& kw) {
+    Value ns = Value::make_dict();
+    ns.is_namespace = true;
+    if (!a.empty() && a[0].kind == K::Dict) {
+      for (const auto& [k, v] : *a[0].dict) ns.set(k, v);
+    }
+    for (const auto& [k, v] : kw) ns.set(k, v);
+    return ns;
+  });
+  g["raise_exception"] = Value::function([](const Args& a, const Kwargs&) -> Value {
+    fail("template raised: {}", a.empty() ? std::string("error") : to_string(a[0]));
+  });
+  g["range"] = Value::function([](const Args& a, const Kwargs&) {
+    int64_t start = 0, stop = 0, step = 1;
+    if (a.size() == 1) {
+      stop = as_int(a[0], 0);
+    } else if (a.size() >= 2) {
+      start = as_int(a[0], 0);
+      stop = as_int(a[1], 0);
+      if (a.size() > 2) step = as_int(a[2], 0);
+    }
+    if (step == 0) fail("range() step must not be zero");
+    List l;
+    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) l.push_back(Value::integer(k));
+    return Value::make_list(std::move(l));
+  });
+  g["dict"] = Value::function([](const Args&, const Kwargs& kw) {
+    Dict d(kw.begin(), kw.end());
+    return Value::make_dict(std::move(d));
+  });
+  return g;
+}
+
+}  // namespace
+
+void render_nodes(const NodeList& nodes, const std::map<std::string, Value>& vars, std::string& out) {
+  Evaluator ev(out);
+  ev.frames.push_back(builtins());
+  ev.frames.push_back(vars);
+  ev.frames.emplace_back();
+  ev.exec(nodes);
+}
+
+Template::Template(const std::string& source) : body_(parse_template(source)) {}
+Template::~Template() = default;
+Template::Template(Template&&) noexcept = default;
+
+std::string Template::render(const std::map<std::string, Value>& vars) const {
+  std::string out;
+  render_nodes(body_, vars, out);
+  return out;
+}
+
+}  // namespace ascent::tokenizer::jinja

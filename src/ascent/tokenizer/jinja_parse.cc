@@ -1,0 +1,626 @@
+// Jinja lexer and parser: splits the source into text and tags (with -/+ whitespace control, trim_blocks and
+// lstrip_blocks as Hugging Face configures them), then parses tags into statements and expressions with
+// Jinja2's operator precedence.
+#include <cstring>
+
+#include "ascent/base/error.h"
+#include "ascent/tokenizer/jinja_ast.h"
+
+namespace ascent::tokenizer::jinja {
+namespace {
+
+struct Segment {
+  enum class Kind { Text, Var, Block } kind;
+  std::string text;
+  int line;
+};
+
+int line_at(const std::string& s, size_t pos) {
+  int line = 1;
+  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
+  return line;
+}
+
+// Finds the closing delimiter of a tag starting at `from`, skipping string literals.
+size_t find_close(const std::string& s, size_t from, const char* close) {
+  char quote = 0;
+  for (size_t i = from; i + 1 < s.size(); ++i) {
+    if (quote) {
+      if (s[i] == '\\') {
+        ++i;
+      } else if (s[i] == quote) {
+        quote = 0;
+      }
+    } else if (s[i] == '\'' || s[i] == '"') {
+      quote = s[i];
+    } else if (s[i] == close[0] && s[i + 1] == close[1]) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+std::vector<Segment> lex(const std::string& src) {
+  std::vector<Segment> out;
+  size_t pos = 0;
+  bool strip_leading = false, trim_newline = false;
+  while (pos <= src.size()) {
+    size_t open = std::string::npos;
+    for (size_t i = src.find('{', pos); i != std::string::npos && i + 1 < src.size(); i = src.find('{', i + 1)) {
+      if (src[i + 1] == '{' || src[i + 1] == '%' || src[i + 1] == '#') {
+        open = i;
+        break;
+      }
+    }
+    std::string text = src.substr(pos, open == std::string::npos ? std::string::npos : open - pos);
+    if (strip_leading) {
+      text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos ? text.size()
+                                                                          : text.find_first_not_of(" \t\r\n"));
+    } else if (trim_newline) {
+      if (text.rfind("\r\n", 0) == 0) {
+        text.erase(0, 2);
+      } else if (!text.empty() && text[0] == '\n') {
+        text.erase(0, 1);
+      }
+    }
+    strip_leading = trim_newline = false;
+    if (open == std::string::npos) {
+      if (!text.empty()) out.push_back({Segment::Kind::Text, text, line_at(src, pos)});
+      break;
+    }
+    const char kind = src[open + 1];
+    const char mod = open + 2 < src.size() ? src[open + 2] : 0;
+    if (mod == '-') {
+      const size_t keep = text.find_last_not_of(" \t\r\n");
+      text.erase(keep == std::string::npos ? 0 : keep + 1);
+    } else if (kind != '{' && mod != '+') {
+      // lstrip_blocks: a block or comment tag preceded only by indentation on its source line takes it along.
+      size_t k = open;
+      while (k > 0 && (src[k - 1] == ' ' || src[k - 1] == '\t')) --k;
+      if (k == 0 || src[k - 1] == '\n') {
+        const size_t keep = text.find_last_not_of(" \t");
+        text.erase(keep == std::string::npos ? 0 : keep + 1);
+      }
+    }
+    if (!text.empty()) out.push_back({Segment::Kind::Text, text, line_at(src, pos)});
+    const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+    const size_t body = open + 2 + ((mod == '-' || mod == '+') ? 1 : 0);
+    const size_t end = kind == '#' ? src.find(close, body) : find_close(src, body, close);
+    if (end == std::string::npos) fail("template line {}: unclosed '{}{}'", line_at(src, open), '{', kind);
+    size_t inner_end = end;
+    if (end > body && src[end - 1] == '-') {
+      strip_leading = true;
+      --inner_end;
+    } else if (kind != '{') {
+      trim_newline = true;  // trim_blocks
+    }
+    if (kind != '#') {
+      out.push_back({kind == '{' ? Segment::Kind::Var : Segment::Kind::Block, src.substr(body, inner_end - body),
+                     line_at(src, open)});
+    }
+    pos = end + 2;
+  }
+  return out;
+}
+
+struct Token {
+  enum class Kind { Name, String, Int, Float, Op, End } kind;
+  std::string text;
+  int64_t i = 0;
+  double f = 0;
+};
+
+std::vector<Token> tokenize(const std::string& s, int line) {
+  std::vector<Token> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+      out.push_back({Token::Kind::Name, s.substr(i, j - i)});
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      bool is_float = false;
+      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
+                              (s[j] == '.' && j + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[j + 1]))))) {
+        is_float |= s[j] == '.';
+        ++j;
+      }
+      std::string num = s.substr(i, j - i);
+      std::erase(num, '_');
+      Token t{is_float ? Token::Kind::Float : Token::Kind::Int, num};
+      if (is_float) {
+        t.f = std::stod(num);
+      } else {
+        t.i = std::stoll(num);
+      }
+      out.push_back(t);
+      i = j;
+    } else if (c == '\'' || c == '"') {
+      std::string v;
+      size_t j = i + 1;
+      for (; j < s.size() && s[j] != c; ++j) {
+        if (s[j] != '\\' || j + 1 >= s.size()) {
+          v += s[j];
+          continue;
+        }
+        const char e = s[++j];
+        switch (e) {
+          case 'n': v += '\n'; break;
+          case 't': v += '\t'; break;
+          case 'r': v += '\r'; break;
+          case '\\': v += '\\'; break;
+          case '\'': v += '\''; break;
+          case '"': v += '"'; break;
+          default: v += '\\'; v += e;
+        }
+      }
+      if (j >= s.size()) fail("template line {}: unterminated string", line);
+      out.push_back({Token::Kind::String, v});
+      i = j + 1;
+    } else {
+      static const char* ops[] = {"//", "**", "==", "!=", "<=", ">=", "(", ")", "[", "]", "{", "}", ".", ",", ":",
+                                  "|",  "~",  "+",  "-",  "*",  "/",  "%", "<", ">", "="};
+      bool found = false;
+      for (const char* op : ops) {
+        const size_t n = std::strlen(op);
+        if (s.compare(i, n, op) == 0) {
+          out.push_back({Token::Kind::Op, op});
+          i += n;
+          found = true;
+          break;
+        }
+      }
+      if (!found) fail("template line {}: unexpected character '{}'", line, c);
+    }
+  }
+  out.push_back({Token::Kind::End, ""});
+  return out;
+}
+
+using ExprPtr = std::unique_ptr<Expr>;
+
+class ExprParser {
+ public:
+  ExprParser(std::vector<Token> toks, int line) : t_(std::move(toks)), line_(line) {}
+
+  const Token& peek(size_t k = 0) const { return t_[std::min(pos_ + k, t_.size() - 1)]; }
+  bool at_end() const { return peek().kind == Token::Kind::End; }
+  bool is_op(const char* op, size_t k = 0) const { return peek(k).kind == Token::Kind::Op && peek(k).text == op; }
+  bool is_name(const char* n, size_t k = 0) const { return peek(k).kind == Token::Kind::Name && peek(k).text == n; }
+  Token next() { return t_[std::min(pos_++, t_.size() - 1)]; }
+  void expect_op(const char* op) {
+    if (!is_op(op)) fail("template line {}: expected '{}' but found '{}'", line_, op, peek().text);
+    ++pos_;
+  }
+  std::string expect_name() {
+    if (peek().kind != Token::Kind::Name) fail("template line {}: expected a name but found '{}'", line_, peek().text);
+    return next().text;
+  }
+  void expect_end() {
+    if (!at_end()) fail("template line {}: unexpected '{}'", line_, peek().text);
+  }
+
+  ExprPtr expression() {
+    ExprPtr e = or_expr();
+    if (is_name("if")) {  // a if cond else b
+      ++pos_;
+      auto n = node(Expr::Kind::Ternary);
+      ExprPtr cond = or_expr();
+      ExprPtr other;
+      if (is_name("else")) {
+        ++pos_;
+        other = expression();
+      }
+      n->args.push_back(std::move(e));
+      n->args.push_back(std::move(cond));
+      n->args.push_back(std::move(other));
+      return n;
+    }
+    return e;
+  }
+
+  // Without the ternary: the iterable of "for x in y if cond" stops before "if".
+  ExprPtr or_expr() {
+    ExprPtr l = and_expr();
+    while (is_name("or")) {
+      ++pos_;
+      l = binary("or", std::move(l), and_expr());
+    }
+    return l;
+  }
+
+ private:
+  ExprPtr node(Expr::Kind k) {
+    auto n = std::make_unique<Expr>();
+    n->kind = k;
+    n->line = line_;
+    return n;
+  }
+  ExprPtr binary(const std::string& op, ExprPtr l, ExprPtr r) {
+    auto n = node(Expr::Kind::Binary);
+    n->name = op;
+    n->args.push_back(std::move(l));
+    n->args.push_back(std::move(r));
+    return n;
+  }
+  ExprPtr and_expr() {
+    ExprPtr l = not_expr();
+    while (is_name("and")) {
+      ++pos_;
+      l = binary("and", std::move(l), not_expr());
+    }
+    return l;
+  }
+  ExprPtr not_expr() {
+    if (is_name("not")) {
+      ++pos_;
+      auto n = node(Expr::Kind::Unary);
+      n->name = "not";
+      n->args.push_back(not_expr());
+      return n;
+    }
+    return compare();
+  }
+  ExprPtr compare() {
+    ExprPtr l = math1();
+    for (;;) {
+      static const char* ops[] = {"==", "!=", "<", ">", "<=", ">="};
+      bool matched = false;
+      for (const char* op : ops) {
+        if (is_op(op)) {
+          ++pos_;
+          l = binary(op, std::move(l), math1());
+          matched = true;
+          break;
+        }
+      }
+      if (matched) continue;
+      if (is_name("in")) {
+        ++pos_;
+        l = binary("in", std::move(l), math1());
+      } else if (is_name("not") && is_name("in", 1)) {
+        pos_ += 2;
+        l = binary("not in", std::move(l), math1());
+      } else {
+        return l;
+      }
+    }
+  }
+  ExprPtr math1() {
+    ExprPtr l = concat();
+    while (is_op("+") || is_op("-")) {
+      const std::string op = next().text;
+      l = binary(op, std::move(l), concat());
+    }
+    return l;
+  }
+  ExprPtr concat() {
+    ExprPtr l = math2();
+    while (is_op("~")) {
+      ++pos_;
+      l = binary("~", std::move(l), math2());
+    }
+    return l;
+  }
+  ExprPtr math2() {
+    ExprPtr l = power();
+    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      const std::string op = next().text;
+      l = binary(op, std::move(l), power());
+    }
+    return l;
+  }
+  ExprPtr power() {
+    ExprPtr l = unary();
+    while (is_op("**")) {
+      ++pos_;
+      l = binary("**", std::move(l), unary());
+    }
+    return l;
+  }
+  ExprPtr unary() {
+    if (is_op("-") || is_op("+")) {
+      auto n = node(Expr::Kind::Unary);
+      n->name = next().text;
+      n->args.push_back(unary());
+      return n;
+    }
+    return filters(postfix(primary()));
+  }
+  void call_args(Expr& n) {
+    expect_op("(");
+    while (!is_op(")")) {
+      if (peek().kind == Token::Kind::Name && is_op("=", 1)) {
+        std::string key = next().text;
+        ++pos_;
+        n.kwargs.emplace_back(std::move(key), expression());
+      } else {
+        n.args.push_back(expression());
+      }
+      if (!is_op(")")) expect_op(",");
+    }
+    expect_op(")");
+  }
+  ExprPtr postfix(ExprPtr e) {
+    for (;;) {
+      if (is_op(".")) {
+        ++pos_;
+        auto n = node(Expr::Kind::Attr);
+        n->name = expect_name();
+        n->args.push_back(std::move(e));
+        e = std::move(n);
+      } else if (is_op("[")) {
+        ++pos_;
+        ExprPtr parts[3];
+        int part = 0;
+        bool slice = false;
+        while (!is_op("]")) {
+          if (is_op(":")) {
+            ++pos_;
+            slice = true;
+            if (++part > 2) fail("template line {}: bad slice", line_);
+            continue;
+          }
+          parts[part] = expression();
+        }
+        expect_op("]");
+        auto n = node(slice ? Expr::Kind::Slice : Expr::Kind::Index);
+        n->args.push_back(std::move(e));
+        for (int k = 0; k < (slice ? 3 : 1); ++k) n->args.push_back(std::move(parts[k]));
+        e = std::move(n);
+      } else if (is_op("(")) {
+        auto n = node(Expr::Kind::Call);
+        n->args.push_back(std::move(e));
+        call_args(*n);
+        e = std::move(n);
+      } else {
+        return e;
+      }
+    }
+  }
+  ExprPtr filters(ExprPtr e) {
+    for (;;) {
+      if (is_op("|")) {
+        ++pos_;
+        auto n = node(Expr::Kind::Filter);
+        n->name = expect_name();
+        n->args.push_back(std::move(e));
+        if (is_op("(")) call_args(*n);
+        e = std::move(n);
+      } else if (is_name("is")) {
+        ++pos_;
+        auto n = node(Expr::Kind::Test);
+        if (is_name("not")) {
+          ++pos_;
+          n->negate = true;
+        }
+        n->name = expect_name();
+        n->args.push_back(std::move(e));
+        if (is_op("(")) {
+          call_args(*n);
+        } else if (!at_end() && (peek().kind == Token::Kind::String || peek().kind == Token::Kind::Int ||
+                                 peek().kind == Token::Kind::Float)) {
+          n->args.push_back(primary());  // "is divisibleby 3", "is equalto 'x'"
+        }
+        e = std::move(n);
+      } else {
+        return e;
+      }
+    }
+  }
+  ExprPtr primary() {
+    const Token t = next();
+    auto lit = [&](Value v) {
+      auto n = node(Expr::Kind::Literal);
+      n->literal = std::move(v);
+      return n;
+    };
+    switch (t.kind) {
+      case Token::Kind::String: {
+        std::string s = t.text;
+        while (peek().kind == Token::Kind::String) s += next().text;  // adjacent literals concatenate
+        return lit(Value::string(s));
+      }
+      case Token::Kind::Int: return lit(Value::integer(t.i));
+      case Token::Kind::Float: return lit(Value::number(t.f));
+      case Token::Kind::Name:
+        if (t.text == "true" || t.text == "True") return lit(Value::boolean(true));
+        if (t.text == "false" || t.text == "False") return lit(Value::boolean(false));
+        if (t.text == "none" || t.text == "None") return lit(Value::none());
+        {
+          auto n = node(Expr::Kind::Name);
+          n->name = t.text;
+          return n;
+        }
+      case Token::Kind::Op:
+        if (t.text == "(") {
+          ExprPtr first = expression();
+          if (is_op(",")) {  // a tuple: treated as a list
+            auto n = node(Expr::Kind::ListLit);
+            n->args.push_back(std::move(first));
+            while (is_op(",")) {
+              ++pos_;
+              if (is_op(")")) break;
+              n->args.push_back(expression());
+            }
+            expect_op(")");
+            return n;
+          }
+          expect_op(")");
+          return first;
+        }
+        if (t.text == "[") {
+          auto n = node(Expr::Kind::ListLit);
+          while (!is_op("]")) {
+            n->args.push_back(expression());
+            if (!is_op("]")) expect_op(",");
+          }
+          expect_op("]");
+          return n;
+        }
+        if (t.text == "{") {
+          auto n = node(Expr::Kind::DictLit);
+          while (!is_op("}")) {
+            n->args.push_back(expression());
+            expect_op(":");
+            n->args.push_back(expression());
+            if (!is_op("}")) expect_op(",");
+          }
+          expect_op("}");
+          return n;
+        }
+        break;
+      case Token::Kind::End: fail("template line {}: expression ends too early", line_);
+    }
+    fail("template line {}: unexpected '{}'", line_, t.text);
+  }
+
+  std::vector<Token> t_;
+  size_t pos_ = 0;
+  int line_;
+};
+
+class Parser {
+ public:
+  explicit Parser(std::vector<Segment> segs) : segs_(std::move(segs)) {}
+
+  NodeList parse_all() {
+    std::string stop;
+    NodeList body = body_until({}, stop);
+    return body;
+  }
+
+ private:
+  using Node = Template::Node;
+
+  // Parses nodes until a block tag whose keyword is in `stops`; that keyword lands in `stop`, and the parser
+  // for that tag's remaining tokens is left in `last_`.
+  NodeList body_until(const std::vector<std::string>& stops, std::string& stop) {
+    NodeList out;
+    while (i_ < segs_.size()) {
+      const Segment& s = segs_[i_++];
+      auto n = std::make_unique<Node>();
+      n->line = s.line;
+      if (s.kind == Segment::Kind::Text) {
+        n->kind = Node::Kind::Text;
+        n->text = s.text;
+        out.push_back(std::move(n));
+        continue;
+      }
+      auto p = std::make_unique<ExprParser>(tokenize(s.text, s.line), s.line);
+      if (s.kind == Segment::Kind::Var) {
+        n->kind = Node::Kind::Output;
+        n->expr = p->expression();
+        p->expect_end();
+        out.push_back(std::move(n));
+        continue;
+      }
+      const std::string kw = p->expect_name();
+      for (const auto& st : stops) {
+        if (kw == st) {
+          stop = kw;
+          last_ = std::move(p);
+          return out;
+        }
+      }
+      if (kw == "if") {
+        n->kind = Node::Kind::If;
+        n->conditions.push_back(p->expression());
+        p->expect_end();
+        for (;;) {
+          std::string end;
+          n->branches.push_back(body_until({"elif", "else", "endif"}, end));
+          if (end.empty()) fail("template line {}: 'if' is never closed with endif", s.line);
+          if (end == "endif") break;
+          if (end == "elif") {
+            n->conditions.push_back(last_->expression());
+          }
+          last_->expect_end();
+        }
+      } else if (kw == "for") {
+        n->kind = Node::Kind::For;
+        n->targets.push_back(p->expect_name());
+        while (p->is_op(",")) {
+          p->next();
+          n->targets.push_back(p->expect_name());
+        }
+        if (!p->is_name("in")) fail("template line {}: expected 'in' in for", s.line);
+        p->next();
+        n->expr = p->or_expr();
+        if (p->is_name("if")) {
+          p->next();
+          n->filter = p->or_expr();
+        }
+        if (p->is_name("recursive")) fail("template line {}: recursive loops are not supported", s.line);
+        p->expect_end();
+        std::string end;
+        n->branches.push_back(body_until({"else", "endfor"}, end));
+        if (end.empty()) fail("template line {}: 'for' is never closed with endfor", s.line);
+        if (end == "else") {
+          n->branches.push_back(body_until({"endfor"}, end));
+          if (end.empty()) fail("template line {}: 'for' is never closed with endfor", s.line);
+        }
+      } else if (kw == "set") {
+        n->kind = Node::Kind::Set;
+        n->targets.push_back(p->expect_name());
+        if (p->is_op(".")) {
+          p->next();
+          n->targets.push_back(p->expect_name());
+        }
+        if (p->is_op("=")) {
+          p->next();
+          n->expr = p->expression();
+          p->expect_end();
+        } else {  // {% set x %}...{% endset %}: the rendered body becomes the value
+          p->expect_end();
+          std::string end;
+          n->branches.push_back(body_until({"endset"}, end));
+          if (end.empty()) fail("template line {}: 'set' block is never closed with endset", s.line);
+        }
+      } else if (kw == "macro") {
+        n->kind = Node::Kind::Macro;
+        n->macro_name = p->expect_name();
+        p->expect_op("(");
+        while (!p->is_op(")")) {
+          std::string name = p->expect_name();
+          std::unique_ptr<Expr> dflt;
+          if (p->is_op("=")) {
+            p->next();
+            dflt = p->expression();
+          }
+          n->params.emplace_back(std::move(name), std::move(dflt));
+          if (!p->is_op(")")) p->expect_op(",");
+        }
+        p->expect_op(")");
+        p->expect_end();
+        std::string end;
+        n->branches.push_back(body_until({"endmacro"}, end));
+        if (end.empty()) fail("template line {}: 'macro' is never closed with endmacro", s.line);
+      } else if (kw == "break" || kw == "continue") {
+        n->kind = kw == "break" ? Node::Kind::Break : Node::Kind::Continue;
+      } else if (kw == "generation" || kw == "endgeneration") {
+        continue;  // Hugging Face's marker for assistant-token masks; renders nothing
+      } else {
+        fail("template line {}: unknown or misplaced tag '{}'", s.line, kw);
+      }
+      out.push_back(std::move(n));
+    }
+    if (!stops.empty()) stop.clear();
+    return out;
+  }
+
+  std::vector<Segment> segs_;
+  size_t i_ = 0;
+  std::unique_ptr<ExprParser> last_;
+};
+
+}  // namespace
+
+NodeList parse_template(const std::string& source) { return Parser(lex(source)).parse_all(); }
+
+}  // namespace ascent::tokenizer::jinja

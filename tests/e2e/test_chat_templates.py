@@ -1,0 +1,167 @@
+"""Chat templates: the Qwen3 and Llama-3 templates from ../shared render byte-identical to Debian's python3-jinja2
+(configured as Hugging Face's apply_chat_template configures it: trim_blocks, lstrip_blocks, loopcontrols,
+tojson = json.dumps(ensure_ascii=False), raise_exception) for conversations with system prompts, several turns,
+tool definitions, tool calls and results, reasoning, Unicode, and the generation prompt on and off. A set of
+feature templates exercises the rest of the Jinja subset the same way."""
+import json
+import os
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from common import SHARED, check, finish, run, tmpdir
+
+D = tmpdir()
+
+
+def hf_env():
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+def reference(config, context):
+    cfg = json.load(open(config))
+    tok = lambda t: t if isinstance(t, str) or t is None else t.get("content")
+    ctx = {"bos_token": tok(cfg.get("bos_token")) or "", "eos_token": tok(cfg.get("eos_token")) or "",
+           "add_generation_prompt": False}
+    ctx.update(context)
+    return hf_env().from_string(cfg["chat_template"]).render(**ctx)
+
+
+def ours(config, context, name):
+    path = os.path.join(D, name + ".json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(context, f, ensure_ascii=False)
+    r = run(["chat-template", "--config", config, "--context", path])
+    return r.stdout if r.returncode == 0 else "ERROR: " + r.stderr
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
+                                             "parameters": {"type": "object", "properties": {
+                                                 "city": {"type": "string", "description": "City name"},
+                                                 "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                                                 "required": ["city"]}}}
+SEARCH = {"type": "function", "function": {"name": "search", "description": "Web search, \"quoted\" & <tagged>",
+                                            "parameters": {"type": "object", "properties": {
+                                                "q": {"type": "string"}, "top_k": {"type": "integer", "default": 3}}}}}
+
+CONVERSATIONS = {
+    "single_user": {"messages": [{"role": "user", "content": "Hello!"}]},
+    "system_user": {"messages": [{"role": "system", "content": "You are terse."},
+                                 {"role": "user", "content": "What is 2+2?"}], "add_generation_prompt": True},
+    "multi_turn": {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"},
+                                {"role": "assistant", "content": "Hello! How can I help?"},
+                                {"role": "user", "content": "Tell me a joke.\nA short one."}],
+                   "add_generation_prompt": True},
+    "multi_turn_no_prompt": {"messages": [{"role": "user", "content": "  padded  "},
+                                          {"role": "assistant", "content": "ok"}], "add_generation_prompt": False},
+    "unicode": {"messages": [{"role": "user", "content": "Ünïcödé — 你好 🦙 \t tabs"}], "add_generation_prompt": True},
+    "tools_defined": {"messages": [{"role": "system", "content": "Use tools."},
+                                   {"role": "user", "content": "Weather in Paris?"}],
+                      "tools": [WEATHER, SEARCH], "add_generation_prompt": True},
+    "tool_call_and_result": {"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"type": "function", "function": {"name": "get_weather",
+                                                          "arguments": {"city": "Paris", "unit": "celsius"}}}]},
+        {"role": "tool", "content": "{\"temp\": 21}"},
+        {"role": "assistant", "content": "It is 21°C in Paris."}], "tools": [WEATHER]},
+    "parallel_tool_calls": {"messages": [
+        {"role": "user", "content": "Compare Paris and Rome"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]},
+        {"role": "tool", "content": "20"}, {"role": "tool", "content": "25"}],
+        "tools": [WEATHER], "add_generation_prompt": True},
+    "reasoning_field": {"messages": [
+        {"role": "user", "content": "Why?"},
+        {"role": "assistant", "content": "Because.", "reasoning_content": "Thinking it through."},
+        {"role": "user", "content": "And then?"}], "add_generation_prompt": True},
+    "think_in_content": {"messages": [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "<think>\nstep one\n</think>\n\nAnswer one"}], "add_generation_prompt": False},
+    "thinking_disabled": {"messages": [{"role": "user", "content": "Quick"}], "add_generation_prompt": True,
+                          "enable_thinking": False},
+    "tool_response_in_user": {"messages": [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": "calling", "tool_calls": [{"name": "search", "arguments": {"q": "x"}}]},
+        {"role": "user", "content": "<tool_response>\nresult\n</tool_response>"},
+        {"role": "assistant", "content": "<think>\nhmm\n</think>\n\ndone"}]},
+}
+
+# Feature templates: each exercises part of the Jinja subset beyond what the two model templates use.
+FEATURES = {
+    "macro_and_filters": "{% macro fmt(m, sep=': ') %}{{ m.role|upper }}{{ sep }}{{ m.content|trim }}{% endmacro %}"
+                         "{% for m in messages %}{{ fmt(m) }}|{{ fmt(m, sep='=') }}\n{% endfor %}"
+                         "{{ messages|length }} {{ messages|map(attribute='role')|join(',') }}"
+                         " {{ (messages|selectattr('role', 'equalto', 'user')|list)|length }}",
+    "loops": "{% for m in messages if m.role != 'system' %}{{ loop.index }}/{{ loop.length }}{{ '!' if loop.last }}"
+             "{% if loop.first %}F{% endif %}{% if m.content == 'stop' %}{% break %}{% endif %}{% endfor %}"
+             "{% for x in [] %}x{% else %}empty{% endfor %}{% for k, v in {'a': 1, 'b': [1, 2]}.items() %}"
+             "{{ k }}={{ v }};{% endfor %}{% for i in range(3) %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}"
+             "{% endfor %}",
+    "expressions": "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }} {{ 1 / 4 }} {{ 'a' ~ 1 ~ none }}"
+                   " {{ [1, 2] + [3] }} {{ {'k': 'v'} }} {{ 'x' * 3 }} {{ 'abc'[::-1] }} {{ 'abcdef'[1:4] }}"
+                   " {{ [1,2,3,4][-2:] }} {{ 'a,b,,c'.split(',') }} {{ 'a b  c'.split() }} {{ ' x '.strip() }}"
+                   " {{ 'Hello'.startswith('He') and not 'Hello'.endswith('x') }} {{ 3 in [1, 2, 3] }}"
+                   " {{ 'z' not in 'abc' }} {{ 1 < 2 <= 2 }} {{ true if none else false }} {{ 1.5 + 2 }}"
+                   " {{ 'a' == 'a' }} {{ 'a-b'.replace('-', '+') }} {{ 'ab'.upper() }} {{ '%s' }}",
+    "tests_and_set": "{% set ns = namespace(n=0, seen=[]) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+                     "{% set local = m.role %}{% endfor %}{{ ns.n }} {{ local is defined }} {{ m is undefined }}"
+                     " {{ none is none }} {{ 3 is odd }} {{ 4 is even }} {{ 'x' is string }} {{ 3 is number }}"
+                     " {{ messages is iterable }} {{ {} is mapping }} {{ false is false }} {{ 9 is divisibleby 3 }}"
+                     "{% set block %}captured {{ 1 + 1 }}{% endset %} [{{ block }}]",
+    "whitespace_control": "start\n  {%- if true %}\n    inside\n  {%- endif %}\n{% if true %}\n    kept\n{% endif %}\n"
+                          "  {{- ' v ' -}}  \nend {# comment #}\n    {% if false %}no{% endif %}\nlast",
+    "tojson": "{{ messages|tojson }}\n{{ {'a': [1, 2.5, none, true], 'b': 'é\"\\n'}|tojson(indent=2) }}",
+}
+FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
+
+
+def main():
+    for model in ("qwen3", "llama3"):
+        config = os.path.join(SHARED, "tokenizers", model, "tokenizer_config.json")
+        same = 0
+        for name, ctx in CONVERSATIONS.items():
+            try:
+                want = reference(config, ctx)
+            except jinja2.exceptions.TemplateError as e:
+                want = None
+                print(f"  reference raised for {name}: {e}")
+            got = ours(config, ctx, f"{model}-{name}")
+            if got == want:
+                same += 1
+            else:
+                print(f"  {model}/{name}:\n    want {want!r}\n    got  {got!r}")
+        check(same == len(CONVERSATIONS), f"{model}: {same}/{len(CONVERSATIONS)} conversations byte-identical to jinja2")
+    for name, source in FEATURES.items():
+        config = os.path.join(D, f"feature-{name}.json")
+        json.dump({"chat_template": source, "bos_token": "<s>"}, open(config, "w"))
+        want = reference(config, FEATURE_CONTEXT)
+        got = ours(config, FEATURE_CONTEXT, name)
+        check(got == want, f"feature template {name}" + ("" if got == want else f"\n    want {want!r}\n    got  {got!r}"))
+    # raise_exception and template errors surface as one-line errors.
+    config = os.path.join(D, "raise.json")
+    json.dump({"chat_template": "{% if messages|length > 1 %}{{ raise_exception('only one message') }}{% endif %}"},
+              open(config, "w"))
+    path = os.path.join(D, "two.json")
+    json.dump(CONVERSATIONS["multi_turn"], open(path, "w"))
+    r = run(["chat-template", "--config", config, "--context", path])
+    check(r.returncode == 1 and "only one message" in r.stderr, f"raise_exception reaches the user: {r.stderr.strip()}")
+    json.dump({"chat_template": "{% for m in messages %}{{ m.role }"}, open(config, "w"))
+    r = run(["chat-template", "--config", config, "--context", path])
+    check(r.returncode == 1 and "raise.json" in r.stderr, f"malformed template names the file: {r.stderr.strip()}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
