@@ -101,3 +101,22 @@ TEST(Sampler, GreedyAndSeededAreReproducible) {
 
 }  // namespace
 }  // namespace ascent
+
+#include "ascent/tokenizer/tokenizer.h"
+
+namespace ascent {
+namespace {
+
+TEST(Utf8Stream, NeverEmitsABrokenCharacter) {
+  tokenizer::Utf8Stream s;
+  const std::string euro = "\xe2\x82\xac";  // one character, three bytes, fed one byte at a time
+  EXPECT_EQ(s.push("a"), "a");
+  EXPECT_EQ(s.push(euro.substr(0, 1)), "");
+  EXPECT_EQ(s.push(euro.substr(1, 1)), "");
+  EXPECT_EQ(s.push(euro.substr(2, 1) + "b"), euro + "b");
+  EXPECT_EQ(s.push("\xf0\x9f"), "");
+  EXPECT_EQ(s.flush(), "\xf0\x9f");  // what is left at the end is still delivered
+}
+
+}  // namespace
+}  // namespace ascent

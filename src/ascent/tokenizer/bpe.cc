@@ -76,6 +76,14 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
     merge_rank_.emplace(v_.merges[r].first + " " + v_.merges[r].second, static_cast<int32_t>(r));
   }
   if (v_.kind == VocabKind::Spm) {
+    spm_split_words_ = !v_.space.empty();
+    for (const auto& p : v_.pieces) {
+      for (size_t at = p.find(v_.space, 1); spm_split_words_ && at != std::string::npos; at = p.find(v_.space, at + 1)) {
+        if (at < v_.space.size() || p.compare(at - v_.space.size(), v_.space.size(), v_.space) != 0) {
+          spm_split_words_ = false;  // a piece such as "a▁" or "a▁b" spans a word boundary
+        }
+      }
+    }
     byte_ids_.assign(256, -1);
     for (int b = 0; b < 256; ++b) {
       char buf[8];
@@ -95,6 +103,8 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
       pcre2_get_error_message(err, msg, sizeof(msg));
       fail("tokenizer: pre-tokenizer regex does not compile at offset {}: {}", off, reinterpret_cast<char*>(msg));
     }
+    // JIT matching is several times faster; where the JIT is unavailable the interpreter gives the same matches.
+    pcre2_jit_compile(regex_->code, PCRE2_JIT_COMPLETE);
   }
 }
 
@@ -184,24 +194,47 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
       norm += ch;
     }
   }
+  // When no piece joins a non-space character to a following space, no merge can cross the start of a space
+  // run, so each such word is encoded alone (and cached): the same ids, in linear time for long texts.
   std::vector<std::string> pieces;
-  bpe(norm, pieces);
-  for (const auto& p : pieces) {
-    const int32_t id = lookup(p);
-    if (id >= 0) {
-      out.push_back(id);
-      continue;
-    }
-    for (unsigned char byte : p) {
-      const int32_t b = byte_ids_[byte];
-      if (b >= 0) {
-        out.push_back(b);
-      } else {
-        ASCENT_CHECK(v_.unk_id >= 0, "tokenizer: byte 0x{:02x} has no token and there is no unknown token", byte);
-        out.push_back(v_.unk_id);
+  auto emit = [&](const std::string& word) {
+    auto hit = word_cache_.find(word);
+    if (hit == word_cache_.end()) {
+      pieces.clear();
+      bpe(word, pieces);
+      std::vector<int32_t> ids;
+      for (const auto& p : pieces) {
+        const int32_t id = lookup(p);
+        if (id >= 0) {
+          ids.push_back(id);
+          continue;
+        }
+        for (unsigned char byte : p) {
+          const int32_t b = byte_ids_[byte];
+          ASCENT_CHECK(b >= 0 || v_.unk_id >= 0,
+                       "tokenizer: byte 0x{:02x} has no token and there is no unknown token", byte);
+          ids.push_back(b >= 0 ? b : v_.unk_id);
+        }
       }
+      if (word_cache_.size() > 200000) word_cache_.clear();
+      hit = word_cache_.emplace(word, std::move(ids)).first;
+    }
+    out.insert(out.end(), hit->second.begin(), hit->second.end());
+  };
+  if (!spm_split_words_) {
+    emit(norm);
+    return;
+  }
+  const std::string& sp = v_.space;
+  size_t start = 0;
+  for (size_t i = sp.size(); i + sp.size() <= norm.size(); ++i) {
+    if (norm.compare(i, sp.size(), sp) == 0 && norm.compare(i - sp.size(), sp.size(), sp) != 0 &&
+        (i - start) > 0) {
+      emit(norm.substr(start, i - start));
+      start = i;
     }
   }
+  emit(norm.substr(start));
 }
 
 void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& out) const {

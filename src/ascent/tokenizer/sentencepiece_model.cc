@@ -26,7 +26,8 @@ class Proto {
   }
   Proto sub() {
     const uint64_t n = varint();
-    ASCENT_CHECK(n <= static_cast<uint64_t>(end_ - p_), "{}: protobuf field of {} bytes runs past the end", path_, n);
+    ASCENT_CHECK(n <= static_cast<uint64_t>(end_ - p_), "{}: truncated: protobuf field of {} bytes runs past the end",
+                 path_, n);
     Proto s(path_, p_, n);
     p_ += n;
     return s;

@@ -50,6 +50,7 @@ class Tokenizer {
   std::vector<std::string> specials_;                    // texts matched when parse_special
   struct Regex;
   std::unique_ptr<Regex> regex_;
+  bool spm_split_words_ = false;  // Spm: encode word by word (see encode_spm)
   mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache_;
 };
 

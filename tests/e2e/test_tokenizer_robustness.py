@@ -1,0 +1,93 @@
+"""Bad tokenizer input gets the right ids or a clear error, never a crash or a hang: invalid UTF-8 (byte fallback
+in SentencePiece-style vocabularies, a one-line error in byte-level ones, as llama.cpp and Hugging Face refuse it
+too), empty text, a 10 MB line (round-trips exactly), and malformed tokenizer files."""
+import json
+import os
+
+from common import SHARED, check, finish, run, tmpdir
+
+D = tmpdir()
+VOCABS = {
+    "llama-spm.gguf": os.path.join(SHARED, "vocab", "ggml-vocab-llama-spm.gguf"),
+    "tokenizer.model": os.path.join(SHARED, "tokenizers", "llama2-spm", "tokenizer.model"),
+    "llama-bpe.gguf": os.path.join(SHARED, "vocab", "ggml-vocab-llama-bpe.gguf"),
+    "qwen3 tokenizer.json": os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json"),
+    "gpt2": os.path.join(SHARED, "tokenizers", "gpt2"),
+}
+SPM = {"llama-spm.gguf", "tokenizer.model"}
+
+
+def write(name, data):
+    path = os.path.join(D, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def tokenize(vocab, path, *extra):
+    return run(["tokenize", "--vocab", vocab, "--text-file", path, *extra], timeout=300)
+
+
+def decode_bytes(vocab, ids):
+    import subprocess
+    from common import ASCENT
+    p = write("ids.txt", " ".join(map(str, ids)).encode())
+    r = subprocess.run([ASCENT, "tokenize", "--vocab", vocab, "--decode", "--text-file", p], capture_output=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+def main():
+    bad_utf8 = b"abc \xff\xfe def \xc3 caf\xc3\xa9 \xe2\x82"
+    empty = write("empty.txt", b"")
+    with open(os.path.join(SHARED, "corpora", "kjv-bible.txt"), "rb") as f:
+        bible = f.read().replace(b"\n", b" ")
+    long_line = write("line.txt", (bible * 3)[: 10 * 1024 * 1024])
+    for name, vocab in VOCABS.items():
+        r = tokenize(vocab, empty)
+        check(r.returncode == 0 and r.stdout == "\n", f"{name}: empty text gives no ids")
+        r = tokenize(vocab, write("bad.txt", bad_utf8))
+        if name in SPM:
+            ids = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+            check(r.returncode == 0 and decode_bytes(vocab, ids) == bad_utf8,
+                  f"{name}: invalid UTF-8 falls back to byte tokens and decodes to the same bytes")
+        else:
+            lines = r.stderr.strip().splitlines()
+            check(r.returncode == 1 and len(lines) == 1 and "not valid UTF-8" in lines[0] and "bad.txt" in lines[0],
+                  f"{name}: invalid UTF-8 is a one-line error: {lines}")
+        r = tokenize(vocab, long_line)
+        ids = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+        with open(long_line, "rb") as f:
+            original = f.read()
+        check(len(ids) > 1_000_000 and decode_bytes(vocab, ids) == original,
+              f"{name}: a 10 MB line encodes ({len(ids)} ids) and decodes back exactly")
+
+    good = json.load(open(VOCABS["qwen3 tokenizer.json"]))
+    broken = {
+        "truncated": None,
+        "model-not-object": dict(good, model=[1, 2]),
+        "vocab-list": dict(good, model=dict(good["model"], vocab=["a", "b"])),
+        "merge-number": dict(good, model=dict(good["model"], merges=[7])),
+        "wordpiece": dict(good, model=dict(good["model"], type="WordPiece")),
+        "empty-vocab": dict(good, model=dict(good["model"], vocab={}, merges=[]), added_tokens=[]),
+    }
+    for name, content in broken.items():
+        path = os.path.join(D, f"{name}.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(good)[:1000] if content is None else json.dumps(content))
+        r = run(["tokenize", "--vocab", path, "-p", "hello"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0],
+              f"malformed tokenizer.json ({name}): {lines[0] if lines else r.stdout[:80]!r}")
+    for name, src, cut in (("tokenizer.model", VOCABS["tokenizer.model"], 5000),
+                           ("tok512.bin", os.path.join(SHARED, "models", "stories260K", "tok512.bin"), 3001)):
+        data = open(src, "rb").read()[:cut]
+        path = write("cut-" + name, data)
+        r = run(["tokenize", "--vocab", path, "-p", "hello"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and "cut-" + name in lines[0] and "truncated" in lines[0],
+              f"truncated {name}: {lines[0] if lines else r.stdout[:80]!r}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
