@@ -39,8 +39,10 @@ def finish():
     sys.exit(1 if _failures else 0)
 
 
-def run(args, timeout=600):
-    return subprocess.run([ASCENT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+def run(args, timeout=600, env=None):
+    full_env = dict(os.environ, **env) if env else None
+    return subprocess.run([ASCENT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout,
+                          env=full_env)
 
 
 def tmpdir():

@@ -104,8 +104,14 @@ def write_hf(folder, cfg, w, sharded=False, dtype=torch.float32):
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
 
 
-def ascent_logits(model, ids, out, step=0):
-    r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out, "--step", step])
+# Every pass switched off alone, and all of them: outputs must stay bitwise identical (no pass reorders arithmetic).
+PASS_VARIANTS = ["-fuse-norm", "-fuse-attention", "-fuse-swiglu", "-fuse-residual", "-dce", "-cse", "-inplace",
+                 "-plan", "-all"]
+
+
+def ascent_logits(model, ids, out, step=0, passes=None):
+    r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out, "--step", step],
+            env={"ASCENT_PASSES": passes} if passes else None)
     if r.returncode != 0:
         print(r.stderr)
         return None
@@ -174,6 +180,9 @@ def main():
             continue
         diff = (ours - ref).abs().max().item()
         check(diff < 1e-4, f"{name}: HF safetensors logits match PyTorch (max abs diff {diff:.2e} < 1e-4)")
+        for passes in PASS_VARIANTS:
+            other = ascent_logits(folder, ids, os.path.join(root, f"{name}{passes}.npy"), passes=passes)
+            check(other is not None and torch.equal(other, ours), f"{name}: passes {passes}: bitwise identical logits")
         for step in (1, 7):
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
             check(inc is not None and torch.equal(inc, ours),

@@ -22,7 +22,7 @@ TEST(MemoryPlan, ReusesDeadBuffersWithoutAliasingLiveOnes) {
   Value x = g.embedding(table, g.tokens(), "embd");
   for (int i = 0; i < 6; ++i) x = g.add(x, g.silu(g.rms_norm(x, w, 1e-5f, "n"), "s"), "r");
   g.set_output(x);
-  const MemoryPlan planned = plan_memory(g, 16);
+  const MemoryPlan planned = plan_memory(g, 16, /*reuse=*/true, /*inplace=*/false);
   const MemoryPlan unplanned = plan_memory(g, 16, /*reuse=*/false);
   EXPECT_EQ(planned.unplanned_bytes, unplanned.arena_bytes);
   EXPECT_LT(planned.arena_bytes, unplanned.arena_bytes / 2);
@@ -42,6 +42,23 @@ TEST(MemoryPlan, ReusesDeadBuffersWithoutAliasingLiveOnes) {
       EXPECT_TRUE(a1 <= b0 || b1 <= a0) << "node " << i << " overlaps live node " << j;
     }
   }
+}
+
+TEST(MemoryPlan, InPlaceOnlyOverTheInputThatDiesThere) {
+  Tensor table = make_owned(DType::F32, {10, 8});
+  Tensor w = ones(8);
+  Graph g;
+  Value x = g.embedding(table, g.tokens(), "embd");
+  Value a = g.silu(x, "a");               // x dies here: a may take x's buffer
+  Value b = g.mul_vec(a, w, "b");          // a dies here
+  Value c = g.add(b, x, "c");              // x is read again here
+  g.set_output(c);
+  const MemoryPlan p = plan_memory(g, 4);
+  // x is still needed by c, so silu may not overwrite it; mul_vec may overwrite a.
+  EXPECT_NE(p.offsets[static_cast<size_t>(a.id)], p.offsets[static_cast<size_t>(x.id)]);
+  EXPECT_EQ(p.offsets[static_cast<size_t>(b.id)], p.offsets[static_cast<size_t>(a.id)]);
+  const MemoryPlan no_inplace = plan_memory(g, 4, /*reuse=*/true, /*inplace=*/false);
+  EXPECT_NE(no_inplace.offsets[static_cast<size_t>(b.id)], no_inplace.offsets[static_cast<size_t>(a.id)]);
 }
 
 TEST(Executor, CompilesOnePlanPerBucket) {

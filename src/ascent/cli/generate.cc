@@ -3,6 +3,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/cli/commands.h"
+#include "ascent/cli/runtime_flags.h"
 #include "ascent/engine/generator.h"
 #include "ascent/model/model_tokenizer.h"
 
@@ -15,11 +16,13 @@ struct Options {
   engine::SamplingParams sampling;
   bool print_ids = false;
   int threads = 0;
+  RuntimeFlags runtime;
   int64_t ctx = 0;
 };
 
-void run(const Options& o) {
+void run(Options& o) {
   set_threads(o.threads);
+  o.runtime.before_load();
   auto m = model::Model::load(o.model);
   ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
   std::vector<int32_t> prompt;
@@ -43,6 +46,7 @@ void run(const Options& o) {
   const int64_t want = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict;
   m->set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));
 
+  o.runtime.after_load(*m);
   engine::Sampler sampler(o.sampling);
   tokenizer::Utf8Stream stream;
   int32_t prev = prompt.back();
@@ -68,6 +72,7 @@ void run(const Options& o) {
     const std::string rest = stream.flush();
     std::printf("%s\n", rest.c_str());
   }
+  o.runtime.finish();
   std::fprintf(stderr, "prompt: %lld tokens, %.1f t/s | generated: %lld tokens, %.1f t/s\n",
                static_cast<long long>(stats.prompt_tokens),
                stats.prompt_seconds > 0 ? stats.prompt_tokens / stats.prompt_seconds : 0.0,
@@ -95,6 +100,7 @@ void add_generate(CLI::App& app) {
   c->add_option("-c,--ctx-size", o->ctx, "context length (default: prompt + n)");
   c->add_flag("--print-ids", o->print_ids, "print the prompt and generated ids on one line instead of text");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
+  o->runtime.add_to(c);
   c->callback([o] { run(*o); });
 }
 

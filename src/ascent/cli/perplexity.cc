@@ -7,6 +7,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/cli/commands.h"
+#include "ascent/cli/runtime_flags.h"
 #include "ascent/model/model_tokenizer.h"
 
 namespace ascent::cli {
@@ -17,10 +18,12 @@ struct Options {
   int64_t ctx = 512;
   int64_t chunks = 0;
   int threads = 0;
+  RuntimeFlags runtime;
 };
 
-void run(const Options& o) {
+void run(Options& o) {
   set_threads(o.threads);
+  o.runtime.before_load();
   auto m = model::Model::load(o.model);
   auto tok = model::load_tokenizer(*m, o.tokenizer);
   std::ifstream in(o.file, std::ios::binary);
@@ -32,6 +35,7 @@ void run(const Options& o) {
   const int64_t ctx = std::min(o.ctx, m->config().max_seq);
   ASCENT_CHECK(static_cast<int64_t>(ids.size()) >= 2, "{}: the text has fewer than 2 tokens", o.file);
   m->set_context(ctx);
+  o.runtime.after_load(*m);
   int64_t n_windows = std::max<int64_t>(1, static_cast<int64_t>(ids.size()) / ctx);
   if (o.chunks > 0) n_windows = std::min(n_windows, o.chunks);
   const int64_t V = m->config().vocab;
@@ -55,6 +59,7 @@ void run(const Options& o) {
     std::fprintf(stderr, "[%lld/%lld] ppl so far %.4f\n", static_cast<long long>(w + 1),
                  static_cast<long long>(n_windows), std::exp(nll / static_cast<double>(count)));
   }
+  o.runtime.finish();
   std::printf("tokens = %lld\n", static_cast<long long>(count));
   std::printf("ppl = %.4f\n", std::exp(nll / static_cast<double>(count)));
 }
@@ -70,6 +75,7 @@ void add_perplexity(CLI::App& app) {
   c->add_option("--chunks", o->chunks, "evaluate at most this many windows (0: all)");
   c->add_option("--tokenizer", o->tokenizer, "tokenizer.bin, tokenizer.json, .gguf or folder");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
+  o->runtime.add_to(c);
   c->callback([o] { run(*o); });
 }
 

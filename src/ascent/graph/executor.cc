@@ -4,8 +4,67 @@
 #include <cstring>
 
 #include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 
 namespace ascent::graph {
+namespace {
+
+// What one node moves and computes, for the profile (weights counted once per call).
+void node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_past, int64_t& bytes,
+               int64_t& flops) {
+  const int64_t rows = n.single_row ? 1 : T;
+  const int64_t out = rows * n.cols * 4;
+  auto in_bytes = [&](size_t k) {
+    const Node& src = nodes[static_cast<size_t>(n.inputs[k])];
+    return (src.single_row ? 1 : T) * src.cols * (src.is_int ? 4 : 4);
+  };
+  auto attention_flops = [&](int64_t heads, int64_t d) { return 4 * rows * (n_past + (rows + 1) / 2) * heads * d; };
+  bytes = out;
+  flops = rows * n.cols;
+  switch (n.op) {
+    case Op::MatMul:
+    case Op::MatMulSwiGLU: {
+      const int64_t K = n.weights[0]->shape[1];
+      const int64_t mats = n.op == Op::MatMulSwiGLU ? 2 : 1;
+      flops = 2 * rows * n.cols * K * mats;
+      bytes = out + in_bytes(0) + mats * n.weights[0]->nbytes() + (n.inputs.size() > 1 ? out : 0);
+      break;
+    }
+    case Op::AttentionFused: {
+      const int64_t K = n.weights[0]->shape[1];
+      int64_t wbytes = 0;
+      for (int i = 0; i < 3; ++i) wbytes += n.weights[static_cast<size_t>(i)]->nbytes();
+      flops = 2 * rows * n.scratch_floats_per_row * K + attention_flops(n.heads, n.head_dim);
+      bytes = out + in_bytes(0) + wbytes + 2 * (n_past + rows) * n.kv_heads * n.head_dim * 4;
+      break;
+    }
+    case Op::Attention:
+      flops = attention_flops(n.heads, n.head_dim);
+      bytes = out + in_bytes(0) + 2 * (n_past + rows) * n.kv_heads * n.head_dim * 4;
+      break;
+    case Op::Embedding:
+      bytes = 2 * out;
+      flops = 0;
+      break;
+    default:
+      for (size_t k = 0; k < n.inputs.size(); ++k) bytes += in_bytes(k);
+      break;
+  }
+}
+
+std::string shapes_of(const Node& n, const std::vector<Node>& nodes, int64_t T) {
+  std::string s;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Node& src = nodes[static_cast<size_t>(n.inputs[k])];
+    s += (k ? ", " : "") + shape_str({src.single_row ? 1 : T, src.cols});
+  }
+  for (const Tensor* w : n.weights) {
+    if (w != nullptr && w->shape.size() == 2) s += ", " + shape_str(w->shape) + " " + std::string(dtype_name(w->dtype));
+  }
+  return s + " -> " + shape_str({n.single_row ? 1 : T, n.cols});
+}
+
+}  // namespace
 
 int64_t shape_bucket(int64_t n_tokens) {
   int64_t b = 1;
@@ -17,10 +76,18 @@ const MemoryPlan& Executor::plan_for(int64_t n_tokens) {
   const int64_t bucket = shape_bucket(n_tokens);
   auto it = plans_.find(bucket);
   if (it == plans_.end()) {
-    it = plans_.emplace(bucket, plan_memory(graph_, bucket)).first;
+    it = plans_.emplace(bucket, plan_memory(graph_, bucket, options_.plan, options_.plan && options_.inplace)).first;
     ++plans_compiled_;
+    if (tracer_ != nullptr) tracer_->count_plan_compiled();
   }
   return it->second;
+}
+
+void Executor::warm_up(int64_t max_tokens) {
+  for (int64_t b = 1; b <= shape_bucket(max_tokens); b *= 2) plan_for(b);
+  std::size_t largest = 0;
+  for (const auto& [b, p] : plans_) largest = std::max(largest, static_cast<size_t>(p.arena_bytes));
+  arena_.reserve(largest);
 }
 
 std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv) {
@@ -29,7 +96,7 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
   ASCENT_CHECK(n_past >= 0 && n_past + T <= kv.max_seq(),
                "sequence of {} tokens exceeds the context length {} of the KV cache", n_past + T, kv.max_seq());
   const MemoryPlan& plan = plan_for(T);
-  arena_.reserve(static_cast<size_t>(plan.arena_bytes));
+  if (static_cast<size_t>(plan.arena_bytes) > arena_.capacity()) arena_.reserve(static_cast<size_t>(plan.arena_bytes));
   positions_.resize(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) positions_[static_cast<size_t>(t)] = static_cast<int32_t>(n_past + t);
 
@@ -38,6 +105,7 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
   auto ints = [&](int id) -> std::span<const int32_t> {
     return nodes[static_cast<size_t>(id)].op == Op::Tokens ? tokens : std::span<const int32_t>(positions_);
   };
+  auto f32_or_null = [](const Tensor* t) { return t != nullptr ? t->f32() : nullptr; };
 
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -46,6 +114,7 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
     float* out = buf(id);
     const auto in = [&](size_t k) { return buf(n.inputs[k]); };
     const int64_t count = rows * n.cols;
+    const double t0 = tracer_ != nullptr ? tracer_->now_us() : 0.0;
     try {
       switch (n.op) {
         case Op::Tokens:
@@ -55,27 +124,61 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
           kernels::embedding_forward(*n.weights[0], ints(n.inputs[0]), out);
           break;
         case Op::MatMul:
-          kernels::matmul_forward(in(0), rows, *n.weights[0], n.weights[1] ? n.weights[1]->f32() : nullptr, out);
+          kernels::matmul_forward(in(0), rows, *n.weights[0], f32_or_null(n.weights[1]), out,
+                                  n.inputs.size() > 1 ? in(1) : nullptr);
+          break;
+        case Op::MatMulSwiGLU:
+          kernels::matmul_swiglu_forward(in(0), rows, *n.weights[0], *n.weights[1], out);
           break;
         case Op::RmsNorm:
-          kernels::rms_norm_forward(in(0), rows, n.cols, n.weights[0]->f32(), n.eps, n.group, out);
+          kernels::rms_norm_forward(in(0), rows, n.cols, f32_or_null(n.weights[0]), n.eps, n.group, out);
           break;
         case Op::LayerNorm:
-          kernels::layer_norm_forward(in(0), rows, n.cols, n.weights[0]->f32(),
-                                      n.weights[1] ? n.weights[1]->f32() : nullptr, n.eps, out);
+          kernels::layer_norm_forward(in(0), rows, n.cols, n.weights[0]->f32(), f32_or_null(n.weights[1]), n.eps,
+                                      out);
+          break;
+        case Op::MulVec:
+          kernels::mul_vec_forward(in(0), rows, n.cols, n.weights[0]->f32(), n.weights[0]->numel(), out);
           break;
         case Op::Rope:
-          std::memcpy(out, in(0), static_cast<size_t>(count) * sizeof(float));
+          if (out != in(0)) std::memcpy(out, in(0), static_cast<size_t>(count) * sizeof(float));
           kernels::rope_forward(out, rows, n.heads, n.head_dim, ints(n.inputs[1]), *n.inv_freq, n.rope_style);
           break;
-        case Op::Attention: {
-          const int64_t kvw = n.kv_heads * n.head_dim;
+        case Op::Attention:
+        case Op::AttentionFused: {
+          const int64_t kvw = n.kv_heads * n.head_dim, qw = n.heads * n.head_dim;
           ASCENT_CHECK(kvw == kv.kv_width() && n.layer < kv.n_layers(), "KV cache shape does not fit layer {}",
                        n.layer);
-          std::memcpy(kv.k(n.layer) + n_past * kvw, in(1), static_cast<size_t>(T * kvw) * sizeof(float));
-          std::memcpy(kv.v(n.layer) + n_past * kvw, in(2), static_cast<size_t>(T * kvw) * sizeof(float));
+          const float *q = nullptr, *k = nullptr, *v = nullptr;
+          if (n.op == Op::Attention) {
+            q = in(0);
+            k = in(1);
+            v = in(2);
+          } else {
+            // Scratch after the output: q (T, qw), k (T, kvw), v (T, kvw).
+            float* sq = out + rows * n.cols;
+            float* sk = sq + rows * qw;
+            float* sv = sk + rows * kvw;
+            const Tensor* ws[3] = {n.weights[0], n.weights[1], n.weights[2]};
+            const float* bs[3] = {f32_or_null(n.weights[3]), f32_or_null(n.weights[4]), f32_or_null(n.weights[5])};
+            float* os[3] = {sq, sk, sv};
+            kernels::matmul_multi_forward(in(0), rows, ws, bs, os);
+            if (n.weights[6] != nullptr) {
+              kernels::rms_norm_forward(sq, rows, qw, n.weights[6]->f32(), n.eps, n.head_dim, sq);
+              kernels::rms_norm_forward(sk, rows, kvw, n.weights[7]->f32(), n.eps, n.head_dim, sk);
+            }
+            if (n.inv_freq != nullptr) {
+              kernels::rope_forward(sq, rows, n.heads, n.head_dim, positions_, *n.inv_freq, n.rope_style);
+              kernels::rope_forward(sk, rows, n.kv_heads, n.head_dim, positions_, *n.inv_freq, n.rope_style);
+            }
+            q = sq;
+            k = sk;
+            v = sv;
+          }
+          std::memcpy(kv.k(n.layer) + n_past * kvw, k, static_cast<size_t>(T * kvw) * sizeof(float));
+          std::memcpy(kv.v(n.layer) + n_past * kvw, v, static_cast<size_t>(T * kvw) * sizeof(float));
           const kernels::AttentionDims d{T, n_past, n.heads, n.kv_heads, n.head_dim, n.scale, n.window};
-          kernels::attention_forward(in(0), kv.k(n.layer), kv.v(n.layer), d, out);
+          kernels::attention_forward(q, kv.k(n.layer), kv.v(n.layer), d, out);
           break;
         }
         case Op::Silu:
@@ -99,14 +202,26 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
         case Op::LastRow: {
           const Node& src = nodes[static_cast<size_t>(n.inputs[0])];
           const int64_t src_rows = src.single_row ? 1 : T;
-          std::memcpy(out, in(0) + (src_rows - 1) * n.cols, static_cast<size_t>(n.cols) * sizeof(float));
+          std::memmove(out, in(0) + (src_rows - 1) * n.cols, static_cast<size_t>(n.cols) * sizeof(float));
           break;
         }
       }
     } catch (const Error& e) {
       throw Error(n.name + ": " + e.what());
     }
+    if (tracer_ != nullptr && n.op != Op::Tokens && n.op != Op::Positions) {
+      prof::TraceEvent e;
+      e.name = n.name;
+      e.op = op_name(n.op);
+      e.shapes = shapes_of(n, nodes, T);
+      node_cost(n, nodes, T, n_past, e.bytes, e.flops);
+      e.ts_us = t0;
+      e.dur_us = tracer_->now_us() - t0;
+      e.threads = ThreadPool::global().size();
+      tracer_->add(std::move(e));
+    }
   }
+  if (tracer_ != nullptr) tracer_->sample_memory(plan.arena_bytes);
   const Node& o = nodes[static_cast<size_t>(graph_.output())];
   return {buf(graph_.output()), static_cast<size_t>((o.single_row ? 1 : T) * o.cols)};
 }

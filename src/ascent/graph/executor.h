@@ -1,6 +1,6 @@
 // Runs a Graph. Plans (memory offsets) are compiled once per shape bucket of T — the next power of two — and
 // cached, the CPU counterpart of a CUDA-graph pool; every call then runs the nodes in order on reference kernels
-// over one arena.
+// over one arena. With a tracer attached, each node's time, bytes and FLOPs are recorded.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include "ascent/graph/ir.h"
 #include "ascent/graph/kv_cache.h"
 #include "ascent/graph/memory_plan.h"
+#include "ascent/graph/passes.h"
+#include "ascent/prof/tracer.h"
 
 namespace ascent::graph {
 
@@ -18,7 +20,7 @@ int64_t shape_bucket(int64_t n_tokens);
 
 class Executor {
  public:
-  explicit Executor(const Graph& g) : graph_(g) {}
+  explicit Executor(const Graph& g, PassOptions options = default_passes()) : graph_(g), options_(options) {}
 
   // Runs the graph for tokens at positions n_past.. n_past + T - 1, appending to `kv`. Returns the output rows
   // ((T or 1) x output cols), valid until the next run.
@@ -26,13 +28,18 @@ class Executor {
 
   int64_t plans_compiled() const { return plans_compiled_; }
   const MemoryPlan& plan_for(int64_t n_tokens);
+  // Compiles the plans of every bucket up to max_tokens now, so first requests do not pay for them.
+  void warm_up(int64_t max_tokens);
+  void set_tracer(prof::Tracer* t) { tracer_ = t; }
 
  private:
   const Graph& graph_;
+  PassOptions options_;
   std::map<int64_t, MemoryPlan> plans_;
   int64_t plans_compiled_ = 0;
   Arena arena_;
   std::vector<int32_t> positions_;
+  prof::Tracer* tracer_ = nullptr;
 };
 
 }  // namespace ascent::graph

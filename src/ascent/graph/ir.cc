@@ -21,6 +21,9 @@ const char* op_name(Op op) {
     case Op::Mul: return "mul";
     case Op::Softmax: return "softmax";
     case Op::LastRow: return "last_row";
+    case Op::MulVec: return "mul_vec";
+    case Op::MatMulSwiGLU: return "matmul_swiglu";
+    case Op::AttentionFused: return "attention_fused";
   }
   return "?";
 }
@@ -108,6 +111,36 @@ Value Graph::rms_norm_grouped(Value x, const Tensor& w, float eps, int64_t group
   n.single_row = in.single_row;
   n.eps = eps;
   n.group = group;
+  return push(std::move(n));
+}
+
+Value Graph::rms_norm_bare(Value x, float eps, int64_t group, std::string name) {
+  const Node& in = get(x, name);
+  ASCENT_CHECK(group > 0 && in.cols % group == 0, "{}: width {} is not a multiple of group {}", name, in.cols, group);
+  Node n;
+  n.op = Op::RmsNorm;
+  n.name = std::move(name);
+  n.inputs = {x.id};
+  n.weights = {nullptr};
+  n.cols = in.cols;
+  n.single_row = in.single_row;
+  n.eps = eps;
+  n.group = group;
+  return push(std::move(n));
+}
+
+Value Graph::mul_vec(Value x, const Tensor& w, std::string name) {
+  const Node& in = get(x, name);
+  ASCENT_CHECK(w.dtype == DType::F32 && w.shape.size() == 1 && w.shape[0] > 0 && in.cols % w.shape[0] == 0,
+               "{}: weight {} {} does not scale rows of width {}", name, dtype_name(w.dtype), shape_str(w.shape),
+               in.cols);
+  Node n;
+  n.op = Op::MulVec;
+  n.name = std::move(name);
+  n.inputs = {x.id};
+  n.weights = {&w};
+  n.cols = in.cols;
+  n.single_row = in.single_row;
   return push(std::move(n));
 }
 
@@ -219,6 +252,20 @@ Value Graph::add(Value a, Value b, std::string name) {
 }
 Value Graph::mul(Value a, Value b, std::string name) {
   return push(binary(Op::Mul, get(a, name), get(b, name), a.id, b.id, std::move(name)));
+}
+
+Graph Graph::from_nodes(std::vector<Node> nodes, int output) {
+  Graph g;
+  g.nodes_ = std::move(nodes);
+  for (size_t i = 0; i < g.nodes_.size(); ++i) {
+    for (int in : g.nodes_[i].inputs) {
+      ASCENT_CHECK(in >= 0 && static_cast<size_t>(in) < i, "graph: node {} ({}) reads a later node", i,
+                   g.nodes_[i].name);
+    }
+  }
+  ASCENT_CHECK(output >= 0 && static_cast<size_t>(output) < g.nodes_.size(), "graph: output {} out of range", output);
+  g.output_ = output;
+  return g;
 }
 
 void Graph::set_output(Value v) {

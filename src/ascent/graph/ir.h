@@ -30,6 +30,11 @@ enum class Op {
   Mul,
   Softmax,    // row-wise
   LastRow,    // (T, C) -> (1, C)
+  MulVec,     // inputs[0] * weights[0] (P elements, repeated along the row): a norm's scale
+  // Made by fusion passes, never by model builders:
+  MatMulSwiGLU,    // silu(x @ weights[0]^T) * (x @ weights[1]^T)
+  AttentionFused,  // h, positions -> Q/K/V as one merged matmul (weights Wq Wk Wv bq bk bv), q/k norm
+                   // (weights[6..7] or null), RoPE (if inv_freq), KV-cache append and attention
 };
 
 const char* op_name(Op op);
@@ -41,7 +46,7 @@ struct Value {
 struct Node {
   Op op = Op::Tokens;
   std::string name;
-  std::vector<int> inputs;              // ids of earlier nodes
+  std::vector<int> inputs;              // ids of earlier nodes (MatMul: x [, residual added to the result])
   std::vector<const Tensor*> weights;   // constants, owned by the model; may hold nullptr for an absent bias
   int64_t cols = 0;                     // output row width
   bool single_row = false;              // output has one row instead of T
@@ -55,6 +60,7 @@ struct Node {
   int layer = -1;                       // Attention: KV cache layer
   kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
   const std::vector<float>* inv_freq = nullptr;  // Rope: (D/2,), owned by the model
+  int64_t scratch_floats_per_row = 0;   // working memory a fused node needs besides its output
 };
 
 class Graph {
@@ -64,6 +70,9 @@ class Graph {
   Value embedding(const Tensor& table, Value ids, std::string name);
   Value matmul(Value x, const Tensor& w, const Tensor* bias, std::string name);
   Value rms_norm(Value x, const Tensor& w, float eps, std::string name);
+  // The normalisation alone, per `group` values; the scale follows as mul_vec (fusion folds the two).
+  Value rms_norm_bare(Value x, float eps, int64_t group, std::string name);
+  Value mul_vec(Value x, const Tensor& w, std::string name);
   // Qwen3-style norm of each head_dim-wide group of x with one weight vector (head_dim).
   Value rms_norm_grouped(Value x, const Tensor& w, float eps, int64_t group, std::string name);
   Value layer_norm(Value x, const Tensor& w, const Tensor* b, float eps, std::string name);
@@ -80,6 +89,8 @@ class Graph {
   Value last_row(Value x, std::string name);
 
   void set_output(Value v);
+  // Rebuilds a graph from nodes in topological order (what passes produce).
+  static Graph from_nodes(std::vector<Node> nodes, int output);
   int output() const { return output_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(Value v) const { return nodes_.at(static_cast<size_t>(v.id)); }

@@ -10,10 +10,30 @@ namespace ascent::graph {
 
 int64_t node_bytes(const Node& n, int64_t bucket) {
   const int64_t rows = n.single_row ? 1 : bucket;
-  return static_cast<int64_t>(align_up(static_cast<size_t>(rows * n.cols * 4)));
+  return static_cast<int64_t>(align_up(static_cast<size_t>(rows * (n.cols + n.scratch_floats_per_row) * 4)));
 }
 
-MemoryPlan plan_memory(const Graph& g, int64_t bucket, bool reuse) {
+int inplace_input(const Node& n) {
+  switch (n.op) {
+    case Op::Add:
+    case Op::Mul:
+    case Op::Silu:
+    case Op::GeluTanh:
+    case Op::SwiGLU:
+    case Op::MulVec:
+    case Op::Rope:
+    case Op::RmsNorm:
+    case Op::LayerNorm:
+    case Op::Softmax:
+      return 0;
+    case Op::MatMul:
+      return n.inputs.size() == 2 ? 1 : -1;  // the residual, never x
+    default:
+      return -1;
+  }
+}
+
+MemoryPlan plan_memory(const Graph& g, int64_t bucket, bool reuse, bool inplace) {
   ASCENT_CHECK(g.output() >= 0, "graph has no output");
   const auto& nodes = g.nodes();
   const int n = static_cast<int>(nodes.size());
@@ -41,6 +61,20 @@ MemoryPlan plan_memory(const Graph& g, int64_t bucket, bool reuse) {
     // writes its output, so no op ever reads and writes overlapping memory.
     for (auto it = live.begin(); it != live.end();) {
       it = it->second.second < i ? live.erase(it) : std::next(it);
+    }
+    const Node& node = nodes[static_cast<size_t>(i)];
+    const int k = inplace ? inplace_input(node) : -1;
+    if (k >= 0) {
+      const int src = node.inputs[static_cast<size_t>(k)];
+      const int64_t src_off = plan.offsets[static_cast<size_t>(src)];
+      auto it = live.find(src_off);
+      // Only when this node is the input's last reader and the buffers have the same size.
+      if (last_use[static_cast<size_t>(src)] == i && it != live.end() && it->second.first == size &&
+          node_bytes(nodes[static_cast<size_t>(src)], bucket) == size && !nodes[static_cast<size_t>(src)].is_int) {
+        it->second.second = last_use[static_cast<size_t>(i)];
+        plan.offsets[static_cast<size_t>(i)] = src_off;
+        continue;
+      }
     }
     int64_t offset = 0;
     for (const auto& [off, entry] : live) {

@@ -17,10 +17,14 @@ struct MemoryPlan {
   int64_t unplanned_bytes = 0;      // sum of all buffers: what one allocation per node would take
 };
 
-// reuse=false gives every node its own region (the baseline the planner is measured against).
-MemoryPlan plan_memory(const Graph& g, int64_t bucket, bool reuse = true);
+// reuse=false gives every node its own region (the baseline the planner is measured against). inplace lets an
+// element-wise op (or a matmul accumulating into its residual) take over the buffer of an input that dies there.
+MemoryPlan plan_memory(const Graph& g, int64_t bucket, bool reuse = true, bool inplace = true);
 
-// Bytes one node's output occupies for T = bucket.
+// Which input of n may share n's buffer (-1: none): row-wise ops that read each element before writing it.
+int inplace_input(const Node& n);
+
+// Bytes one node's output (plus its scratch) occupies for T = bucket.
 int64_t node_bytes(const Node& n, int64_t bucket);
 
 }  // namespace ascent::graph

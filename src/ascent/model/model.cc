@@ -63,8 +63,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   finalize_weights(m->cfg_, m->weights_);
   if (m->cfg_.uses_rope()) m->inv_freq_ = rope_inv_freq(m->cfg_);
   // Build the generation graph now so that missing or mis-shaped tensors are reported at load time.
-  m->graph_last_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false));
-  m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_);
+  m->passes_ = graph::default_passes();
+  m->graph_raw_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false));
+  m->graph_last_.emplace(graph::optimize(*m->graph_raw_, m->passes_));
+  m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_, m->passes_);
   m->set_context(std::min<int64_t>(m->cfg_.max_seq, 4096));
   return m;
 }
@@ -93,14 +95,23 @@ void Model::set_context(int64_t n_ctx) {
 
 std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_logits) {
   if (all_logits && !graph_all_) {
-    graph_all_.emplace(build_transformer(cfg_, weights_, inv_freq_, /*all_logits=*/true));
-    exec_all_ = std::make_unique<graph::Executor>(*graph_all_);
+    graph_all_.emplace(graph::optimize(build_transformer(cfg_, weights_, inv_freq_, /*all_logits=*/true), passes_));
+    exec_all_ = std::make_unique<graph::Executor>(*graph_all_, passes_);
+    exec_all_->set_tracer(tracer_);
   }
   graph::Executor& ex = all_logits ? *exec_all_ : *exec_last_;
   auto out = ex.run(tokens, n_past_, *kv_);
   n_past_ += static_cast<int64_t>(tokens.size());
   return out;
 }
+
+void Model::set_tracer(prof::Tracer* t) {
+  tracer_ = t;
+  exec_last_->set_tracer(t);
+  if (exec_all_) exec_all_->set_tracer(t);
+}
+
+void Model::warm_up(int64_t max_tokens) { exec_last_->warm_up(std::min(max_tokens, n_ctx_)); }
 
 int64_t Model::plans_compiled() const {
   return exec_last_->plans_compiled() + (exec_all_ ? exec_all_->plans_compiled() : 0);

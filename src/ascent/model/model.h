@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "ascent/graph/executor.h"
+#include "ascent/graph/passes.h"
+#include "ascent/prof/tracer.h"
 #include "ascent/model/config.h"
 #include "ascent/model/gguf.h"
 #include "ascent/model/weights.h"
@@ -42,6 +44,15 @@ class Model {
   void reset() { n_past_ = 0; }
   int64_t plans_compiled() const;
 
+  // The generation graph before and after the passes (node counts for profiles and tests).
+  const graph::Graph& unoptimized_graph() const { return *graph_raw_; }
+  const graph::Graph& generation_graph() const { return *graph_last_; }
+  const graph::PassOptions& passes() const { return passes_; }
+  // Records every executed node from now on (null to stop).
+  void set_tracer(prof::Tracer* t);
+  // Compiles the plans of every shape bucket up to max_tokens now (first-token latency moves to start-up).
+  void warm_up(int64_t max_tokens);
+
  private:
   Model() = default;
 
@@ -51,7 +62,9 @@ class Model {
   WeightSet weights_;
   std::unique_ptr<GgufFile> gguf_;
   std::vector<float> inv_freq_;
-  std::optional<graph::Graph> graph_last_, graph_all_;
+  graph::PassOptions passes_;
+  prof::Tracer* tracer_ = nullptr;
+  std::optional<graph::Graph> graph_raw_, graph_last_, graph_all_;
   std::unique_ptr<graph::Executor> exec_last_, exec_all_;
   std::unique_ptr<graph::KvCache> kv_;
   int64_t n_ctx_ = 0;

@@ -13,8 +13,9 @@ graph::Graph build_transformer(const ModelConfig& c, const WeightSet& w, const s
   auto vec = [&](const std::string& n, int64_t len) { return &w.get(n, {len}); };
   auto opt_vec = [&](const std::string& n, int64_t len) { return w.has(n) ? vec(n, len) : nullptr; };
   auto norm = [&](graph::Value x, const std::string& n, const std::string& name) {
-    return ln ? g.layer_norm(x, w.get(n + ".weight", {C}), vec(n + ".bias", C), c.norm_eps, name)
-              : g.rms_norm(x, w.get(n + ".weight", {C}), c.norm_eps, name);
+    if (ln) return g.layer_norm(x, w.get(n + ".weight", {C}), vec(n + ".bias", C), c.norm_eps, name);
+    // Emitted as normalisation then scale; the fuse-norm pass joins them.
+    return g.mul_vec(g.rms_norm_bare(x, c.norm_eps, C, name + ".norm"), w.get(n + ".weight", {C}), name);
   };
 
   const graph::Value tokens = g.tokens();
@@ -33,8 +34,10 @@ graph::Graph build_transformer(const ModelConfig& c, const WeightSet& w, const s
     graph::Value k = g.matmul(h, w.get(b + "attn_k.weight", {kvd, C}), bias("attn_k.bias", kvd), b + "attn_k");
     graph::Value v = g.matmul(h, w.get(b + "attn_v.weight", {kvd, C}), bias("attn_v.bias", kvd), b + "attn_v");
     if (c.arch == Arch::Qwen3) {
-      q = g.rms_norm_grouped(q, w.get(b + "attn_q_norm.weight", {D}), c.norm_eps, D, b + "attn_q_norm");
-      k = g.rms_norm_grouped(k, w.get(b + "attn_k_norm.weight", {D}), c.norm_eps, D, b + "attn_k_norm");
+      q = g.mul_vec(g.rms_norm_bare(q, c.norm_eps, D, b + "attn_q_norm.norm"), w.get(b + "attn_q_norm.weight", {D}),
+                    b + "attn_q_norm");
+      k = g.mul_vec(g.rms_norm_bare(k, c.norm_eps, D, b + "attn_k_norm.norm"), w.get(b + "attn_k_norm.weight", {D}),
+                    b + "attn_k_norm");
     }
     if (c.uses_rope()) {
       q = g.rope(q, pos, c.n_heads, D, inv_freq, c.rope_style, b + "rope_q");

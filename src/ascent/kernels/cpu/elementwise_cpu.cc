@@ -65,6 +65,12 @@ void add_forward(const float* a, const float* b, int64_t n, float* y) {
   });
 }
 
+void mul_vec_forward(const float* x, int64_t T, int64_t C, const float* w, int64_t P, float* y) {
+  for_each_chunk(T * C, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) y[i] = x[i] * w[(i % C) % P];
+  });
+}
+
 void mul_forward(const float* a, const float* b, int64_t n, float* y) {
   for_each_chunk(n, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) y[i] = a[i] * b[i];

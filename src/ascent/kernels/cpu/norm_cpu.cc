@@ -18,7 +18,11 @@ void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, floa
       double ss = 0.0;
       for (int64_t i = 0; i < group; ++i) ss += static_cast<double>(xr[i]) * xr[i];
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
-      for (int64_t i = 0; i < group; ++i) yr[i] = (xr[i] * inv) * w[i];
+      if (w == nullptr) {
+        for (int64_t i = 0; i < group; ++i) yr[i] = xr[i] * inv;
+      } else {
+        for (int64_t i = 0; i < group; ++i) yr[i] = (xr[i] * inv) * w[i];
+      }
     }
   });
 }

@@ -16,11 +16,22 @@ namespace ascent::kernels {
 // out (T, C) = table[ids[t]] for a table (V, C) of any storage type. Throws naming the id if out of range.
 void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float* out);
 
-// y (T, N) = x (T, K) @ w (N, K)^T + bias (N); bias may be null.
-void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y);
+// y (T, N) = residual (T, N) + (x (T, K) @ w (N, K)^T + bias (N)); bias and residual may be null. y may alias
+// residual (the residual stream updated in place), never x.
+void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y,
+                    const float* residual = nullptr);
+// Several matmuls over the same x as one: one pass of work split over all their output columns together (the
+// merged Q/K/V projection). outs[i] is (T, ws[i].N); biases[i] may be null.
+void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* const> ws,
+                          std::span<const float* const> biases, std::span<float* const> outs);
+// y (T, N) = silu(x @ wg^T) * (x @ wu^T): the gate and up projections with SwiGLU, one node.
+void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Tensor& wu, float* y);
+// y (T, C) = x * w[c % P] for a weight vector of P elements (P divides C): a norm's scale, per row or per head.
+void mul_vec_forward(const float* x, int64_t T, int64_t C, const float* w, int64_t P, float* y);
 
 // Normalises each group of `group` consecutive values of each row of x (T, C): group == C is an ordinary
-// RMSNorm, group == head_dim is Qwen3's per-head q/k norm. w has `group` elements.
+// RMSNorm, group == head_dim is Qwen3's per-head q/k norm. w has `group` elements, or is null for the bare
+// normalisation. y may alias x.
 void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, float eps, int64_t group, float* y);
 // y (T, C) = (x - mean) / sqrt(var + eps) * w + b
 void layer_norm_forward(const float* x, int64_t T, int64_t C, const float* w, const float* b, float eps, float* y);

@@ -1,0 +1,35 @@
+#include "ascent/cli/runtime_flags.h"
+
+#include "ascent/base/error.h"
+#include "ascent/graph/passes.h"
+
+namespace ascent::cli {
+
+void RuntimeFlags::add_to(CLI::App* c) {
+  c->add_option("--passes", passes, "graph passes to switch off/on, e.g. -fuse,-plan (names: fuse, fuse-norm, "
+                                    "fuse-attention, fuse-swiglu, fuse-residual, dce, cse, plan, inplace, all)");
+  c->add_option("--profile", profile, "write a Chrome trace (Perfetto, chrome://tracing) of every executed node");
+  c->add_option("--memory-csv", memory_csv, "write arena and resident memory over time as CSV");
+  c->add_option("--warmup", warmup, "compile the plans of all shape buckets up to this many tokens at start");
+}
+
+void RuntimeFlags::before_load() const {
+  if (!passes.empty()) graph::set_default_passes(graph::parse_passes(passes));
+}
+
+void RuntimeFlags::after_load(model::Model& m) {
+  if (!profile.empty() || !memory_csv.empty()) {
+    tracer = std::make_unique<prof::Tracer>();
+    m.set_tracer(tracer.get());
+  }
+  ASCENT_CHECK(warmup >= 0, "--warmup: must be >= 0, got {}", warmup);
+  if (warmup > 0) m.warm_up(warmup);
+}
+
+void RuntimeFlags::finish() const {
+  if (!tracer) return;
+  if (!profile.empty()) tracer->write_chrome_trace(profile);
+  if (!memory_csv.empty()) tracer->write_memory_csv(memory_csv);
+}
+
+}  // namespace ascent::cli

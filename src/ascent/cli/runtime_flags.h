@@ -1,0 +1,31 @@
+// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "ascent/model/model.h"
+#include "ascent/prof/tracer.h"
+
+namespace ascent::cli {
+
+struct RuntimeFlags {
+  std::string passes;      // "-fuse,-plan"; empty keeps ASCENT_PASSES / defaults
+  std::string profile;     // Chrome trace output
+  std::string memory_csv;  // arena and resident memory over time
+  int64_t warmup = 0;      // compile plans for buckets up to this many tokens at start
+
+  void add_to(CLI::App* c);
+  // Before Model::load: applies --passes.
+  void before_load() const;
+  // After load: attaches the tracer when a profile is asked for, and warms up.
+  void after_load(model::Model& m);
+  // At the end: writes the requested files.
+  void finish() const;
+
+  std::unique_ptr<prof::Tracer> tracer;
+};
+
+}  // namespace ascent::cli
