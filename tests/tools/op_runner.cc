@@ -75,8 +75,7 @@ int run(int argc, char** argv) {
   } else if (op == "rms_norm") {
     const auto xv = as_f32(x), w = as_f32(in.at(1));
     y.resize(xv.size());
-    kernels::rms_norm_forward(xv.data(), rows, cols, w.data(), static_cast<float>(num("eps")), inum("group"),
-                              y.data());
+    kernels::rms_norm_forward(xv.data(), rows, cols, w.data(), static_cast<float>(num("eps")), inum("group"), y.data());
   } else if (op == "layer_norm") {
     const auto xv = as_f32(x), w = as_f32(in.at(1)), b = as_f32(in.at(2));
     y.resize(xv.size());
@@ -95,8 +94,8 @@ int run(int argc, char** argv) {
   } else if (op == "attention") {
     const auto q = as_f32(x), k = as_f32(in.at(1)), v = as_f32(in.at(2));
     const int64_t H = inum("heads"), D = cols / H;
-    const kernels::AttentionDims d{rows, inum("n_past"), H, inum("kv_heads"), D,
-                                   1.0f / std::sqrt(static_cast<float>(D)), inum("window")};
+    const kernels::AttentionDims d{
+        rows, inum("n_past"), H, inum("kv_heads"), D, 1.0f / std::sqrt(static_cast<float>(D)), inum("window")};
     ASCENT_CHECK(in[1].rows() == d.n_past + rows, "k must have n_past + T rows");
     y.resize(q.size());
     kernels::attention_forward(q.data(), k.data(), v.data(), d, y.data());

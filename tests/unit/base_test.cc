@@ -3,8 +3,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "ascent/base/error.h"
@@ -29,8 +29,7 @@ TEST(ThreadPool, CoversTheRangeExactlyOnce) {
 
 TEST(ThreadPool, RethrowsAWorkersError) {
   ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for(100, [](int64_t b, int64_t) { ASCENT_CHECK(b == 0, "chunk {} failed", b); }),
-               Error);
+  EXPECT_THROW(pool.parallel_for(100, [](int64_t b, int64_t) { ASCENT_CHECK(b == 0, "chunk {} failed", b); }), Error);
   int64_t total = 0;
   pool.parallel_for(10, [&](int64_t b, int64_t e) {
     if (b == 0) total += e - b;

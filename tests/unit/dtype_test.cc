@@ -15,10 +15,10 @@ namespace {
 TEST(DType, F16KnownBitPatterns) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);                  // largest finite half
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                  // rounds to infinity
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);     // smallest subnormal
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -26)), 0x0000);     // underflows to zero
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);                      // largest finite half
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                      // rounds to infinity
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);         // smallest subnormal
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -26)), 0x0000);         // underflows to zero
   EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie rounds to even
   EXPECT_EQ(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
   EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(std::numeric_limits<float>::quiet_NaN()))));
@@ -36,7 +36,7 @@ TEST(DType, F16RoundTripsEveryHalf) {
 
 TEST(DType, Bf16RoundsToNearestEven) {
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);   // tie, even stays
+  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);  // tie, even stays
   EXPECT_EQ(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
   EXPECT_FLOAT_EQ(bf16_to_f32(0xc040), -3.0f);
 }

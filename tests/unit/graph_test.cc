@@ -49,9 +49,9 @@ TEST(MemoryPlan, InPlaceOnlyOverTheInputThatDiesThere) {
   Tensor w = ones(8);
   Graph g;
   Value x = g.embedding(table, g.tokens(), "embd");
-  Value a = g.silu(x, "a");               // x dies here: a may take x's buffer
-  Value b = g.mul_vec(a, w, "b");          // a dies here
-  Value c = g.add(b, x, "c");              // x is read again here
+  Value a = g.silu(x, "a");        // x dies here: a may take x's buffer
+  Value b = g.mul_vec(a, w, "b");  // a dies here
+  Value c = g.add(b, x, "c");      // x is read again here
   g.set_output(c);
   const MemoryPlan p = plan_memory(g, 4);
   // x is still needed by c, so silu may not overwrite it; mul_vec may overwrite a.

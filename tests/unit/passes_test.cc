@@ -8,8 +8,12 @@
 namespace ascent::graph {
 namespace {
 
-Tensor vec(int64_t n) { return make_owned(DType::F32, {n}); }
-Tensor mat(int64_t r, int64_t c) { return make_owned(DType::F32, {r, c}); }
+Tensor vec(int64_t n) {
+  return make_owned(DType::F32, {n});
+}
+Tensor mat(int64_t r, int64_t c) {
+  return make_owned(DType::F32, {r, c});
+}
 
 int count(const Graph& g, Op op) {
   return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return n.op == op; }));

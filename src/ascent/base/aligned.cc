@@ -7,7 +7,9 @@
 
 namespace ascent {
 
-void AlignedDeleter::operator()(void* p) const { std::free(p); }
+void AlignedDeleter::operator()(void* p) const {
+  std::free(p);
+}
 
 AlignedPtr aligned_alloc_bytes(size_t bytes) {
   const size_t n = align_up(bytes == 0 ? 1 : bytes);

@@ -10,7 +10,9 @@ namespace ascent {
 
 constexpr size_t kAlignment = 64;
 
-inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a - 1) / a * a; }
+inline size_t align_up(size_t n, size_t a = kAlignment) {
+  return (n + a - 1) / a * a;
+}
 
 struct AlignedDeleter {
   void operator()(void* p) const;

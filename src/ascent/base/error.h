@@ -32,9 +32,9 @@ auto with_context(const std::string& context, Fn&& fn) -> decltype(fn()) {
 
 }  // namespace ascent
 
-#define ASCENT_CHECK(cond, ...)       \
-  do {                                \
-    if (!(cond)) {                    \
-      ::ascent::fail(__VA_ARGS__);    \
-    }                                 \
+#define ASCENT_CHECK(cond, ...)    \
+  do {                             \
+    if (!(cond)) {                 \
+      ::ascent::fail(__VA_ARGS__); \
+    }                              \
   } while (0)

@@ -21,8 +21,12 @@ std::mutex g_mutex;
 
 }  // namespace
 
-Level level() { return g_level; }
-void set_level(Level l) { g_level = l; }
+Level level() {
+  return g_level;
+}
+void set_level(Level l) {
+  g_level = l;
+}
 
 void write(Level l, const std::string& msg) {
   static const char* names[] = {"error", "warn", "info", "debug"};

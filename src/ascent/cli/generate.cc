@@ -29,8 +29,8 @@ void run(Options& o) {
   if (!o.prompt_ids.empty()) {
     prompt = parse_ids(o.prompt_ids, "--prompt-ids");
     for (int32_t id : prompt) {
-      ASCENT_CHECK(id >= 0 && id < m->config().vocab,
-                   "--prompt-ids: token id {} is outside the vocabulary (size {})", id, m->config().vocab);
+      ASCENT_CHECK(id >= 0 && id < m->config().vocab, "--prompt-ids: token id {} is outside the vocabulary (size {})",
+                   id, m->config().vocab);
     }
   }
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -52,16 +52,17 @@ void run(Options& o) {
   int32_t prev = prompt.back();
   const int32_t eos = tok ? tok->eos() : m->config().eos_id;
   engine::GenerateStats stats;
-  auto out = engine::generate(*m, prompt, o.n_predict, sampler, eos,
-                              [&](int32_t id) {
-                                if (o.print_ids || !tok) return;
-                                const bool strip = prev == tok->bos() && tok->vocab().kind == tokenizer::VocabKind::Spm;
-                                const std::string text = stream.push(tok->decode_token(id, strip));
-                                std::fwrite(text.data(), 1, text.size(), stdout);
-                                std::fflush(stdout);
-                                prev = id;
-                              },
-                              &stats);
+  auto out = engine::generate(
+      *m, prompt, o.n_predict, sampler, eos,
+      [&](int32_t id) {
+        if (o.print_ids || !tok) return;
+        const bool strip = prev == tok->bos() && tok->vocab().kind == tokenizer::VocabKind::Spm;
+        const std::string text = stream.push(tok->decode_token(id, strip));
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        prev = id;
+      },
+      &stats);
   if (o.print_ids) {
     std::string line;
     for (int32_t id : prompt) line += std::to_string(id) + " ";

@@ -1,8 +1,8 @@
 // ascent logits: runs token ids through a model and writes every position's logits as a float32 .npy (T, vocab).
 // A debugging and testing tool: the suite compares these files with PyTorch references. --step feeds the ids in
 // pieces of that many tokens, exercising the KV cache the way generation does.
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 
 #include "ascent/base/error.h"
 #include "ascent/cli/commands.h"

@@ -7,9 +7,9 @@
 #include <random>
 
 #include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
-#include "ascent/base/thread_pool.h"
 #include "ascent/graph/memory_plan.h"
 #include "ascent/prof/roofline.h"
 
@@ -37,8 +37,8 @@ void run(Options& o) {
   o.runtime.before_load();
   auto m = model::Model::load(o.model);
   const auto& cfg = m->config();
-  ASCENT_CHECK(o.prefill + o.decode <= cfg.max_seq, "-p + -n = {} exceeds the model's context {}",
-               o.prefill + o.decode, cfg.max_seq);
+  ASCENT_CHECK(o.prefill + o.decode <= cfg.max_seq, "-p + -n = {} exceeds the model's context {}", o.prefill + o.decode,
+               cfg.max_seq);
   m->set_context(o.prefill + o.decode);
 
   const graph::Graph& raw = m->unoptimized_graph();
@@ -100,8 +100,8 @@ void run(Options& o) {
   for (size_t i = 0; i < top.size() && i < 10; ++i) {
     const auto& [op, a] = top[i];
     const double s = a.us * 1e-6;
-    const double ideal = std::max(static_cast<double>(a.bytes) / (o.gbps * 1e9),
-                                  static_cast<double>(a.flops) / (o.gflops * 1e9));
+    const double ideal =
+        std::max(static_cast<double>(a.bytes) / (o.gbps * 1e9), static_cast<double>(a.flops) / (o.gflops * 1e9));
     std::printf("%-16s %7lld %10.2f %6.1f%% %9.2f %10.2f %8.1f%%\n", op.c_str(), static_cast<long long>(a.calls),
                 a.us / 1e3, 100.0 * a.us / total, static_cast<double>(a.bytes) / s / 1e9,
                 static_cast<double>(a.flops) / s / 1e9, 100.0 * ideal / s);

@@ -27,8 +27,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
-    const size_t n = p_.repeat_last_n < 0 ? history.size()
-                                          : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
+    const size_t n =
+        p_.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
     std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
     for (int32_t id : seen) {
       if (id < 0 || static_cast<size_t>(id) >= cand_.size()) continue;
@@ -36,7 +36,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
     }
   }
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   if (p_.temperature <= 0.0f) return std::min_element(cand_.begin(), cand_.end(), by_logit)->second;
 
   size_t k = cand_.size();

@@ -11,9 +11,9 @@ namespace ascent::engine {
 
 struct SamplingParams {
   float temperature = 0.8f;
-  int top_k = 40;            // <= 0: all
-  float top_p = 0.95f;       // >= 1: off
-  float min_p = 0.05f;       // <= 0: off
+  int top_k = 40;       // <= 0: all
+  float top_p = 0.95f;  // >= 1: off
+  float min_p = 0.05f;  // <= 0: off
   float repeat_penalty = 1.0f;
   int repeat_last_n = 64;
   uint64_t seed = 0;

@@ -134,8 +134,7 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
           kernels::rms_norm_forward(in(0), rows, n.cols, f32_or_null(n.weights[0]), n.eps, n.group, out);
           break;
         case Op::LayerNorm:
-          kernels::layer_norm_forward(in(0), rows, n.cols, n.weights[0]->f32(), f32_or_null(n.weights[1]), n.eps,
-                                      out);
+          kernels::layer_norm_forward(in(0), rows, n.cols, n.weights[0]->f32(), f32_or_null(n.weights[1]), n.eps, out);
           break;
         case Op::MulVec:
           kernels::mul_vec_forward(in(0), rows, n.cols, n.weights[0]->f32(), n.weights[0]->numel(), out);

@@ -6,24 +6,42 @@ namespace ascent::graph {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::Tokens: return "tokens";
-    case Op::Positions: return "positions";
-    case Op::Embedding: return "embedding";
-    case Op::MatMul: return "matmul";
-    case Op::RmsNorm: return "rms_norm";
-    case Op::LayerNorm: return "layer_norm";
-    case Op::Rope: return "rope";
-    case Op::Attention: return "attention";
-    case Op::Silu: return "silu";
-    case Op::GeluTanh: return "gelu_tanh";
-    case Op::SwiGLU: return "swiglu";
-    case Op::Add: return "add";
-    case Op::Mul: return "mul";
-    case Op::Softmax: return "softmax";
-    case Op::LastRow: return "last_row";
-    case Op::MulVec: return "mul_vec";
-    case Op::MatMulSwiGLU: return "matmul_swiglu";
-    case Op::AttentionFused: return "attention_fused";
+    case Op::Tokens:
+      return "tokens";
+    case Op::Positions:
+      return "positions";
+    case Op::Embedding:
+      return "embedding";
+    case Op::MatMul:
+      return "matmul";
+    case Op::RmsNorm:
+      return "rms_norm";
+    case Op::LayerNorm:
+      return "layer_norm";
+    case Op::Rope:
+      return "rope";
+    case Op::Attention:
+      return "attention";
+    case Op::Silu:
+      return "silu";
+    case Op::GeluTanh:
+      return "gelu_tanh";
+    case Op::SwiGLU:
+      return "swiglu";
+    case Op::Add:
+      return "add";
+    case Op::Mul:
+      return "mul";
+    case Op::Softmax:
+      return "softmax";
+    case Op::LastRow:
+      return "last_row";
+    case Op::MulVec:
+      return "mul_vec";
+    case Op::MatMulSwiGLU:
+      return "matmul_swiglu";
+    case Op::AttentionFused:
+      return "attention_fused";
   }
   return "?";
 }
@@ -184,8 +202,8 @@ Value Graph::attention(Value q, Value k, Value v, int layer, int64_t heads, int6
   ASCENT_CHECK(kv_heads > 0 && heads % kv_heads == 0, "{}: {} heads is not a multiple of {} kv heads", name, heads,
                kv_heads);
   ASCENT_CHECK(nq.cols == heads * head_dim, "{}: q width {} is not {} x {}", name, nq.cols, heads, head_dim);
-  ASCENT_CHECK(nk.cols == kv_heads * head_dim && nv.cols == kv_heads * head_dim,
-               "{}: k/v widths {}/{} are not {} x {}", name, nk.cols, nv.cols, kv_heads, head_dim);
+  ASCENT_CHECK(nk.cols == kv_heads * head_dim && nv.cols == kv_heads * head_dim, "{}: k/v widths {}/{} are not {} x {}",
+               name, nk.cols, nv.cols, kv_heads, head_dim);
   Node n;
   n.op = Op::Attention;
   n.name = std::move(name);
@@ -214,7 +232,9 @@ Node unary(Op op, const Node& in, int id, std::string name) {
 
 }  // namespace
 
-Value Graph::silu(Value x, std::string name) { return push(unary(Op::Silu, get(x, name), x.id, std::move(name))); }
+Value Graph::silu(Value x, std::string name) {
+  return push(unary(Op::Silu, get(x, name), x.id, std::move(name)));
+}
 Value Graph::gelu_tanh(Value x, std::string name) {
   return push(unary(Op::GeluTanh, get(x, name), x.id, std::move(name)));
 }

@@ -25,12 +25,12 @@ enum class Op {
   Attention,  // q, k, v (T, *) -> (T, Hq*D); stores k, v in the KV cache layer first
   Silu,
   GeluTanh,
-  SwiGLU,     // silu(inputs[0]) * inputs[1]
+  SwiGLU,  // silu(inputs[0]) * inputs[1]
   Add,
   Mul,
-  Softmax,    // row-wise
-  LastRow,    // (T, C) -> (1, C)
-  MulVec,     // inputs[0] * weights[0] (P elements, repeated along the row): a norm's scale
+  Softmax,  // row-wise
+  LastRow,  // (T, C) -> (1, C)
+  MulVec,   // inputs[0] * weights[0] (P elements, repeated along the row): a norm's scale
   // Made by fusion passes, never by model builders:
   MatMulSwiGLU,    // silu(x @ weights[0]^T) * (x @ weights[1]^T)
   AttentionFused,  // h, positions -> Q/K/V as one merged matmul (weights Wq Wk Wv bq bk bv), q/k norm
@@ -46,21 +46,21 @@ struct Value {
 struct Node {
   Op op = Op::Tokens;
   std::string name;
-  std::vector<int> inputs;              // ids of earlier nodes (MatMul: x [, residual added to the result])
-  std::vector<const Tensor*> weights;   // constants, owned by the model; may hold nullptr for an absent bias
-  int64_t cols = 0;                     // output row width
-  bool single_row = false;              // output has one row instead of T
-  bool is_int = false;                  // output holds i32 (tokens, positions)
+  std::vector<int> inputs;             // ids of earlier nodes (MatMul: x [, residual added to the result])
+  std::vector<const Tensor*> weights;  // constants, owned by the model; may hold nullptr for an absent bias
+  int64_t cols = 0;                    // output row width
+  bool single_row = false;             // output has one row instead of T
+  bool is_int = false;                 // output holds i32 (tokens, positions)
   // Attributes; which are used depends on op.
   float eps = 0.0f;
-  int64_t group = 0;                    // RmsNorm group width
+  int64_t group = 0;  // RmsNorm group width
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0.0f;
   int64_t window = 0;
-  int layer = -1;                       // Attention: KV cache layer
+  int layer = -1;  // Attention: KV cache layer
   kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
   const std::vector<float>* inv_freq = nullptr;  // Rope: (D/2,), owned by the model
-  int64_t scratch_floats_per_row = 0;   // working memory a fused node needs besides its output
+  int64_t scratch_floats_per_row = 0;            // working memory a fused node needs besides its output
 };
 
 class Graph {

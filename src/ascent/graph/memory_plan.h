@@ -11,10 +11,10 @@
 namespace ascent::graph {
 
 struct MemoryPlan {
-  int64_t bucket = 0;               // T the plan was sized for
-  std::vector<int64_t> offsets;     // per node: byte offset in the arena
-  int64_t arena_bytes = 0;          // peak with reuse
-  int64_t unplanned_bytes = 0;      // sum of all buffers: what one allocation per node would take
+  int64_t bucket = 0;            // T the plan was sized for
+  std::vector<int64_t> offsets;  // per node: byte offset in the arena
+  int64_t arena_bytes = 0;       // peak with reuse
+  int64_t unplanned_bytes = 0;   // sum of all buffers: what one allocation per node would take
 };
 
 // reuse=false gives every node its own region (the baseline the planner is measured against). inplace lets an

@@ -10,14 +10,14 @@
 namespace ascent::graph {
 
 struct PassOptions {
-  bool fuse_norm = true;      // rms_norm_bare + mul_vec -> rms_norm with weight
-  bool fuse_attention = true; // Q/K/V matmuls (one merged matmul) + q/k norm + RoPE + attention -> one node
-  bool fuse_swiglu = true;    // gate and up matmuls + swiglu -> one node
-  bool fuse_residual = true;  // matmul + residual add -> matmul accumulating into the residual
-  bool dce = true;            // dead-node removal
-  bool cse = true;            // common-subexpression elimination
-  bool plan = true;           // memory planning: buffers reused by liveness (off: one region per node)
-  bool inplace = true;        // element-wise ops and residual matmuls write over an input that dies there
+  bool fuse_norm = true;       // rms_norm_bare + mul_vec -> rms_norm with weight
+  bool fuse_attention = true;  // Q/K/V matmuls (one merged matmul) + q/k norm + RoPE + attention -> one node
+  bool fuse_swiglu = true;     // gate and up matmuls + swiglu -> one node
+  bool fuse_residual = true;   // matmul + residual add -> matmul accumulating into the residual
+  bool dce = true;             // dead-node removal
+  bool cse = true;             // common-subexpression elimination
+  bool plan = true;            // memory planning: buffers reused by liveness (off: one region per node)
+  bool inplace = true;         // element-wise ops and residual matmuls write over an input that dies there
 };
 
 // Parses "-fuse,-plan" style lists: names fuse (all fusions), fuse-norm, fuse-attention, fuse-swiglu,

@@ -8,11 +8,16 @@ namespace ascent::model {
 
 const char* arch_name(Arch a) {
   switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Mistral: return "mistral";
-    case Arch::Qwen2: return "qwen2";
-    case Arch::Qwen3: return "qwen3";
-    case Arch::Gpt2: return "gpt2";
+    case Arch::Llama:
+      return "llama";
+    case Arch::Mistral:
+      return "mistral";
+    case Arch::Qwen2:
+      return "qwen2";
+    case Arch::Qwen3:
+      return "qwen3";
+    case Arch::Gpt2:
+      return "gpt2";
   }
   return "?";
 }
@@ -39,8 +44,8 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
     if (wavelen > low_wavelen) {
       f = static_cast<float>(f / s.factor);
     } else {
-      const double smooth = (s.original_max_position / wavelen - s.low_freq_factor) /
-                            (s.high_freq_factor - s.low_freq_factor);
+      const double smooth =
+          (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = static_cast<float>((1.0 - smooth) * f / s.factor + smooth * f);
     }
   }

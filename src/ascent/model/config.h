@@ -27,7 +27,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
   Llama3RopeScaling rope_scaling;
-  int64_t sliding_window = 0;  // 0: full causal attention
+  int64_t sliding_window = 0;            // 0: full causal attention
   std::vector<float> rope_freq_factors;  // GGUF rope_freqs.weight: inv_freq[i] is divided by factor i
   bool tied_embeddings = false;
   int32_t bos_id = 1, eos_id = 2;

@@ -11,10 +11,14 @@ namespace {
 const char* gguf_arch(Arch a) {
   switch (a) {
     case Arch::Llama:
-    case Arch::Mistral: return "llama";  // llama.cpp runs Mistral as llama
-    case Arch::Qwen2: return "qwen2";
-    case Arch::Qwen3: return "qwen3";
-    case Arch::Gpt2: return "gpt2";
+    case Arch::Mistral:
+      return "llama";  // llama.cpp runs Mistral as llama
+    case Arch::Qwen2:
+      return "qwen2";
+    case Arch::Qwen3:
+      return "qwen3";
+    case Arch::Gpt2:
+      return "gpt2";
   }
   return "?";
 }

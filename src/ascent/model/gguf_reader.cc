@@ -41,8 +41,15 @@ class Cursor {
 
 bool is_int_type(GgufType t) {
   switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16: case GgufType::U32:
-    case GgufType::I32: case GgufType::U64: case GgufType::I64: case GgufType::Bool:
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::U16:
+    case GgufType::I16:
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::Bool:
       return true;
     default:
       return false;
@@ -51,16 +58,26 @@ bool is_int_type(GgufType t) {
 
 int64_t read_int(Cursor& c, GgufType t) {
   switch (t) {
-    case GgufType::U8: return c.read<uint8_t>("u8");
-    case GgufType::I8: return c.read<int8_t>("i8");
-    case GgufType::U16: return c.read<uint16_t>("u16");
-    case GgufType::I16: return c.read<int16_t>("i16");
-    case GgufType::U32: return c.read<uint32_t>("u32");
-    case GgufType::I32: return c.read<int32_t>("i32");
-    case GgufType::U64: return static_cast<int64_t>(c.read<uint64_t>("u64"));
-    case GgufType::I64: return c.read<int64_t>("i64");
-    case GgufType::Bool: return c.read<uint8_t>("bool") != 0;
-    default: return 0;
+    case GgufType::U8:
+      return c.read<uint8_t>("u8");
+    case GgufType::I8:
+      return c.read<int8_t>("i8");
+    case GgufType::U16:
+      return c.read<uint16_t>("u16");
+    case GgufType::I16:
+      return c.read<int16_t>("i16");
+    case GgufType::U32:
+      return c.read<uint32_t>("u32");
+    case GgufType::I32:
+      return c.read<int32_t>("i32");
+    case GgufType::U64:
+      return static_cast<int64_t>(c.read<uint64_t>("u64"));
+    case GgufType::I64:
+      return c.read<int64_t>("i64");
+    case GgufType::Bool:
+      return c.read<uint8_t>("bool") != 0;
+    default:
+      return 0;
   }
 }
 
@@ -102,11 +119,16 @@ GgufValue read_value(Cursor& c, GgufType t, const std::string& path, const std::
 
 DType ggml_dtype(uint32_t t, const std::string& path, const std::string& name) {
   switch (t) {
-    case 0: return DType::F32;
-    case 1: return DType::F16;
-    case 2: return DType::Q4_0;
-    case 8: return DType::Q8_0;
-    case 30: return DType::BF16;
+    case 0:
+      return DType::F32;
+    case 1:
+      return DType::F16;
+    case 2:
+      return DType::Q4_0;
+    case 8:
+      return DType::Q8_0;
+    case 30:
+      return DType::BF16;
     default:
       fail("{}: tensor {}: unsupported ggml type {} (supported: F32, F16, BF16, Q8_0, Q4_0)", path, name, t);
   }
@@ -158,8 +180,8 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
   for (const auto& t : tensors_) {
     const uint64_t nbytes = static_cast<uint64_t>(storage_bytes(t.dtype, numel(t.shape)));
     ASCENT_CHECK(data_offset_ <= size && t.offset <= size - data_offset_ && nbytes <= size - data_offset_ - t.offset,
-                 "{}: tensor {}: data [{}, {}) lies outside the file ({} bytes)", path, t.name,
-                 data_offset_ + t.offset, data_offset_ + t.offset + nbytes, size);
+                 "{}: tensor {}: data [{}, {}) lies outside the file ({} bytes)", path, t.name, data_offset_ + t.offset,
+                 data_offset_ + t.offset + nbytes, size);
   }
 }
 
@@ -182,7 +204,9 @@ int64_t GgufFile::get_int(const std::string& key) const {
   return v->i;
 }
 
-int64_t GgufFile::get_int(const std::string& key, int64_t dflt) const { return find(key) ? get_int(key) : dflt; }
+int64_t GgufFile::get_int(const std::string& key, int64_t dflt) const {
+  return find(key) ? get_int(key) : dflt;
+}
 
 double GgufFile::get_float(const std::string& key, double dflt) const {
   const GgufValue* v = find(key);

@@ -21,12 +21,18 @@ void put_str(std::string& out, const std::string& s) {
 
 uint32_t ggml_type(DType t) {
   switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 8;
-    case DType::BF16: return 30;
-    case DType::I32: break;
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q8_0:
+      return 8;
+    case DType::BF16:
+      return 30;
+    case DType::I32:
+      break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));
 }
@@ -90,8 +96,7 @@ void GgufWriter::set_i32s(const std::string& key, const std::vector<int32_t>& v)
 
 void GgufWriter::add_tensor(const std::string& name, const Tensor& t) {
   ggml_type(t.dtype);
-  ASCENT_CHECK(!t.shape.empty() && t.shape.size() <= 4, "GGUF tensor {}: rank {} unsupported", name,
-               t.shape.size());
+  ASCENT_CHECK(!t.shape.empty() && t.shape.size() <= 4, "GGUF tensor {}: rank {} unsupported", name, t.shape.size());
   tensors_.emplace_back(name, t);
 }
 

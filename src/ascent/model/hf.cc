@@ -70,8 +70,8 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
     c.max_seq = field_or<int64_t>(j, path, "n_positions", 1024);
     c.norm_eps = field_or<float>(j, path, "layer_norm_epsilon", 1e-5f);
     const std::string act = field_or<std::string>(j, path, "activation_function", "gelu_new");
-    ASCENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", "{}: activation_function '{}' is not supported",
-                 path, act);
+    ASCENT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", "{}: activation_function '{}' is not supported", path,
+                 act);
     c.tied_embeddings = true;
     ASCENT_CHECK(c.n_heads > 0 && c.dim % c.n_heads == 0, "{}: n_embd {} is not a multiple of n_head {}", path, c.dim,
                  c.n_heads);
@@ -152,12 +152,12 @@ std::string rename_llama(const std::string& n) {
 
 std::string rename_gpt2(const std::string& full) {
   static const std::map<std::string, std::string> per_layer = {
-      {"ln_1.weight", "attn_norm.weight"},     {"ln_1.bias", "attn_norm.bias"},
-      {"attn.c_attn.weight", "attn_qkv.weight"}, {"attn.c_attn.bias", "attn_qkv.bias"},
+      {"ln_1.weight", "attn_norm.weight"},          {"ln_1.bias", "attn_norm.bias"},
+      {"attn.c_attn.weight", "attn_qkv.weight"},    {"attn.c_attn.bias", "attn_qkv.bias"},
       {"attn.c_proj.weight", "attn_output.weight"}, {"attn.c_proj.bias", "attn_output.bias"},
-      {"ln_2.weight", "ffn_norm.weight"},      {"ln_2.bias", "ffn_norm.bias"},
-      {"mlp.c_fc.weight", "ffn_up.weight"},    {"mlp.c_fc.bias", "ffn_up.bias"},
-      {"mlp.c_proj.weight", "ffn_down.weight"}, {"mlp.c_proj.bias", "ffn_down.bias"},
+      {"ln_2.weight", "ffn_norm.weight"},           {"ln_2.bias", "ffn_norm.bias"},
+      {"mlp.c_fc.weight", "ffn_up.weight"},         {"mlp.c_fc.bias", "ffn_up.bias"},
+      {"mlp.c_proj.weight", "ffn_down.weight"},     {"mlp.c_proj.bias", "ffn_down.bias"},
   };
   std::string n = full.rfind("transformer.", 0) == 0 ? full.substr(12) : full;
   if (n == "wte.weight") return "token_embd.weight";
@@ -215,9 +215,7 @@ void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
     }
     for (const auto& s : shards) {
       const std::string shard = (fs::path(dir) / s).string();
-      read_safetensors(shard, w, [&](const std::string& n) {
-        return with_context(shard, [&] { return rename(n); });
-      });
+      read_safetensors(shard, w, [&](const std::string& n) { return with_context(shard, [&] { return rename(n); }); });
     }
     for (const auto& [name, file] : j["weight_map"].items()) {
       const std::string c = rename(name);

@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include <memory>
 #include "ascent/model/config.h"
 #include "ascent/model/gguf.h"
-#include <memory>
 #include "ascent/model/weights.h"
 
 namespace ascent::model {

@@ -14,9 +14,12 @@ namespace fs = std::filesystem;
 
 const char* format_name(Format f) {
   switch (f) {
-    case Format::HuggingFace: return "huggingface";
-    case Format::Gguf: return "gguf";
-    case Format::Llama2c: return "llama2.c";
+    case Format::HuggingFace:
+      return "huggingface";
+    case Format::Gguf:
+      return "gguf";
+    case Format::Llama2c:
+      return "llama2.c";
   }
   return "?";
 }
@@ -111,7 +114,9 @@ void Model::set_tracer(prof::Tracer* t) {
   if (exec_all_) exec_all_->set_tracer(t);
 }
 
-void Model::warm_up(int64_t max_tokens) { exec_last_->warm_up(std::min(max_tokens, n_ctx_)); }
+void Model::warm_up(int64_t max_tokens) {
+  exec_last_->warm_up(std::min(max_tokens, n_ctx_));
+}
 
 int64_t Model::plans_compiled() const {
   return exec_last_->plans_compiled() + (exec_all_ ? exec_all_->plans_compiled() : 0);

@@ -10,10 +10,10 @@
 
 #include "ascent/graph/executor.h"
 #include "ascent/graph/passes.h"
-#include "ascent/prof/tracer.h"
 #include "ascent/model/config.h"
 #include "ascent/model/gguf.h"
 #include "ascent/model/weights.h"
+#include "ascent/prof/tracer.h"
 
 namespace ascent::model {
 

@@ -13,8 +13,7 @@ void read_safetensors(const std::string& path, WeightSet& out,
                       const std::function<std::string(const std::string&)>& rename) {
   auto file = std::make_shared<MappedFile>(path);
   const auto bytes = file->bytes();
-  ASCENT_CHECK(bytes.size() >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path,
-               bytes.size());
+  ASCENT_CHECK(bytes.size() >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path, bytes.size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   ASCENT_CHECK(header_len <= bytes.size() - 8, "{}: bad header: header length {} exceeds the file size {}", path,
@@ -34,9 +33,9 @@ void read_safetensors(const std::string& path, WeightSet& out,
     const std::string canonical = rename(name);
     if (canonical.empty()) continue;
     try {
-      ASCENT_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
-                       info.contains("data_offsets"),
-                   "entry needs dtype, shape and data_offsets");
+      ASCENT_CHECK(
+          info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
+          "entry needs dtype, shape and data_offsets");
       const std::string dt = info["dtype"].get<std::string>();
       DType dtype;
       if (dt == "F32") {

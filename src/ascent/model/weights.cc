@@ -29,7 +29,9 @@ const Tensor& WeightSet::get(const std::string& name, const Shape& shape) const 
   return *t;
 }
 
-void WeightSet::replace(const std::string& name, Tensor t) { tensors_[name] = std::move(t); }
+void WeightSet::replace(const std::string& name, Tensor t) {
+  tensors_[name] = std::move(t);
+}
 
 void WeightSet::remove(const std::string& name) {
   tensors_.erase(name);

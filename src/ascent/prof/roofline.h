@@ -8,7 +8,7 @@
 namespace ascent::prof {
 
 struct Roofline {
-  double read_gbps_1t = 0, read_gbps_all = 0;   // GB/s (1e9 bytes per second), best of several passes
+  double read_gbps_1t = 0, read_gbps_all = 0;  // GB/s (1e9 bytes per second), best of several passes
   double fp32_gflops_1t = 0, fp32_gflops_all = 0;
   int threads = 1;
   std::string fma_isa;  // which instruction set the FLOP/s loop used

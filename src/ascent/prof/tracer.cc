@@ -2,10 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-
+#include "ascent/base/atomic_write.h"
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
 
@@ -13,15 +10,7 @@ namespace ascent::prof {
 namespace {
 
 void write_file(const std::string& path, const std::string& data) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));
-  bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed", path);
-  }
+  write_file_atomic(path, {data});
 }
 
 }  // namespace
@@ -40,19 +29,23 @@ void Tracer::write_chrome_trace(const std::string& path) const {
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "ascent"}}}});
   for (const auto& e : events_) {
-    events.push_back({{"name", e.name},
-                      {"cat", e.op},
-                      {"ph", "X"},
-                      {"ts", e.ts_us},
-                      {"dur", e.dur_us},
-                      {"pid", 1},
-                      {"tid", e.tid},
-                      {"args",
-                       {{"op", e.op}, {"shapes", e.shapes}, {"bytes", e.bytes}, {"flops", e.flops},
-                        {"threads", e.threads}}}});
+    events.push_back(
+        {{"name", e.name},
+         {"cat", e.op},
+         {"ph", "X"},
+         {"ts", e.ts_us},
+         {"dur", e.dur_us},
+         {"pid", 1},
+         {"tid", e.tid},
+         {"args",
+          {{"op", e.op}, {"shapes", e.shapes}, {"bytes", e.bytes}, {"flops", e.flops}, {"threads", e.threads}}}});
   }
   for (const auto& m : memory_) {
-    events.push_back({{"name", "memory"}, {"ph", "C"}, {"ts", m.ts_us}, {"pid", 1}, {"tid", 0},
+    events.push_back({{"name", "memory"},
+                      {"ph", "C"},
+                      {"ts", m.ts_us},
+                      {"pid", 1},
+                      {"tid", 0},
                       {"args", {{"arena_bytes", m.arena_bytes}, {"resident_bytes", m.resident_bytes}}}});
   }
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
@@ -62,8 +55,8 @@ void Tracer::write_chrome_trace(const std::string& path) const {
 void Tracer::write_memory_csv(const std::string& path) const {
   std::string csv = "time_us,arena_bytes,resident_bytes\n";
   for (const auto& m : memory_) {
-    csv += std::to_string(m.ts_us) + "," + std::to_string(m.arena_bytes) + "," + std::to_string(m.resident_bytes) +
-           "\n";
+    csv +=
+        std::to_string(m.ts_us) + "," + std::to_string(m.arena_bytes) + "," + std::to_string(m.resident_bytes) + "\n";
   }
   write_file(path, csv);
 }

@@ -50,12 +50,18 @@ const std::array<float, 65536>& f16_table() {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
-    case DType::Q4_0: return "q4_0";
-    case DType::I32: return "i32";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::Q8_0:
+      return "q8_0";
+    case DType::Q4_0:
+      return "q4_0";
+    case DType::I32:
+      return "i32";
   }
   return "?";
 }
@@ -69,21 +75,31 @@ DType parse_dtype(std::string_view name) {
   fail("unknown type '{}' (expected f32, f16, bf16, q8_0 or q4_0)", name);
 }
 
-int64_t block_elems(DType t) { return is_quantized(t) ? kQBlock : 1; }
+int64_t block_elems(DType t) {
+  return is_quantized(t) ? kQBlock : 1;
+}
 
 int64_t block_bytes(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::Q8_0: return sizeof(BlockQ8_0);
-    case DType::Q4_0: return sizeof(BlockQ4_0);
-    case DType::I32: return 4;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::Q8_0:
+      return sizeof(BlockQ8_0);
+    case DType::Q4_0:
+      return sizeof(BlockQ4_0);
+    case DType::I32:
+      return 4;
   }
   return 0;
 }
 
-bool is_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool is_quantized(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0;
+}
 
 int64_t storage_bytes(DType t, int64_t n) {
   const int64_t be = block_elems(t);
@@ -91,7 +107,9 @@ int64_t storage_bytes(DType t, int64_t n) {
   return n / be * block_bytes(t);
 }
 
-float f16_to_f32(uint16_t h) { return f16_table()[h]; }
+float f16_to_f32(uint16_t h) {
+  return f16_table()[h];
+}
 
 uint16_t f32_to_f16(float f) {
   uint32_t x;

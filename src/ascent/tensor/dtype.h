@@ -22,7 +22,7 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34);
 
 struct BlockQ4_0 {
-  uint16_t d;            // f16 scale
+  uint16_t d;               // f16 scale
   uint8_t qs[kQBlock / 2];  // element j in the low nibble of qs[j], element j+16 in the high nibble
 };
 static_assert(sizeof(BlockQ4_0) == 18);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ascent/base/atomic_write.h"
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
 
@@ -76,20 +77,11 @@ void write_npy(const std::string& path, const Tensor& t) {
                        "', 'fortran_order': False, 'shape': (" + dims + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));
   const auto hlen = static_cast<uint16_t>(header.size());
-  const size_t n = static_cast<size_t>(t.nbytes());
-  bool ok = std::fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8;
-  ok = ok && std::fwrite(&hlen, 2, 1, f) == 1;
-  ok = ok && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  ok = ok && std::fwrite(t.data, 1, n, f) == n;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed", path);
-  }
+  const char magic[] = {
+      '\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(hlen & 0xff), static_cast<char>(hlen >> 8)};
+  write_file_atomic(path, {std::span<const char>(magic, sizeof(magic)), std::span<const char>(header),
+                           std::span<const char>(static_cast<const char*>(t.data), static_cast<size_t>(t.nbytes()))});
 }
 
 }  // namespace ascent

@@ -28,7 +28,9 @@ Tensor make_owned(DType dtype, Shape shape) {
   return t;
 }
 
-Tensor to_f32(const Tensor& t) { return convert(t, DType::F32); }
+Tensor to_f32(const Tensor& t) {
+  return convert(t, DType::F32);
+}
 
 Tensor convert(const Tensor& t, DType dtype) {
   Tensor out = make_owned(dtype, t.shape);

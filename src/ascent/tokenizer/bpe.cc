@@ -10,8 +10,7 @@
 namespace ascent::tokenizer {
 namespace {
 
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 size_t utf8_len(unsigned char c) {
   if (c < 0x80) return 1;
@@ -78,7 +77,8 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
   if (v_.kind == VocabKind::Spm) {
     spm_split_words_ = !v_.space.empty();
     for (const auto& p : v_.pieces) {
-      for (size_t at = p.find(v_.space, 1); spm_split_words_ && at != std::string::npos; at = p.find(v_.space, at + 1)) {
+      for (size_t at = p.find(v_.space, 1); spm_split_words_ && at != std::string::npos;
+           at = p.find(v_.space, at + 1)) {
         if (at < v_.space.size() || p.compare(at - v_.space.size(), v_.space.size(), v_.space) != 0) {
           spm_split_words_ = false;  // a piece such as "a▁" or "a▁b" spans a word boundary
         }
@@ -211,8 +211,8 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
         }
         for (unsigned char byte : p) {
           const int32_t b = byte_ids_[byte];
-          ASCENT_CHECK(b >= 0 || v_.unk_id >= 0,
-                       "tokenizer: byte 0x{:02x} has no token and there is no unknown token", byte);
+          ASCENT_CHECK(b >= 0 || v_.unk_id >= 0, "tokenizer: byte 0x{:02x} has no token and there is no unknown token",
+                       byte);
           ids.push_back(b >= 0 ? b : v_.unk_id);
         }
       }
@@ -228,8 +228,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   const std::string& sp = v_.space;
   size_t start = 0;
   for (size_t i = sp.size(); i + sp.size() <= norm.size(); ++i) {
-    if (norm.compare(i, sp.size(), sp) == 0 && norm.compare(i - sp.size(), sp.size(), sp) != 0 &&
-        (i - start) > 0) {
+    if (norm.compare(i, sp.size(), sp) == 0 && norm.compare(i - sp.size(), sp.size(), sp) != 0 && (i - start) > 0) {
       emit(norm.substr(start, i - start));
       start = i;
     }
@@ -332,8 +331,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
 
 std::string Tokenizer::decode_token(int32_t id, bool strip_space) const {
   const std::string& p = piece(id);
-  const TokenType type = static_cast<size_t>(id) < v_.types.size() ? v_.types[static_cast<size_t>(id)]
-                                                                    : TokenType::Normal;
+  const TokenType type =
+      static_cast<size_t>(id) < v_.types.size() ? v_.types[static_cast<size_t>(id)] : TokenType::Normal;
   if (type == TokenType::Control || type == TokenType::Unknown) return "";
   std::string out;
   if (v_.kind == VocabKind::ByteLevel) {

@@ -48,7 +48,7 @@ struct Value {
   bool defined() const { return kind != Kind::Undefined; }
   bool truthy() const;
   const Value* get(const std::string& key) const;  // dict lookup; null when absent
-  void set(const std::string& key, Value v);        // dict insert or replace
+  void set(const std::string& key, Value v);       // dict insert or replace
 };
 
 // Python's str() of a value (what {{ }} prints).

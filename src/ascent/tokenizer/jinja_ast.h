@@ -13,7 +13,7 @@ struct Expr {
   enum class Kind { Literal, Name, Attr, Index, Slice, Call, Filter, Test, Unary, Binary, Ternary, ListLit, DictLit };
   Kind kind = Kind::Literal;
   Value literal;
-  std::string name;  // Name; Attr's attribute; Filter/Test name; Unary/Binary operator
+  std::string name;                         // Name; Attr's attribute; Filter/Test name; Unary/Binary operator
   std::vector<std::unique_ptr<Expr>> args;  // operands, callee + arguments, slice parts (may hold nullptr)
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> kwargs;
   bool negate = false;  // "is not"
@@ -24,12 +24,12 @@ struct Template::Node {
   enum class Kind { Text, Output, If, For, Set, Macro, Break, Continue };
   Kind kind = Kind::Text;
   int line = 0;
-  std::string text;                                  // Text
-  std::unique_ptr<Expr> expr;                        // Output, Set value, For iterable
-  std::vector<std::unique_ptr<Expr>> conditions;     // If: one per branch (else has none)
+  std::string text;                                          // Text
+  std::unique_ptr<Expr> expr;                                // Output, Set value, For iterable
+  std::vector<std::unique_ptr<Expr>> conditions;             // If: one per branch (else has none)
   std::vector<std::vector<std::unique_ptr<Node>>> branches;  // If branches (+ else); For: body, else
-  std::vector<std::string> targets;                  // For loop variables; Set: name [, attribute]
-  std::unique_ptr<Expr> filter;                      // For ... if filter
+  std::vector<std::string> targets;                          // For loop variables; Set: name [, attribute]
+  std::unique_ptr<Expr> filter;                              // For ... if filter
   std::string macro_name;
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> params;  // Macro parameters with defaults
 };

@@ -77,14 +77,22 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
 bool Value::truthy() const {
   switch (kind) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return b;
-    case Kind::Int: return i != 0;
-    case Kind::Float: return f != 0.0;
-    case Kind::String: return !s.empty();
-    case Kind::List: return !list->empty();
-    case Kind::Dict: return !dict->empty();
-    case Kind::Function: return true;
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return b;
+    case Kind::Int:
+      return i != 0;
+    case Kind::Float:
+      return f != 0.0;
+    case Kind::String:
+      return !s.empty();
+    case Kind::List:
+      return !list->empty();
+    case Kind::Dict:
+      return !dict->empty();
+    case Kind::Function:
+      return true;
   }
   return false;
 }
@@ -142,13 +150,27 @@ void json_string(const std::string& s, std::string& out) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -169,15 +191,23 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
   };
   switch (v.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.b ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.i); return;
+    case Value::Kind::None:
+      out += "null";
+      return;
+    case Value::Kind::Bool:
+      out += v.b ? "true" : "false";
+      return;
+    case Value::Kind::Int:
+      out += std::to_string(v.i);
+      return;
     case Value::Kind::Float: {
       const std::string r = float_repr(v.f);
       out += r == "nan" ? "NaN" : r == "inf" ? "Infinity" : r == "-inf" ? "-Infinity" : r;
       return;
     }
-    case Value::Kind::String: json_string(v.s, out); return;
+    case Value::Kind::String:
+      json_string(v.s, out);
+      return;
     case Value::Kind::List: {
       if (v.list->empty()) {
         out += "[]";
@@ -210,7 +240,8 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
       out += '}';
       return;
     }
-    case Value::Kind::Function: fail("tojson: a function is not JSON serializable");
+    case Value::Kind::Function:
+      fail("tojson: a function is not JSON serializable");
   }
 }
 
@@ -218,12 +249,18 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
 
 std::string to_string(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "";
-    case Value::Kind::None: return "None";
-    case Value::Kind::Bool: return v.b ? "True" : "False";
-    case Value::Kind::Int: return std::to_string(v.i);
-    case Value::Kind::Float: return float_repr(v.f);
-    case Value::Kind::String: return v.s;
+    case Value::Kind::Undefined:
+      return "";
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Bool:
+      return v.b ? "True" : "False";
+    case Value::Kind::Int:
+      return std::to_string(v.i);
+    case Value::Kind::Float:
+      return float_repr(v.f);
+    case Value::Kind::String:
+      return v.s;
     case Value::Kind::List: {
       std::string s = "[";
       for (size_t k = 0; k < v.list->size(); ++k) s += (k ? ", " : "") + repr((*v.list)[k]);
@@ -236,7 +273,8 @@ std::string to_string(const Value& v) {
       }
       return s + "}";
     }
-    case Value::Kind::Function: return "<function>";
+    case Value::Kind::Function:
+      return "<function>";
   }
   return "";
 }
@@ -260,9 +298,12 @@ bool equal(const Value& a, const Value& b) {
     const double y = b.kind == K::Float ? b.f : b.kind == K::Int ? static_cast<double>(b.i) : b.b;
     return x == y;
   }
-  if (a.kind != b.kind) return (a.kind == K::None || a.kind == K::Undefined) && (b.kind == K::None || b.kind == K::Undefined) && a.kind == b.kind;
+  if (a.kind != b.kind)
+    return (a.kind == K::None || a.kind == K::Undefined) && (b.kind == K::None || b.kind == K::Undefined) &&
+           a.kind == b.kind;
   switch (a.kind) {
-    case K::String: return a.s == b.s;
+    case K::String:
+      return a.s == b.s;
     case K::List:
       if (a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k) {
@@ -276,7 +317,8 @@ bool equal(const Value& a, const Value& b) {
         if (o == nullptr || !equal(val, *o)) return false;
       }
       return true;
-    default: return a.kind == b.kind;
+    default:
+      return a.kind == b.kind;
   }
 }
 
@@ -298,7 +340,9 @@ const std::string& as_str(const Value& v, int line, const char* what) {
   return v.s;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
   auto drop = [&](char c) {
@@ -316,7 +360,8 @@ std::string strip(const std::string& s, const Value* chars, bool left, bool righ
 
 std::vector<Value> iterate(const Value& v, int line) {
   switch (v.kind) {
-    case K::List: return *v.list;
+    case K::List:
+      return *v.list;
     case K::Dict: {
       std::vector<Value> keys;
       for (const auto& kv : *v.dict) keys.push_back(Value::string(kv.first));
@@ -332,12 +377,16 @@ std::vector<Value> iterate(const Value& v, int line) {
       }
       return chars;
     }
-    case K::Undefined: fail("template line {}: cannot iterate over an undefined value", line);
-    default: fail("template line {}: '{}' is not iterable", line, to_string(v));
+    case K::Undefined:
+      fail("template line {}: cannot iterate over an undefined value", line);
+    default:
+      fail("template line {}: '{}' is not iterable", line, to_string(v));
   }
 }
 
-int64_t normalize_index(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
+int64_t normalize_index(int64_t i, int64_t n) {
+  return i < 0 ? i + n : i;
+}
 
 class Evaluator {
  public:
@@ -357,8 +406,10 @@ class Evaluator {
 
   Value eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::Kind::Literal: return e.literal;
-      case Expr::Kind::Name: return lookup(e.name);
+      case Expr::Kind::Literal:
+        return e.literal;
+      case Expr::Kind::Name:
+        return lookup(e.name);
       case Expr::Kind::ListLit: {
         List l;
         for (const auto& a : e.args) l.push_back(eval(*a));
@@ -371,19 +422,26 @@ class Evaluator {
         }
         return d;
       }
-      case Expr::Kind::Attr: return attribute(eval(*e.args[0]), e.name, e.line);
-      case Expr::Kind::Index: return index(eval(*e.args[0]), eval(*e.args[1]), e.line);
-      case Expr::Kind::Slice: return slice(e);
-      case Expr::Kind::Call: return call(e);
-      case Expr::Kind::Filter: return filter(e);
-      case Expr::Kind::Test: return Value::boolean(test(e) != e.negate);
+      case Expr::Kind::Attr:
+        return attribute(eval(*e.args[0]), e.name, e.line);
+      case Expr::Kind::Index:
+        return index(eval(*e.args[0]), eval(*e.args[1]), e.line);
+      case Expr::Kind::Slice:
+        return slice(e);
+      case Expr::Kind::Call:
+        return call(e);
+      case Expr::Kind::Filter:
+        return filter(e);
+      case Expr::Kind::Test:
+        return Value::boolean(test(e) != e.negate);
       case Expr::Kind::Unary: {
         const Value v = eval(*e.args[0]);
         if (e.name == "not") return Value::boolean(!v.truthy());
         if (e.name == "-") return v.kind == K::Int ? Value::integer(-v.i) : Value::number(-as_number(v, e.line));
         return v;
       }
-      case Expr::Kind::Binary: return binary(e);
+      case Expr::Kind::Binary:
+        return binary(e);
       case Expr::Kind::Ternary:
         if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
         return e.args[2] ? eval(*e.args[2]) : Value{};
@@ -402,7 +460,9 @@ class Evaluator {
 
   Flow exec(const Node& n) {
     switch (n.kind) {
-      case Node::Kind::Text: out_ += n.text; break;
+      case Node::Kind::Text:
+        out_ += n.text;
+        break;
       case Node::Kind::Output: {
         const Value v = eval(*n.expr);
         out_ += to_string(v);
@@ -413,7 +473,8 @@ class Evaluator {
           if (b >= n.conditions.size() || eval(*n.conditions[b]).truthy()) return exec(n.branches[b]);
         }
         break;
-      case Node::Kind::For: return exec_for(n);
+      case Node::Kind::For:
+        return exec_for(n);
       case Node::Kind::Set: {
         Value v;
         if (n.expr) {
@@ -434,9 +495,13 @@ class Evaluator {
         }
         break;
       }
-      case Node::Kind::Macro: frames.back()[n.macro_name] = make_macro(n); break;
-      case Node::Kind::Break: return Flow::Break;
-      case Node::Kind::Continue: return Flow::Continue;
+      case Node::Kind::Macro:
+        frames.back()[n.macro_name] = make_macro(n);
+        break;
+      case Node::Kind::Break:
+        return Flow::Break;
+      case Node::Kind::Continue:
+        return Flow::Continue;
     }
     return Flow::Normal;
   }
@@ -537,9 +602,9 @@ class Evaluator {
         }
         if (name == "startswith" || name == "endswith") {
           const std::string& p = as_str(*arg(0), line, name.c_str());
-          const bool ok = p.size() <= s.size() &&
-                          (name == "startswith" ? s.compare(0, p.size(), p) == 0
-                                                : s.compare(s.size() - p.size(), p.size(), p) == 0);
+          const bool ok =
+              p.size() <= s.size() && (name == "startswith" ? s.compare(0, p.size(), p) == 0
+                                                            : s.compare(s.size() - p.size(), p.size(), p) == 0);
           return Value::boolean(ok);
         }
         if (name == "split") {
@@ -629,10 +694,12 @@ class Evaluator {
       return v ? *v : Value{};
     }
     if (obj.kind == K::List || obj.kind == K::String) {
-      const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
+      const int64_t n =
+          obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
       const int64_t k = normalize_index(as_int(key, line), n);
       if (k < 0 || k >= n) return {};
-      return obj.kind == K::List ? (*obj.list)[static_cast<size_t>(k)] : Value::string(obj.s.substr(static_cast<size_t>(k), 1));
+      return obj.kind == K::List ? (*obj.list)[static_cast<size_t>(k)]
+                                 : Value::string(obj.s.substr(static_cast<size_t>(k), 1));
     }
     if (obj.kind == K::Undefined) fail("template line {}: indexing an undefined value", line);
     return {};
@@ -640,7 +707,8 @@ class Evaluator {
 
   Value slice(const Expr& e) {
     const Value obj = eval(*e.args[0]);
-    if (obj.kind != K::List && obj.kind != K::String) fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
+    if (obj.kind != K::List && obj.kind != K::String)
+      fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
     const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
     const int64_t step = e.args[3] ? as_int(eval(*e.args[3]), e.line) : 1;
     if (step == 0) fail("template line {}: slice step cannot be zero", e.line);
@@ -714,9 +782,11 @@ class Evaluator {
     }
     if (f == "list") return Value::make_list(iterate(v, e.line));
     if (f == "items") return (*method(v, "items", e.line).fn)({}, {});
-    if (f == "int") return Value::integer(v.kind == K::String ? std::stoll(v.s) : static_cast<int64_t>(as_number(v, e.line)));
+    if (f == "int")
+      return Value::integer(v.kind == K::String ? std::stoll(v.s) : static_cast<int64_t>(as_number(v, e.line)));
     if (f == "float") return Value::number(v.kind == K::String ? std::stod(v.s) : as_number(v, e.line));
-    if (f == "abs") return v.kind == K::Int ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(as_number(v, e.line)));
+    if (f == "abs")
+      return v.kind == K::Int ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(as_number(v, e.line)));
     if (f == "safe" || f == "e" || f == "escape") return v;
     if (f == "reverse") {
       auto items = iterate(v, e.line);
@@ -863,7 +933,8 @@ class Evaluator {
     if (op == "+") return Value::number(x + y);
     if (op == "-") return Value::number(x - y);
     if (op == "*") return Value::number(x * y);
-    if (op == "**") return ints && y >= 0 ? Value::integer(static_cast<int64_t>(std::pow(x, y))) : Value::number(std::pow(x, y));
+    if (op == "**")
+      return ints && y >= 0 ? Value::integer(static_cast<int64_t>(std::pow(x, y))) : Value::number(std::pow(x, y));
     if (y == 0) fail("template line {}: division by zero", e.line);
     if (op == "/") return Value::number(x / y);
     if (op == "//") return Value::number(std::floor(x / y));

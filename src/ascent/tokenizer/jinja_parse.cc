@@ -54,8 +54,8 @@ std::vector<Segment> lex(const std::string& src) {
     }
     std::string text = src.substr(pos, open == std::string::npos ? std::string::npos : open - pos);
     if (strip_leading) {
-      text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos ? text.size()
-                                                                          : text.find_first_not_of(" \t\r\n"));
+      text.erase(
+          0, text.find_first_not_of(" \t\r\n") == std::string::npos ? text.size() : text.find_first_not_of(" \t\r\n"));
     } else if (trim_newline) {
       if (text.rfind("\r\n", 0) == 0) {
         text.erase(0, 2);
@@ -125,8 +125,9 @@ std::vector<Token> tokenize(const std::string& s, int line) {
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i;
       bool is_float = false;
-      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
-                              (s[j] == '.' && j + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[j + 1]))))) {
+      while (j < s.size() &&
+             (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
+              (s[j] == '.' && j + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[j + 1]))))) {
         is_float |= s[j] == '.';
         ++j;
       }
@@ -150,21 +151,35 @@ std::vector<Token> tokenize(const std::string& s, int line) {
         }
         const char e = s[++j];
         switch (e) {
-          case 'n': v += '\n'; break;
-          case 't': v += '\t'; break;
-          case 'r': v += '\r'; break;
-          case '\\': v += '\\'; break;
-          case '\'': v += '\''; break;
-          case '"': v += '"'; break;
-          default: v += '\\'; v += e;
+          case 'n':
+            v += '\n';
+            break;
+          case 't':
+            v += '\t';
+            break;
+          case 'r':
+            v += '\r';
+            break;
+          case '\\':
+            v += '\\';
+            break;
+          case '\'':
+            v += '\'';
+            break;
+          case '"':
+            v += '"';
+            break;
+          default:
+            v += '\\';
+            v += e;
         }
       }
       if (j >= s.size()) fail("template line {}: unterminated string", line);
       out.push_back({Token::Kind::String, v});
       i = j + 1;
     } else {
-      static const char* ops[] = {"//", "**", "==", "!=", "<=", ">=", "(", ")", "[", "]", "{", "}", ".", ",", ":",
-                                  "|",  "~",  "+",  "-",  "*",  "/",  "%", "<", ">", "="};
+      static const char* ops[] = {"//", "**", "==", "!=", "<=", ">=", "(", ")", "[", "]", "{", "}", ".",
+                                  ",",  ":",  "|",  "~",  "+",  "-",  "*", "/", "%", "<", ">", "="};
       bool found = false;
       for (const char* op : ops) {
         const size_t n = std::strlen(op);
@@ -426,8 +441,10 @@ class ExprParser {
         while (peek().kind == Token::Kind::String) s += next().text;  // adjacent literals concatenate
         return lit(Value::string(s));
       }
-      case Token::Kind::Int: return lit(Value::integer(t.i));
-      case Token::Kind::Float: return lit(Value::number(t.f));
+      case Token::Kind::Int:
+        return lit(Value::integer(t.i));
+      case Token::Kind::Float:
+        return lit(Value::number(t.f));
       case Token::Kind::Name:
         if (t.text == "true" || t.text == "True") return lit(Value::boolean(true));
         if (t.text == "false" || t.text == "False") return lit(Value::boolean(false));
@@ -475,7 +492,8 @@ class ExprParser {
           return n;
         }
         break;
-      case Token::Kind::End: fail("template line {}: expression ends too early", line_);
+      case Token::Kind::End:
+        fail("template line {}: expression ends too early", line_);
     }
     fail("template line {}: unexpected '{}'", line_, t.text);
   }
@@ -621,6 +639,8 @@ class Parser {
 
 }  // namespace
 
-NodeList parse_template(const std::string& source) { return Parser(lex(source)).parse_all(); }
+NodeList parse_template(const std::string& source) {
+  return Parser(lex(source)).parse_all();
+}
 
 }  // namespace ascent::tokenizer::jinja

@@ -45,11 +45,21 @@ class Proto {
   }
   void skip(int wire) {
     switch (wire) {
-      case 0: varint(); return;
-      case 1: ASCENT_CHECK(end_ - p_ >= 8, "{}: truncated protobuf", path_); p_ += 8; return;
-      case 2: sub(); return;
-      case 5: fixed32(); return;
-      default: fail("{}: unsupported protobuf wire type {} (not a tokenizer.model?)", path_, wire);
+      case 0:
+        varint();
+        return;
+      case 1:
+        ASCENT_CHECK(end_ - p_ >= 8, "{}: truncated protobuf", path_);
+        p_ += 8;
+        return;
+      case 2:
+        sub();
+        return;
+      case 5:
+        fixed32();
+        return;
+      default:
+        fail("{}: unsupported protobuf wire type {} (not a tokenizer.model?)", path_, wire);
     }
   }
 

@@ -20,15 +20,15 @@ enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefin
 struct Vocab {
   VocabKind kind = VocabKind::Spm;
   std::vector<std::string> pieces;
-  std::vector<float> scores;                                // Spm: merge priority of each piece (higher first)
+  std::vector<float> scores;  // Spm: merge priority of each piece (higher first)
   std::vector<TokenType> types;
   std::vector<std::pair<std::string, std::string>> merges;  // ranked merges (tokenizer.json, GGUF gpt2)
   int32_t bos_id = -1, eos_id = -1, unk_id = -1;
   bool add_bos = true;
-  bool add_space_prefix = true;   // Spm: prepend a space before encoding
+  bool add_space_prefix = true;        // Spm: prepend a space before encoding
   std::string space = "\xe2\x96\x81";  // Spm: what a space becomes ("▁", or " " in llama2.c files)
-  std::string pre_pattern;        // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
-  bool ignore_merges = false;     // a pre-split word found whole in the vocabulary is one token (Llama-3)
+  std::string pre_pattern;             // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
+  bool ignore_merges = false;          // a pre-split word found whole in the vocabulary is one token (Llama-3)
 };
 
 // llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from

@@ -52,16 +52,21 @@ PassOptions parse_passes(const std::string& spec) {
     } else if (item == "inplace") {
       p.inplace = on;
     } else {
-      fail("--passes: unknown pass '{}' (fuse, fuse-norm, fuse-attention, fuse-swiglu, fuse-residual, dce, cse, "
-           "plan, inplace, all)",
-           item);
+      fail(
+          "--passes: unknown pass '{}' (fuse, fuse-norm, fuse-attention, fuse-swiglu, fuse-residual, dce, cse, "
+          "plan, inplace, all)",
+          item);
     }
   }
   return p;
 }
 
-const PassOptions& default_passes() { return defaults(); }
-void set_default_passes(const PassOptions& p) { defaults() = p; }
+const PassOptions& default_passes() {
+  return defaults();
+}
+void set_default_passes(const PassOptions& p) {
+  defaults() = p;
+}
 
 std::vector<int> use_counts(const Graph& g) {
   std::vector<int> uses(g.nodes().size(), 0);

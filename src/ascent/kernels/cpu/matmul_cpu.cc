@@ -42,8 +42,8 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
 
 void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* const> ws,
                           std::span<const float* const> biases, std::span<float* const> outs) {
-  ASCENT_CHECK(ws.size() == biases.size() && ws.size() == outs.size(), "matmul_multi: {} weights, {} biases, {} outputs",
-               ws.size(), biases.size(), outs.size());
+  ASCENT_CHECK(ws.size() == biases.size() && ws.size() == outs.size(),
+               "matmul_multi: {} weights, {} biases, {} outputs", ws.size(), biases.size(), outs.size());
   std::vector<int64_t> first(ws.size() + 1, 0);  // global output column where each weight starts
   for (size_t i = 0; i < ws.size(); ++i) {
     ASCENT_CHECK(ws[i]->shape.size() == 2 && ws[i]->shape[1] == ws[0]->shape[1],
@@ -100,8 +100,8 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
 void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float* out) {
   const int64_t V = table.rows(), C = table.cols();
   for (size_t t = 0; t < ids.size(); ++t) {
-    ASCENT_CHECK(ids[t] >= 0 && ids[t] < V, "token id {} at position {} is outside the vocabulary (size {})", ids[t],
-                 t, V);
+    ASCENT_CHECK(ids[t] >= 0 && ids[t] < V, "token id {} at position {} is outside the vocabulary (size {})", ids[t], t,
+                 V);
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) dequantize_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);

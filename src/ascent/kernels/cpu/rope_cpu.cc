@@ -11,8 +11,8 @@ namespace ascent::kernels {
 void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
                   std::span<const float> inv_freq, RopeStyle style) {
   ASCENT_CHECK(D % 2 == 0, "rope: head dim {} must be even", D);
-  ASCENT_CHECK(static_cast<int64_t>(inv_freq.size()) == D / 2, "rope: {} frequencies for head dim {}",
-               inv_freq.size(), D);
+  ASCENT_CHECK(static_cast<int64_t>(inv_freq.size()) == D / 2, "rope: {} frequencies for head dim {}", inv_freq.size(),
+               D);
   ASCENT_CHECK(static_cast<int64_t>(pos.size()) == T, "rope: {} positions for {} rows", pos.size(), T);
   const int64_t half = D / 2;
   ThreadPool::global().parallel_for(T, [&](int64_t t0, int64_t t1) {
