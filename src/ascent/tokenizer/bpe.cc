@@ -72,7 +72,10 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
   }
   std::sort(specials_.begin(), specials_.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
   for (size_t r = 0; r < v_.merges.size(); ++r) {
-    merge_rank_.emplace(v_.merges[r].first + " " + v_.merges[r].second, static_cast<int32_t>(r));
+    // Symbols being merged are always vocabulary pieces, so a merge is keyed by the ids of its two sides.
+    const int32_t a = lookup(v_.merges[r].first), b = lookup(v_.merges[r].second);
+    if (a < 0 || b < 0) continue;
+    merge_rank_.emplace((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b), static_cast<int32_t>(r));
   }
   if (v_.kind == VocabKind::Spm) {
     spm_split_words_ = !v_.space.empty();
@@ -110,7 +113,7 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
 
 Tokenizer::~Tokenizer() = default;
 
-int32_t Tokenizer::lookup(const std::string& piece) const {
+int32_t Tokenizer::lookup(std::string_view piece) const {
   auto it = ids_.find(piece);
   return it == ids_.end() ? -1 : it->second;
 }
@@ -120,15 +123,18 @@ const std::string& Tokenizer::piece(int32_t id) const {
   return v_.pieces[static_cast<size_t>(id)];
 }
 
-void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) const {
+void Tokenizer::bpe(std::string_view word, std::vector<std::string>& out) const {
   struct Sym {
     size_t start, len;
     int prev, next;
+    int32_t id;  // vocabulary id of the symbol's text, -1 if none
   };
   std::vector<Sym> syms;
+  syms.reserve(word.size());
   for (size_t i = 0; i < word.size();) {
     const size_t n = std::min(utf8_len(static_cast<unsigned char>(word[i])), word.size() - i);
-    syms.push_back({i, n, static_cast<int>(syms.size()) - 1, static_cast<int>(syms.size()) + 1});
+    syms.push_back({i, n, static_cast<int>(syms.size()) - 1, static_cast<int>(syms.size()) + 1,
+                    lookup(word.substr(i, n))});
     i += n;
   }
   if (syms.empty()) return;
@@ -150,10 +156,8 @@ void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) cons
     const Sym& b = syms[static_cast<size_t>(a.next)];
     double priority;
     if (ranked) {
-      std::string key;
-      key.reserve(a.len + b.len + 1);
-      key.append(word, a.start, a.len).append(" ").append(word, b.start, b.len);
-      auto it = merge_rank_.find(key);
+      if (a.id < 0 || b.id < 0) return;
+      auto it = merge_rank_.find((static_cast<uint64_t>(a.id) << 32) | static_cast<uint32_t>(b.id));
       if (it == merge_rank_.end()) return;
       priority = -static_cast<double>(it->second);
     } else {
@@ -172,6 +176,7 @@ void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) cons
     Sym& b = syms[static_cast<size_t>(c.right)];
     if (b.len != c.right_len) continue;
     a.len += b.len;
+    a.id = lookup(word.substr(a.start, a.len));
     b.len = 0;
     a.next = b.next;
     if (a.next >= 0) syms[static_cast<size_t>(a.next)].prev = c.left;
@@ -179,7 +184,7 @@ void Tokenizer::bpe(const std::string& word, std::vector<std::string>& out) cons
     try_pair(c.left);
   }
   for (int i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
-    out.push_back(word.substr(syms[static_cast<size_t>(i)].start, syms[static_cast<size_t>(i)].len));
+    out.emplace_back(word.substr(syms[static_cast<size_t>(i)].start, syms[static_cast<size_t>(i)].len));
   }
 }
 
@@ -197,7 +202,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   // When no piece joins a non-space character to a following space, no merge can cross the start of a space
   // run, so each such word is encoded alone (and cached): the same ids, in linear time for long texts.
   std::vector<std::string> pieces;
-  auto emit = [&](const std::string& word) {
+  auto emit = [&](std::string_view word) {
     auto hit = word_cache_.find(word);
     if (hit == word_cache_.end()) {
       pieces.clear();
@@ -217,7 +222,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
         }
       }
       if (word_cache_.size() > 200000) word_cache_.clear();
-      hit = word_cache_.emplace(word, std::move(ids)).first;
+      hit = word_cache_.emplace(std::string(word), std::move(ids)).first;
     }
     out.insert(out.end(), hit->second.begin(), hit->second.end());
   };
@@ -229,11 +234,11 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   size_t start = 0;
   for (size_t i = sp.size(); i + sp.size() <= norm.size(); ++i) {
     if (norm.compare(i, sp.size(), sp) == 0 && norm.compare(i - sp.size(), sp.size(), sp) != 0 && (i - start) > 0) {
-      emit(norm.substr(start, i - start));
+      emit(std::string_view(norm).substr(start, i - start));
       start = i;
     }
   }
-  emit(norm.substr(start));
+  emit(std::string_view(norm).substr(start));
 }
 
 void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& out) const {
@@ -261,7 +266,7 @@ void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& o
     // Text the pattern skipped is still encoded, so no input is silently lost.
     for (auto [s, e] : {std::pair{pos, start}, std::pair{start, end}}) {
       if (s >= e) continue;
-      const std::string word(text.substr(s, e - s));
+      const std::string_view word = text.substr(s, e - s);
       auto hit = word_cache_.find(word);
       if (hit == word_cache_.end()) {
         std::string mapped;
@@ -279,7 +284,7 @@ void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& o
           ids.push_back(id >= 0 ? id : v_.unk_id);
         }
         if (word_cache_.size() > 200000) word_cache_.clear();
-        hit = word_cache_.emplace(word, std::move(ids)).first;
+        hit = word_cache_.emplace(std::string(word), std::move(ids)).first;
       }
       out.insert(out.end(), hit->second.begin(), hit->second.end());
     }

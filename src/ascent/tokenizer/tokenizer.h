@@ -40,18 +40,26 @@ class Tokenizer {
   void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
   // BPE over the UTF-8 characters of `word`, appending the resulting piece strings.
-  void bpe(const std::string& word, std::vector<std::string>& out) const;
-  int32_t lookup(const std::string& piece) const;
+  void bpe(std::string_view word, std::vector<std::string>& out) const;
+  int32_t lookup(std::string_view piece) const;
+
+  // Lets maps keyed by std::string be searched with a string_view, without building a string per lookup.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  template <class V>
+  using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
   Vocab v_;
-  std::unordered_map<std::string, int32_t> ids_;
-  std::unordered_map<std::string, int32_t> merge_rank_;  // "a b" -> rank
+  StringMap<int32_t> ids_;
+  std::unordered_map<uint64_t, int32_t> merge_rank_;  // (id of a) << 32 | (id of b) -> rank
   std::vector<int32_t> byte_ids_;                        // Spm byte fallback: byte -> id of "<0xXX>"
   std::vector<std::string> specials_;                    // texts matched when parse_special
   struct Regex;
   std::unique_ptr<Regex> regex_;
   bool spm_split_words_ = false;  // Spm: encode word by word (see encode_spm)
-  mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache_;
+  mutable StringMap<std::vector<int32_t>> word_cache_;
 };
 
 // Emits decoded bytes only as complete UTF-8 sequences, so streamed output never shows a broken character.
