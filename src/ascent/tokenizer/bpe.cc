@@ -67,7 +67,10 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
     const auto id = static_cast<int32_t>(i);
     const TokenType type = i < v_.types.size() ? v_.types[i] : TokenType::Normal;
     // The first id wins for duplicate pieces, as in SentencePiece.
-    if (type != TokenType::Control) ids_.emplace(v_.pieces[i], id);
+    // Control pieces are reached only as special tokens; byte pieces ("<0x0A>") only by byte fallback, never by
+    // merging text that happens to spell them.
+    const bool byte_piece = type == TokenType::Byte && v_.kind == VocabKind::Spm;
+    if (type != TokenType::Control && !byte_piece) ids_.emplace(v_.pieces[i], id);
     if (type == TokenType::Control || type == TokenType::UserDefined) specials_.push_back(v_.pieces[i]);
   }
   std::sort(specials_.begin(), specials_.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
@@ -88,11 +91,26 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
       }
     }
     byte_ids_.assign(256, -1);
-    for (int b = 0; b < 256; ++b) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
-      auto it = ids_.find(buf);
-      if (it != ids_.end()) byte_ids_[static_cast<size_t>(b)] = it->second;
+    for (size_t i = 0; i < v_.pieces.size(); ++i) {
+      const std::string& p = v_.pieces[i];
+      const TokenType type = i < v_.types.size() ? v_.types[i] : TokenType::Normal;
+      if (p.size() == 6 && p.rfind("<0x", 0) == 0 && p[5] == '>' && type == TokenType::Byte) {
+        const int b = std::stoi(p.substr(3, 2), nullptr, 16);
+        if (byte_ids_[static_cast<size_t>(b)] < 0) byte_ids_[static_cast<size_t>(b)] = static_cast<int32_t>(i);
+      }
+    }
+    // An ASCII character that no multi-character piece contains can never be merged with a neighbour, so text
+    // may be cut on both sides of it (Llama-2's newline, which only byte fallback encodes).
+    spm_isolated_.fill(true);
+    for (size_t i = 0; i < v_.pieces.size(); ++i) {
+      const TokenType type = i < v_.types.size() ? v_.types[i] : TokenType::Normal;
+      if (type == TokenType::Byte || type == TokenType::Control || v_.pieces[i].size() < 2) continue;
+      for (unsigned char c : v_.pieces[i]) {
+        if (c < 128) spm_isolated_[c] = false;
+      }
+    }
+    for (unsigned char c : v_.space) {
+      if (c < 128) spm_isolated_[c] = false;
     }
   } else {
     regex_ = std::make_unique<Regex>();
@@ -123,7 +141,7 @@ const std::string& Tokenizer::piece(int32_t id) const {
   return v_.pieces[static_cast<size_t>(id)];
 }
 
-void Tokenizer::bpe(std::string_view word, std::vector<std::string>& out) const {
+void Tokenizer::bpe(std::string_view word, std::vector<Piece>& out) const {
   struct Sym {
     size_t start, len;
     int prev, next;
@@ -133,8 +151,8 @@ void Tokenizer::bpe(std::string_view word, std::vector<std::string>& out) const 
   syms.reserve(word.size());
   for (size_t i = 0; i < word.size();) {
     const size_t n = std::min(utf8_len(static_cast<unsigned char>(word[i])), word.size() - i);
-    syms.push_back({i, n, static_cast<int>(syms.size()) - 1, static_cast<int>(syms.size()) + 1,
-                    lookup(word.substr(i, n))});
+    syms.push_back(
+        {i, n, static_cast<int>(syms.size()) - 1, static_cast<int>(syms.size()) + 1, lookup(word.substr(i, n))});
     i += n;
   }
   if (syms.empty()) return;
@@ -184,7 +202,8 @@ void Tokenizer::bpe(std::string_view word, std::vector<std::string>& out) const 
     try_pair(c.left);
   }
   for (int i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
-    out.emplace_back(word.substr(syms[static_cast<size_t>(i)].start, syms[static_cast<size_t>(i)].len));
+    const Sym& sym = syms[static_cast<size_t>(i)];
+    out.push_back({static_cast<uint32_t>(sym.start), static_cast<uint32_t>(sym.len), sym.id});
   }
 }
 
@@ -201,7 +220,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   }
   // When no piece joins a non-space character to a following space, no merge can cross the start of a space
   // run, so each such word is encoded alone (and cached): the same ids, in linear time for long texts.
-  std::vector<std::string> pieces;
+  std::vector<Piece> pieces;
   auto emit = [&](std::string_view word) {
     auto hit = word_cache_.find(word);
     if (hit == word_cache_.end()) {
@@ -209,12 +228,11 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
       bpe(word, pieces);
       std::vector<int32_t> ids;
       for (const auto& p : pieces) {
-        const int32_t id = lookup(p);
-        if (id >= 0) {
-          ids.push_back(id);
+        if (p.id >= 0) {
+          ids.push_back(p.id);
           continue;
         }
-        for (unsigned char byte : p) {
+        for (unsigned char byte : word.substr(p.start, p.len)) {
           const int32_t b = byte_ids_[byte];
           ASCENT_CHECK(b >= 0 || v_.unk_id >= 0, "tokenizer: byte 0x{:02x} has no token and there is no unknown token",
                        byte);
@@ -226,14 +244,16 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
     }
     out.insert(out.end(), hit->second.begin(), hit->second.end());
   };
-  if (!spm_split_words_) {
-    emit(norm);
-    return;
-  }
   const std::string& sp = v_.space;
+  auto isolated = [&](size_t i) {
+    const auto c = static_cast<unsigned char>(norm[i]);
+    return c < 128 && spm_isolated_[c];
+  };
   size_t start = 0;
-  for (size_t i = sp.size(); i + sp.size() <= norm.size(); ++i) {
-    if (norm.compare(i, sp.size(), sp) == 0 && norm.compare(i - sp.size(), sp.size(), sp) != 0 && (i - start) > 0) {
+  for (size_t i = 1; i < norm.size(); ++i) {
+    const bool space_run_starts = spm_split_words_ && i >= sp.size() && norm.compare(i, sp.size(), sp) == 0 &&
+                                  norm.compare(i - sp.size(), sp.size(), sp) != 0;
+    if (space_run_starts || isolated(i) || isolated(i - 1)) {
       emit(std::string_view(norm).substr(start, i - start));
       start = i;
     }
@@ -271,17 +291,18 @@ void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& o
       if (hit == word_cache_.end()) {
         std::string mapped;
         for (unsigned char ch : word) mapped += b2u[ch];
-        std::vector<std::string> pieces;
-        if (v_.ignore_merges && lookup(mapped) >= 0) {
-          pieces.push_back(mapped);
+        std::vector<Piece> pieces;
+        const int32_t whole = v_.ignore_merges ? lookup(mapped) : -1;
+        if (whole >= 0) {
+          pieces.push_back({0, static_cast<uint32_t>(mapped.size()), whole});
         } else {
           bpe(mapped, pieces);
         }
         std::vector<int32_t> ids;
         for (const auto& p : pieces) {
-          const int32_t id = lookup(p);
-          ASCENT_CHECK(id >= 0 || v_.unk_id >= 0, "tokenizer: piece '{}' is not in the vocabulary", p);
-          ids.push_back(id >= 0 ? id : v_.unk_id);
+          ASCENT_CHECK(p.id >= 0 || v_.unk_id >= 0, "tokenizer: piece '{}' is not in the vocabulary",
+                       mapped.substr(p.start, p.len));
+          ids.push_back(p.id >= 0 ? p.id : v_.unk_id);
         }
         if (word_cache_.size() > 200000) word_cache_.clear();
         hit = word_cache_.emplace(std::string(word), std::move(ids)).first;

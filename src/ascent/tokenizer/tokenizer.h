@@ -4,6 +4,7 @@
 // UTF-8 + Unicode properties) and encoded per word with a cache.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,8 +40,13 @@ class Tokenizer {
  private:
   void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
-  // BPE over the UTF-8 characters of `word`, appending the resulting piece strings.
-  void bpe(std::string_view word, std::vector<std::string>& out) const;
+  // BPE over the UTF-8 characters of `word`, appending the resulting pieces: their place in `word` and their
+  // vocabulary id (-1 for a character the vocabulary lacks).
+  struct Piece {
+    uint32_t start, len;
+    int32_t id;
+  };
+  void bpe(std::string_view word, std::vector<Piece>& out) const;
   int32_t lookup(std::string_view piece) const;
 
   // Lets maps keyed by std::string be searched with a string_view, without building a string per lookup.
@@ -54,11 +60,12 @@ class Tokenizer {
   Vocab v_;
   StringMap<int32_t> ids_;
   std::unordered_map<uint64_t, int32_t> merge_rank_;  // (id of a) << 32 | (id of b) -> rank
-  std::vector<int32_t> byte_ids_;                        // Spm byte fallback: byte -> id of "<0xXX>"
-  std::vector<std::string> specials_;                    // texts matched when parse_special
+  std::vector<int32_t> byte_ids_;                     // Spm byte fallback: byte -> id of "<0xXX>"
+  std::vector<std::string> specials_;                 // texts matched when parse_special
   struct Regex;
   std::unique_ptr<Regex> regex_;
-  bool spm_split_words_ = false;  // Spm: encode word by word (see encode_spm)
+  bool spm_split_words_ = false;          // Spm: encode word by word (see encode_spm)
+  std::array<bool, 128> spm_isolated_{};  // Spm: ASCII characters no merge can involve
   mutable StringMap<std::vector<int32_t>> word_cache_;
 };
 
