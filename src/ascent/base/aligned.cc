@@ -11,11 +11,11 @@ void AlignedDeleter::operator()(void* p) const {
   std::free(p);
 }
 
-AlignedPtr aligned_alloc_bytes(size_t bytes) {
+AlignedPtr aligned_alloc_bytes(size_t bytes, bool zero) {
   const size_t n = align_up(bytes == 0 ? 1 : bytes);
   void* p = std::aligned_alloc(kAlignment, n);
   if (p == nullptr) fail("out of memory allocating {} bytes", n);
-  std::memset(p, 0, n);
+  if (zero) std::memset(p, 0, n);
   return AlignedPtr(static_cast<uint8_t*>(p));
 }
 

@@ -19,8 +19,9 @@ struct AlignedDeleter {
 };
 using AlignedPtr = std::unique_ptr<uint8_t[], AlignedDeleter>;
 
-// Zero-initialised, kAlignment-aligned; throws ascent::Error naming the size when memory runs out.
-AlignedPtr aligned_alloc_bytes(size_t bytes);
+// kAlignment-aligned; zeroed unless zero=false (large buffers then stay unbacked by RAM until first written).
+// Throws ascent::Error naming the size when memory runs out.
+AlignedPtr aligned_alloc_bytes(size_t bytes, bool zero = true);
 
 class Arena {
  public:
