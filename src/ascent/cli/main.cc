@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   ascent::cli::add_logits(app);
   ascent::cli::add_chat_template(app);
   ascent::cli::add_profile(app);
+  ascent::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

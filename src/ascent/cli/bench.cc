@@ -1,0 +1,139 @@
+// ascent bench: llama-bench-style throughput — prefill (ppP) and decode (tgN) tokens/s as median and range over
+// runs — with each figure as a share of this machine's roofline: prefill against the FP32 FMA peak (matmul
+// FLOPs per token), decode against read bandwidth (weight bytes streamed per token).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
+#include "ascent/cli/commands.h"
+#include "ascent/cli/runtime_flags.h"
+#include "ascent/prof/roofline.h"
+
+namespace ascent::cli {
+namespace {
+
+struct Options {
+  std::string model;
+  int64_t prefill = 512, decode = 128;
+  int threads = 0, runs = 5;
+  bool jsonl = false;
+  double gbps = 0, gflops = 0;
+  RuntimeFlags runtime;
+};
+
+struct Result {
+  std::string test;
+  double median = 0, min = 0, max = 0, roofline_pct = 0;
+};
+
+// Bytes of the matrices every token streams (the embedding table is gathered, not streamed) and their elements.
+void weight_traffic(const model::Model& m, double& bytes, double& elems) {
+  bytes = elems = 0;
+  for (const auto& [name, t] : m.weights().all()) {
+    if (t.shape.size() != 2 || name == "token_embd.weight" || name == "position_embd.weight") continue;
+    bytes += static_cast<double>(t.nbytes());
+    elems += static_cast<double>(t.numel());
+  }
+}
+
+Result summarize(std::string test, std::vector<double> tps, double pct_per_tps) {
+  std::sort(tps.begin(), tps.end());
+  Result r;
+  r.test = std::move(test);
+  r.min = tps.front();
+  r.max = tps.back();
+  r.median = tps.size() % 2 ? tps[tps.size() / 2] : 0.5 * (tps[tps.size() / 2 - 1] + tps[tps.size() / 2]);
+  r.roofline_pct = r.median * pct_per_tps;
+  return r;
+}
+
+void run(Options& o) {
+  set_threads(o.threads);
+  ASCENT_CHECK(o.prefill >= 0 && o.decode >= 0 && o.prefill + o.decode > 0, "-p and -n must be >= 0, not both 0");
+  ASCENT_CHECK(o.runs >= 1, "-r: at least one run, got {}", o.runs);
+  o.runtime.before_load();
+  auto m = model::Model::load(o.model);
+  const auto& cfg = m->config();
+  ASCENT_CHECK(std::max(o.prefill, o.decode + 1) <= cfg.max_seq, "-p/-n exceed the model's context {}", cfg.max_seq);
+  m->set_context(std::max(o.prefill, o.decode + 1));
+  o.runtime.after_load(*m);
+  if (o.gbps <= 0 || o.gflops <= 0) {
+    const auto r = prof::measure_roofline(ThreadPool::global().size(), int64_t{256} << 20);
+    if (o.gbps <= 0) o.gbps = r.read_gbps_all;
+    if (o.gflops <= 0) o.gflops = r.fp32_gflops_all;
+  }
+  double wbytes, welems;
+  weight_traffic(*m, wbytes, welems);
+  std::mt19937 rng(7);
+  auto random_ids = [&](int64_t n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab));
+    return ids;
+  };
+  using Clock = std::chrono::steady_clock;
+  std::vector<Result> results;
+  if (o.prefill > 0) {
+    std::vector<double> tps;
+    for (int r = 0; r < o.runs; ++r) {
+      const auto ids = random_ids(o.prefill);
+      m->reset();
+      const auto t0 = Clock::now();
+      m->forward(ids, /*all_logits=*/false);
+      tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    // 2 FLOPs per weight element per token is the matmul work; attention adds little at these lengths.
+    results.push_back(summarize("pp" + std::to_string(o.prefill), tps, 100.0 * 2.0 * welems / (o.gflops * 1e9)));
+  }
+  if (o.decode > 0) {
+    std::vector<double> tps;
+    for (int r = 0; r < o.runs; ++r) {
+      m->reset();
+      int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < o.decode; ++i) {
+        auto logits = m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
+        tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      tps.push_back(static_cast<double>(o.decode) / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    results.push_back(summarize("tg" + std::to_string(o.decode), tps, 100.0 * wbytes / (o.gbps * 1e9)));
+  }
+  o.runtime.finish();
+  if (o.jsonl) {
+    for (const auto& r : results) {
+      std::printf("{\"test\":\"%s\",\"tps_median\":%.4f,\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.3f}\n",
+                  r.test.c_str(), r.median, r.min, r.max, r.roofline_pct);
+    }
+    return;
+  }
+  std::printf("model: %s (%s, %.1f M params, %.1f MiB of matrices), %d threads, %d runs\n", o.model.c_str(),
+              model::arch_name(cfg.arch), static_cast<double>(m->parameter_count()) / 1e6, wbytes / (1 << 20),
+              ThreadPool::global().size(), o.runs);
+  std::printf("roofline: %.1f GB/s read, %.1f GFLOP/s fp32\n", o.gbps, o.gflops);
+  std::printf("| test | t/s median | min | max | roofline |\n|---|---|---|---|---|\n");
+  for (const auto& r : results) {
+    std::printf("| %s | %.2f | %.2f | %.2f | %.1f%% |\n", r.test.c_str(), r.median, r.min, r.max, r.roofline_pct);
+  }
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* c = app.add_subcommand("bench", "prefill and decode throughput against this machine's roofline");
+  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-p,--n-prompt", o->prefill, "prefill tokens (0: skip)")->capture_default_str();
+  c->add_option("-n,--n-gen", o->decode, "decode tokens (0: skip)")->capture_default_str();
+  c->add_option("-r,--repetitions", o->runs, "runs per test")->capture_default_str();
+  c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
+  c->add_flag("--jsonl", o->jsonl, "one JSON object per test");
+  c->add_option("--roofline-gbps", o->gbps, "read bandwidth to judge against (default: measure now)");
+  c->add_option("--roofline-gflops", o->gflops, "FP32 peak to judge against (default: measure now)");
+  o->runtime.add_to(c);
+  c->callback([o] { run(*o); });
+}
+
+}  // namespace ascent::cli
