@@ -133,6 +133,9 @@ def main():
         return p
 
     expect_error("GGUF bad magic", gen(variant("magic.gguf", b"GGUX" + data[4:])), ["magic.gguf", "bad magic"])
+    v2 = run(gen(variant("v2.gguf", data[:4] + struct.pack("<I", 2) + data[8:])))
+    v3 = run(gen(good))
+    check(v2.returncode == 0 and v2.stdout == v3.stdout, "GGUF version 2 (same layout as 3) loads and runs alike")
     expect_error("GGUF version 9", gen(variant("version.gguf", data[:4] + struct.pack("<I", 9) + data[8:])),
                  ["version.gguf", "version 9"])
     expect_error("GGUF truncated in the header", gen(variant("cut-header.gguf", data[:200])),

@@ -57,6 +57,27 @@ def main():
         tj = os.path.join(SHARED, "tokenizers", name, "tokenizer.json")
         base = os.path.join(SHARED, "vocab", vec)
         check_vocab(tj, base + ".inp", base + ".out", f"{name}/tokenizer.json vs {vec} vectors")
+    # Qwen3's tokenizer.json normalises to NFC: decomposed text encodes like the composed form.
+    import unicodedata
+    qwen = os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json")
+    composed = "Cửa Việt, café, Ångström"
+    decomposed = unicodedata.normalize("NFD", composed)
+    a, b = encode_cases(qwen, [composed, decomposed])
+    check(composed != decomposed and a == b and a is not None, f"qwen3 NFC normalizer: NFD input gives {b}, NFC {a}")
+    # Special-token text is plain text by default and one token with --parse-special.
+    r_plain = run(["tokenize", "--vocab", qwen, "-p", "<|im_start|>user"])
+    r_special = run(["tokenize", "--vocab", qwen, "-p", "<|im_start|>user", "--parse-special"])
+    check(r_special.stdout.split() == ["151644", "872"] and len(r_plain.stdout.split()) > 2,
+          f"--parse-special: {r_special.stdout.strip()} (plain: {r_plain.stdout.strip()})")
+    # BOS comes from the file's post-processor, as in Hugging Face: story-656K's template adds it; this Llama-3
+    # tokenizer.json's post-processor is ByteLevel only, so it adds none.
+    story = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
+    r = run(["tokenize", "--vocab", story, "-p", "Once", "--add-special"])
+    check(r.stdout.split()[:1] == ["1"] and run(["tokenize", "--vocab", story, "-p", "Once"]).stdout.split()[0] != "1",
+          f"--add-special adds story-656K's BOS: {r.stdout.strip()}")
+    llama3 = os.path.join(SHARED, "tokenizers", "llama3", "tokenizer.json")
+    r = run(["tokenize", "--vocab", llama3, "-p", "Hi", "--add-special"])
+    check(r.stdout.split() == ["13347"], f"--add-special on Llama-3's tokenizer.json adds nothing: {r.stdout.strip()}")
     finish()
 
 

@@ -1,5 +1,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <queue>
@@ -314,10 +315,48 @@ void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& o
   pcre2_match_data_free(md);
 }
 
+namespace {
+
+std::string normalize(std::string_view s, Normalization form) {
+  int options = UTF8PROC_STABLE;
+  switch (form) {
+    case Normalization::None:
+      return std::string(s);
+    case Normalization::NFC:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case Normalization::NFKC:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case Normalization::NFD:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case Normalization::NFKD:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
+  }
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &out,
+                   static_cast<utf8proc_option_t>(options));
+  if (n < 0) fail("tokenizer: input is not valid UTF-8 ({})", utf8proc_errmsg(n));
+  std::string r(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return r;
+}
+
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
-  auto encode_plain = [&](std::string_view s) {
+  auto encode_plain = [&](std::string_view raw) {
+    std::string normalized;
+    std::string_view s = raw;
+    if (v_.normalization != Normalization::None && !raw.empty()) {
+      normalized = normalize(raw, v_.normalization);
+      s = normalized;
+    }
     if (v_.kind == VocabKind::Spm) {
       encode_spm(s, out);
     } else {

@@ -17,6 +17,9 @@ enum class VocabKind {
 // Token types as GGUF numbers them.
 enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
+// Unicode normalisation applied to text before encoding (tokenizer.json's "normalizer").
+enum class Normalization { None, NFC, NFKC, NFD, NFKD };
+
 struct Vocab {
   VocabKind kind = VocabKind::Spm;
   std::vector<std::string> pieces;
@@ -28,7 +31,8 @@ struct Vocab {
   bool add_space_prefix = true;        // Spm: prepend a space before encoding
   std::string space = "\xe2\x96\x81";  // Spm: what a space becomes ("▁", or " " in llama2.c files)
   std::string pre_pattern;             // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
-  bool ignore_merges = false;          // a pre-split word found whole in the vocabulary is one token (Llama-3)
+  Normalization normalization = Normalization::None;
+  bool ignore_merges = false;  // a pre-split word found whole in the vocabulary is one token (Llama-3)
 };
 
 // llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from

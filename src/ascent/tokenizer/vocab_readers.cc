@@ -172,6 +172,18 @@ Vocab read_tokenizer_json(const std::string& path) {
         if (v.pieces[i] == u) v.unk_id = static_cast<int32_t>(i);
       }
     }
+    auto scan_unicode = [&](const json& p, auto& self) -> void {
+      if (!p.is_object()) return;
+      const std::string t = p.value("type", std::string());
+      if (t == "NFC") v.normalization = Normalization::NFC;
+      if (t == "NFKC") v.normalization = Normalization::NFKC;
+      if (t == "NFD") v.normalization = Normalization::NFD;
+      if (t == "NFKD") v.normalization = Normalization::NFKD;
+      if (t == "Sequence" && p.contains("normalizers")) {
+        for (const auto& q : p["normalizers"]) self(q, self);
+      }
+    };
+    if (j.contains("normalizer")) scan_unicode(j["normalizer"], scan_unicode);
     // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"); without Prepend there is no prefix.
     v.add_space_prefix = false;
     if (!byte_level && j["normalizer"].is_object()) {
