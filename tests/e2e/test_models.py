@@ -109,9 +109,14 @@ PASS_VARIANTS = ["-fuse-norm", "-fuse-attention", "-fuse-swiglu", "-fuse-residua
                  "-plan", "-all"]
 
 
-def ascent_logits(model, ids, out, step=0, passes=None):
+def ascent_logits(model, ids, out, step=0, passes=None, isa=None):
+    env = {}
+    if passes:
+        env["ASCENT_PASSES"] = passes
+    if isa:
+        env["ASCENT_ISA"] = isa
     r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out, "--step", step],
-            env={"ASCENT_PASSES": passes} if passes else None)
+            env=env or None)
     if r.returncode != 0:
         print(r.stderr)
         return None
@@ -183,6 +188,8 @@ def main():
         for passes in PASS_VARIANTS:
             other = ascent_logits(folder, ids, os.path.join(root, f"{name}{passes}.npy"), passes=passes)
             check(other is not None and torch.equal(other, ours), f"{name}: passes {passes}: bitwise identical logits")
+        ref_isa = ascent_logits(folder, ids, os.path.join(root, f"{name}-ref.npy"), isa="ref")
+        check(ref_isa is not None and torch.equal(ref_isa, ours), f"{name}: ASCENT_ISA=ref gives bitwise the same logits")
         for step in (1, 7):
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
             check(inc is not None and torch.equal(inc, ours),

@@ -27,10 +27,11 @@ def save(t):
     return path
 
 
-def op(name, inputs, **attrs):
+def op(name, inputs, isa=None, **attrs):
     out = os.path.join(DIR, "out.npy")
     args = [OP_RUNNER, name, out] + [save(t) for t in inputs] + [f"{k}={v}" for k, v in attrs.items()]
-    r = subprocess.run(args, capture_output=True, text=True)
+    env = dict(os.environ, ASCENT_ISA=isa) if isa else None
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         print(r.stderr)
         return None
@@ -149,6 +150,30 @@ def main():
             expect(f"matmul {wt} T={T} K={K} N={N}", op("matmul", [x, w], wtype=wt), ref, 1e-4 * (1 + K ** 0.5))
         table, ids = rand(17, 64), torch.randint(0, 17, (5,), dtype=torch.int32)
         expect(f"embedding {wt}", op("embedding", [table, ids], wtype=wt), quant(table)[ids.long()], 1e-6)
+    # Every ISA variant gives bitwise the reference kernels' results (conversions are exact; dots keep the
+    # reference's summation order), on odd shapes and every weight type.
+    supported = [isa for isa in ("avx2", "avx512")
+                 if subprocess.run([OP_RUNNER, "silu", os.path.join(DIR, "probe.npy"), save(rand(3))],
+                                   env=dict(os.environ, ASCENT_ISA=isa), capture_output=True).returncode == 0]
+    print(f"ISA variants on this CPU: {supported}")
+    check(len(supported) >= 1, "at least one SIMD variant runs here (x86-64 with AVX2)")
+    for isa in supported:
+        same = True
+        for wt in ("f32", "f16", "bf16", "q8_0", "q4_0"):
+            for T, K, N in [(1, 32, 3), (3, 96, 17), (17, 4096, 5), (2, 4128, 1)]:
+                x, w = rand(T, K), rand(N, K)
+                attrs = {} if wt == "f32" else {"wtype": wt}
+                ref = op("matmul", [x, w], isa="ref", **attrs)
+                got = op("matmul", [x, w], isa=isa, **attrs)
+                same &= got is not None and torch.equal(got, ref)
+            table, ids = rand(17, 4128), torch.randint(0, 17, (5,), dtype=torch.int32)
+            attrs = {} if wt == "f32" else {"wtype": wt}
+            same &= torch.equal(op("embedding", [table, ids], isa=isa, **attrs),
+                                op("embedding", [table, ids], isa="ref", **attrs))
+        q, k, v = rand(17, 4 * 37), rand(20, 2 * 37), rand(20, 2 * 37)
+        a = dict(heads=4, kv_heads=2, n_past=3, window=0)
+        same &= torch.equal(op("attention", [q, k, v], isa=isa, **a), op("attention", [q, k, v], isa="ref", **a))
+        check(same, f"ASCENT_ISA={isa}: matmul (every weight type), embedding and attention bitwise equal to ref")
     finish()
 
 

@@ -4,6 +4,7 @@
 
 #include "ascent/base/cpu_features.h"
 #include "ascent/cli/commands.h"
+#include "ascent/kernels/cpu/isa.h"
 #include "ascent/prof/roofline.h"
 
 namespace ascent::cli {
@@ -15,6 +16,8 @@ void run(int threads) {
   std::printf("cpu               %s\n", f.brand.c_str());
   std::printf("logical cores     %d\n", f.logical_cores);
   std::printf("features          %s\n", feature_list(f).c_str());
+  std::printf("kernel variant    %s (ASCENT_ISA=avx512|avx2|ref forces one)\n",
+              kernels::isa_name(kernels::active_isa()));
   std::fflush(stdout);
   const auto r = prof::measure_roofline(n);
   std::printf("read bandwidth    %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n", r.read_gbps_1t, r.read_gbps_all,

@@ -7,6 +7,7 @@
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
 
@@ -24,7 +25,7 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       const float* qh = q + t * q_stride + h * D;
       float mx = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
-        scores[j] = dot_f32(qh, k + j * kv_stride + kvh * D, D) * d.scale;
+        scores[j] = dot_row(qh, k + j * kv_stride + kvh * D, D) * d.scale;
         mx = std::max(mx, scores[j]);
       }
       double sum = 0.0;

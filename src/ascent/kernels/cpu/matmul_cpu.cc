@@ -6,6 +6,7 @@
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
 
@@ -29,11 +30,11 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
       if (w.dtype == DType::F32) {
         wr = w.f32() + n * K;
       } else {
-        dequantize_row(w.dtype, w.row_ptr(n), row.data(), K);
+        widen_row(w.dtype, w.row_ptr(n), row.data(), K);
       }
       const float b = bias != nullptr ? bias[n] : 0.0f;
       for (int64_t t = 0; t < T; ++t) {
-        const float v = dot_f32(x + t * K, wr, K) + b;
+        const float v = dot_row(x + t * K, wr, K) + b;
         y[t * N + n] = residual != nullptr ? residual[t * N + n] + v : v;
       }
     }
@@ -62,10 +63,10 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
       if (w.dtype == DType::F32) {
         wr = w.f32() + n * K;
       } else {
-        dequantize_row(w.dtype, w.row_ptr(n), row.data(), K);
+        widen_row(w.dtype, w.row_ptr(n), row.data(), K);
       }
       const float b = biases[i] != nullptr ? biases[i][n] : 0.0f;
-      for (int64_t t = 0; t < T; ++t) outs[i][t * N + n] = dot_f32(x + t * K, wr, K) + b;
+      for (int64_t t = 0; t < T; ++t) outs[i][t * N + n] = dot_row(x + t * K, wr, K) + b;
     }
   });
 }
@@ -82,15 +83,15 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
       if (wg.dtype == DType::F32) {
         g = wg.f32() + n * K;
       } else {
-        dequantize_row(wg.dtype, wg.row_ptr(n), grow.data(), K);
+        widen_row(wg.dtype, wg.row_ptr(n), grow.data(), K);
       }
       if (wu.dtype == DType::F32) {
         u = wu.f32() + n * K;
       } else {
-        dequantize_row(wu.dtype, wu.row_ptr(n), urow.data(), K);
+        widen_row(wu.dtype, wu.row_ptr(n), urow.data(), K);
       }
       for (int64_t t = 0; t < T; ++t) {
-        const float gv = dot_f32(x + t * K, g, K), uv = dot_f32(x + t * K, u, K);
+        const float gv = dot_row(x + t * K, g, K), uv = dot_row(x + t * K, u, K);
         y[t * N + n] = gv / (1.0f + std::exp(-gv)) * uv;  // the same expression as swiglu_forward
       }
     }
@@ -104,7 +105,7 @@ void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float*
                  V);
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) dequantize_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
+    for (int64_t t = t0; t < t1; ++t) widen_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
   });
 }
 

@@ -1,0 +1,50 @@
+#include "ascent/kernels/cpu/isa.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "ascent/base/cpu_features.h"
+#include "ascent/base/error.h"
+
+namespace ascent::kernels {
+namespace {
+
+Isa detect() {
+  const auto& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl;
+  const char* env = std::getenv("ASCENT_ISA");
+  if (env == nullptr || *env == '\0') return avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Ref;
+  const std::string want = env;
+  if (want == "ref") return Isa::Ref;
+  if (want == "avx2") {
+    ASCENT_CHECK(avx2, "ASCENT_ISA=avx2: this CPU lacks AVX2/FMA/F16C");
+    return Isa::Avx2;
+  }
+  if (want == "avx512") {
+    ASCENT_CHECK(avx512, "ASCENT_ISA=avx512: this CPU lacks AVX-512 F/BW/VL");
+    return Isa::Avx512;
+  }
+  fail("ASCENT_ISA={}: expected avx512, avx2 or ref", want);
+}
+
+}  // namespace
+
+Isa active_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Ref:
+      return "ref";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace ascent::kernels
