@@ -16,6 +16,8 @@
 
 namespace ascent::tokenizer {
 
+// Not thread-safe: encode() fills a per-word cache. Give each thread its own Tokenizer (or a lock) — the serving
+// engine will need one per worker.
 class Tokenizer {
  public:
   explicit Tokenizer(Vocab v);
