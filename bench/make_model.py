@@ -5,6 +5,8 @@ its output also cross-checks our reader.
 
   bench/make_model.py -o bench/models/tinyllama-f16.gguf                   # TinyLlama 1.1B shape, 22 layers
   bench/make_model.py -o /tmp/small.gguf --layers 2 --type q8_0
+  bench/make_model.py -o bench/models/qwen2.5-0.5b-q8_0.gguf --shape qwen2.5-0.5b --type q8_0
+  bench/make_model.py -o bench/models/llama3-8b-q4_0.gguf --shape llama3-8b --type q4_0      # 4.6 GB
 """
 import argparse
 import struct
@@ -13,8 +15,10 @@ import sys
 import numpy as np
 
 SHAPES = {
-    # name: hidden, heads, kv heads, ffn, vocab, layers, context
-    "tinyllama": (2048, 32, 8, 5632, 32000, 22, 2048),
+    # name: hidden, heads, kv heads, ffn, vocab, layers, context, architecture, rope theta
+    "tinyllama": (2048, 32, 8, 5632, 32000, 22, 2048, "llama", 10000.0),
+    "qwen2.5-0.5b": (896, 14, 2, 4864, 151936, 24, 32768, "qwen2", 1000000.0),  # QKV bias, tied embeddings
+    "llama3-8b": (4096, 32, 8, 14336, 128256, 32, 8192, "llama", 500000.0),
 }
 GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
 
@@ -61,25 +65,30 @@ def main():
     ap.add_argument("--type", default="f16", choices=sorted(GGML))
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    C, H, Hkv, F, V, L, ctx = SHAPES[a.shape]
+    C, H, Hkv, F, V, L, ctx, arch, theta = SHAPES[a.shape]
     L = a.layers or L
     D = C // H
-    tensors = [("token_embd.weight", (V, C)), ("output_norm.weight", (C,)), ("output.weight", (V, C))]
+    tensors = [("token_embd.weight", (V, C)), ("output_norm.weight", (C,))]
+    if arch == "llama":
+        tensors.append(("output.weight", (V, C)))  # Qwen2.5-0.5B ties its output to the embedding
     for l in range(L):
         b = f"blk.{l}."
+        if arch == "qwen2":
+            tensors += [(b + "attn_q.bias", (C,)), (b + "attn_k.bias", (Hkv * D,)), (b + "attn_v.bias", (Hkv * D,))]
         tensors += [(b + "attn_norm.weight", (C,)), (b + "attn_q.weight", (C, C)), (b + "attn_k.weight", (Hkv * D, C)),
                     (b + "attn_v.weight", (Hkv * D, C)), (b + "attn_output.weight", (C, C)),
                     (b + "ffn_norm.weight", (C,)), (b + "ffn_gate.weight", (F, C)), (b + "ffn_up.weight", (F, C)),
                     (b + "ffn_down.weight", (C, F))]
-    meta = [("general.architecture", 8, kv_str("llama")), ("general.name", 8, kv_str(f"random-{a.shape}")),
+    p = arch + "."
+    meta = [("general.architecture", 8, kv_str(arch)), ("general.name", 8, kv_str(f"random-{a.shape}")),
             ("general.alignment", 4, struct.pack("<I", 32)),
-            ("llama.context_length", 4, struct.pack("<I", ctx)), ("llama.embedding_length", 4, struct.pack("<I", C)),
-            ("llama.block_count", 4, struct.pack("<I", L)), ("llama.feed_forward_length", 4, struct.pack("<I", F)),
-            ("llama.attention.head_count", 4, struct.pack("<I", H)),
-            ("llama.attention.head_count_kv", 4, struct.pack("<I", Hkv)),
-            ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
-            ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)),
-            ("llama.rope.dimension_count", 4, struct.pack("<I", D))]
+            (p + "context_length", 4, struct.pack("<I", ctx)), (p + "embedding_length", 4, struct.pack("<I", C)),
+            (p + "block_count", 4, struct.pack("<I", L)), (p + "feed_forward_length", 4, struct.pack("<I", F)),
+            (p + "attention.head_count", 4, struct.pack("<I", H)),
+            (p + "attention.head_count_kv", 4, struct.pack("<I", Hkv)),
+            (p + "attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-6 if arch == "qwen2" else 1e-5)),
+            (p + "rope.freq_base", 6, struct.pack("<f", theta)),
+            (p + "rope.dimension_count", 4, struct.pack("<I", D))]
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
     for k, t, v in meta:
         head += kv_str(k) + struct.pack("<I", t) + v
@@ -96,7 +105,9 @@ def main():
     with open(a.output + ".tmp", "wb") as f:
         f.write(head)
         for i, (name, shape) in enumerate(tensors):
-            if len(shape) == 1:
+            if name.endswith(".bias"):
+                t = 0.02 * rng.standard_normal(shape, dtype=np.float32)
+            elif len(shape) == 1:
                 t = (1.0 + 0.05 * rng.standard_normal(shape, dtype=np.float32))
             else:
                 t = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
