@@ -160,7 +160,10 @@ def main():
     for isa in supported:
         same = True
         for wt in ("f32", "f16", "bf16", "q8_0", "q4_0"):
-            for T, K, N in [(1, 32, 3), (3, 96, 17), (17, 4096, 5), (2, 4128, 1)]:
+            shapes = [(1, 32, 3), (3, 96, 17), (17, 4096, 5), (2, 4128, 1), (1, 4128, 7)]
+            if wt in ("f32", "f16", "bf16"):
+                shapes += [(1, 4101, 3), (1, 3, 2), (2, 37, 5)]  # rows that end mid-vector
+            for T, K, N in shapes:
                 x, w = rand(T, K), rand(N, K)
                 attrs = {} if wt == "f32" else {"wtype": wt}
                 ref = op("matmul", [x, w], isa="ref", **attrs)

@@ -25,7 +25,14 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
   const int64_t N = w.shape[0], K = w.shape[1];
   ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
     std::vector<float> row(static_cast<size_t>(K));  // (K,) one weight row in f32
+    // A single activation row reads each weight row once: dot it in its stored type instead of widening it.
+    const bool direct = T == 1 && has_dot_stored();
     for (int64_t n = n0; n < n1; ++n) {
+      if (direct) {
+        const float v = dot_stored(x, w.dtype, w.row_ptr(n), K) + (bias != nullptr ? bias[n] : 0.0f);
+        y[n] = residual != nullptr ? residual[n] + v : v;
+        continue;
+      }
       const float* wr = row.data();
       if (w.dtype == DType::F32) {
         wr = w.f32() + n * K;

@@ -10,9 +10,14 @@ namespace ascent::kernels {
 
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n);
+// dot(x, widen(row)) without materialising the widened row; bitwise equal to widen_row then dot_row.
+float dot_stored_avx2(const float* x, DType t, const void* row, int64_t n);
 
 // Dispatching entry points used by the kernels.
 float dot_row(const float* a, const float* b, int64_t n);
 void widen_row(DType t, const void* src, float* dst, int64_t n);
+// True when dot_stored serves this ISA (the decode path then skips widening rows into a buffer).
+bool has_dot_stored();
+float dot_stored(const float* x, DType t, const void* row, int64_t n);
 
 }  // namespace ascent::kernels
