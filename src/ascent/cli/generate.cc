@@ -73,6 +73,7 @@ void run(Options& o) {
     const std::string rest = stream.flush();
     std::printf("%s\n", rest.c_str());
   }
+  std::fflush(stdout);  // the text ends before the speed line on a shared terminal
   o.runtime.finish();
   std::fprintf(stderr, "prompt: %lld tokens, %.1f t/s | generated: %lld tokens, %.1f t/s\n",
                static_cast<long long>(stats.prompt_tokens),
