@@ -16,7 +16,7 @@ void node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t
   const int64_t out = rows * n.cols * 4;
   auto in_bytes = [&](size_t k) {
     const Node& src = nodes[static_cast<size_t>(n.inputs[k])];
-    return (src.single_row ? 1 : T) * src.cols * (src.is_int ? 4 : 4);
+    return (src.single_row ? 1 : T) * src.cols * 4;  // f32 activations and i32 ids alike
   };
   auto attention_flops = [&](int64_t heads, int64_t d) { return 4 * rows * (n_past + (rows + 1) / 2) * heads * d; };
   bytes = out;

@@ -20,6 +20,18 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+namespace {
+
+// Row n of w as f32: in place for f32 weights, otherwise widened into buf (K floats).
+const float* weight_row(const Tensor& w, int64_t n, std::vector<float>& buf) {
+  const int64_t K = w.shape[1];
+  if (w.dtype == DType::F32) return w.f32() + n * K;
+  widen_row(w.dtype, w.row_ptr(n), buf.data(), K);
+  return buf.data();
+}
+
+}  // namespace
+
 void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y, const float* residual) {
   ASCENT_CHECK(w.shape.size() == 2, "matmul: weight must be 2-D, got {}", shape_str(w.shape));
   const int64_t N = w.shape[0], K = w.shape[1];
@@ -33,12 +45,7 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
         y[n] = residual != nullptr ? residual[n] + v : v;
         continue;
       }
-      const float* wr = row.data();
-      if (w.dtype == DType::F32) {
-        wr = w.f32() + n * K;
-      } else {
-        widen_row(w.dtype, w.row_ptr(n), row.data(), K);
-      }
+      const float* wr = weight_row(w, n, row);
       const float b = bias != nullptr ? bias[n] : 0.0f;
       for (int64_t t = 0; t < T; ++t) {
         const float v = dot_row(x + t * K, wr, K) + b;
@@ -66,12 +73,7 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
       while (g >= first[i + 1]) ++i;
       const Tensor& w = *ws[i];
       const int64_t n = g - first[i], N = w.shape[0];
-      const float* wr = row.data();
-      if (w.dtype == DType::F32) {
-        wr = w.f32() + n * K;
-      } else {
-        widen_row(w.dtype, w.row_ptr(n), row.data(), K);
-      }
+      const float* wr = weight_row(w, n, row);
       const float b = biases[i] != nullptr ? biases[i][n] : 0.0f;
       for (int64_t t = 0; t < T; ++t) outs[i][t * N + n] = dot_row(x + t * K, wr, K) + b;
     }
@@ -85,18 +87,8 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
     std::vector<float> grow(static_cast<size_t>(K)), urow(static_cast<size_t>(K));
     for (int64_t n = n0; n < n1; ++n) {
-      const float* g = grow.data();
-      const float* u = urow.data();
-      if (wg.dtype == DType::F32) {
-        g = wg.f32() + n * K;
-      } else {
-        widen_row(wg.dtype, wg.row_ptr(n), grow.data(), K);
-      }
-      if (wu.dtype == DType::F32) {
-        u = wu.f32() + n * K;
-      } else {
-        widen_row(wu.dtype, wu.row_ptr(n), urow.data(), K);
-      }
+      const float* g = weight_row(wg, n, grow);
+      const float* u = weight_row(wu, n, urow);
       for (int64_t t = 0; t < T; ++t) {
         const float gv = dot_row(x + t * K, g, K), uv = dot_row(x + t * K, u, K);
         y[t * N + n] = gv / (1.0f + std::exp(-gv)) * uv;  // the same expression as swiglu_forward

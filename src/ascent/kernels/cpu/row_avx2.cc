@@ -20,141 +20,138 @@ __attribute__((target("avx2"))) float dot_f32_avx2(const float* a, const float* 
   return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
-__attribute__((target("avx2,f16c"))) void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n) {
-  switch (t) {
-    case DType::F16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-      }
-      for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-      return;
-    }
-    case DType::BF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-      }
-      for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
-    case DType::Q8_0: {
-      const auto* b = static_cast<const BlockQ8_0*>(src);
-      for (int64_t k = 0; k < n / kQBlock; ++k) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(b[k].d));
-        for (int j = 0; j < kQBlock; j += 8) {
-          int64_t q8;
-          std::memcpy(&q8, b[k].qs + j, 8);
-          const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(q8)));
-          _mm256_storeu_ps(dst + k * kQBlock + j, _mm256_mul_ps(d, q));
-        }
-      }
-      return;
-    }
-    case DType::Q4_0: {
-      const auto* b = static_cast<const BlockQ4_0*>(src);
-      const __m256i eight = _mm256_set1_epi32(8);
-      for (int64_t k = 0; k < n / kQBlock; ++k) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(b[k].d));
-        for (int j = 0; j < kQBlock / 2; j += 8) {
-          int64_t q8;
-          std::memcpy(&q8, b[k].qs + j, 8);
-          const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q8));
-          const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(bytes, _mm256_set1_epi32(0x0f)), eight);
-          const __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(bytes, 4), eight);
-          _mm256_storeu_ps(dst + k * kQBlock + j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
-          _mm256_storeu_ps(dst + k * kQBlock + j + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
-        }
-      }
-      return;
-    }
-    default:
-      dequantize_row(t, src, dst, n);
+namespace {
+
+// Widens stored weights exactly as dequantize_row does. The type is a template parameter so that each row loop is
+// compiled per type with no dispatch inside it; quantized rows are widened a block (four vectors) at a time so the
+// block's scale is read once.
+template <DType t>
+constexpr bool kBlocked = t == DType::Q8_0 || t == DType::Q4_0;
+
+// Elements i..i+7 of an f16 or bf16 row.
+template <DType t>
+__attribute__((target("avx2,f16c"))) inline __m256 widen8(const void* row, int64_t i) {
+  const auto* s = static_cast<const uint16_t*>(row) + i;
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  if constexpr (t == DType::F16) {
+    return _mm256_cvtph_ps(h);
+  } else {
+    static_assert(t == DType::BF16);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 }
 
-}  // namespace ascent::kernels
+// The 32 elements of block k of a Q8_0 or Q4_0 row, in order.
+template <DType t>
+__attribute__((target("avx2,f16c"))) inline void widen_block(const void* row, int64_t k, __m256 v[4]) {
+  if constexpr (t == DType::Q8_0) {
+    const BlockQ8_0& b = static_cast<const BlockQ8_0*>(row)[k];
+    const __m256 d = _mm256_set1_ps(f16_to_f32(b.d));
+    for (int j = 0; j < 4; ++j) {
+      int64_t q8;
+      std::memcpy(&q8, b.qs + 8 * j, 8);
+      v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(q8))));
+    }
+  } else {
+    static_assert(t == DType::Q4_0);
+    // Elements 0..15 are the low nibbles of qs[0..15], elements 16..31 the high nibbles.
+    const BlockQ4_0& b = static_cast<const BlockQ4_0*>(row)[k];
+    const __m256 d = _mm256_set1_ps(f16_to_f32(b.d));
+    const __m256i eight = _mm256_set1_epi32(8), low = _mm256_set1_epi32(0x0f);
+    for (int j = 0; j < 2; ++j) {
+      int64_t q8;
+      std::memcpy(&q8, b.qs + 8 * j, 8);
+      const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q8));
+      v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(bytes, low), eight)));
+      v[j + 2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bytes, 4), eight)));
+    }
+  }
+}
 
-namespace ascent::kernels {
-namespace {
+// Calls fn(i, widened elements i..i+7) for every whole vector of the row in order; returns the first element
+// not covered (f16/bf16 rows may end mid-vector; quantized rows are whole blocks).
+template <DType t, class Fn>
+__attribute__((target("avx2,f16c"))) inline int64_t for_each8(const void* row, int64_t n, Fn& fn) {
+  if constexpr (kBlocked<t>) {
+    __m256 v[4];
+    for (int64_t k = 0; k < n / kQBlock; ++k) {
+      widen_block<t>(row, k, v);
+      for (int j = 0; j < 4; ++j) fn(k * kQBlock + 8 * j, v[j]);
+    }
+    return n / kQBlock * kQBlock;
+  } else {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) fn(i, widen8<t>(row, i));
+    return i;
+  }
+}
 
-// One step of the reference dot: acc[j] += a[i + j] * w[i + j] for eight lanes, multiply then add.
-__attribute__((target("avx2"))) inline __m256 step(__m256 acc, const float* a, __m256 w) {
-  return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a), w));
+// The two things done with widened vectors (lambdas would not inherit the AVX2 target).
+struct Store {
+  float* dst;
+  __attribute__((target("avx2"))) void operator()(int64_t at, __m256 w) const { _mm256_storeu_ps(dst + at, w); }
+};
+struct MultiplyAdd {
+  const float* x;
+  __m256 acc;
+  __attribute__((target("avx2"))) void operator()(int64_t at, __m256 w) {
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(x + at), w));
+  }
+};
+
+template <DType t>
+__attribute__((target("avx2,f16c"))) void widen_row_t(const void* src, float* dst, int64_t n) {
+  Store store{dst};
+  const int64_t i = for_each8<t>(src, n, store);
+  if (i < n) dequantize_row(t, static_cast<const uint8_t*>(src) + storage_bytes(t, i), dst + i, n - i);
+}
+
+template <DType t>
+__attribute__((target("avx2,f16c"))) float dot_stored_t(const float* x, const void* row, int64_t n) {
+  // Widening and multiplying in the reference's lane order (multiply, then add: no FMA) gives the reference's
+  // sum without writing the widened row to memory first.
+  MultiplyAdd dot{x, _mm256_setzero_ps()};
+  int64_t i = for_each8<t>(row, n, dot);
+  alignas(32) float p[8];
+  _mm256_store_ps(p, dot.acc);
+  if (i < n) {
+    float tail[8];
+    dequantize_row(t, static_cast<const uint8_t*>(row) + storage_bytes(t, i), tail, n - i);
+    for (int j = 0; i < n; ++i, ++j) p[j] += x[i] * tail[j];
+  }
+  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
 }  // namespace
 
-__attribute__((target("avx2,f16c"))) float dot_stored_avx2(const float* x, DType t, const void* row, int64_t n) {
-  // Widening and multiplying element by element in the reference's lane order gives the reference's sum without
-  // writing the widened row to memory first.
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
+void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::F32:
-      return dot_f32_avx2(x, static_cast<const float*>(row), n);
-    case DType::F16: {
-      const auto* s = static_cast<const uint16_t*>(row);
-      for (; i + 8 <= n; i += 8) {
-        acc = step(acc, x + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-      }
-      break;
-    }
-    case DType::BF16: {
-      const auto* s = static_cast<const uint16_t*>(row);
-      for (; i + 8 <= n; i += 8) {
-        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
-        acc = step(acc, x + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-      }
-      break;
-    }
-    case DType::Q8_0: {
-      const auto* b = static_cast<const BlockQ8_0*>(row);
-      for (int64_t k = 0; k < n / kQBlock; ++k) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(b[k].d));
-        for (int j = 0; j < kQBlock; j += 8) {
-          int64_t q8;
-          std::memcpy(&q8, b[k].qs + j, 8);
-          const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(q8)));
-          acc = step(acc, x + k * kQBlock + j, _mm256_mul_ps(d, q));
-        }
-      }
-      i = n;
-      break;
-    }
-    case DType::Q4_0: {
-      const auto* b = static_cast<const BlockQ4_0*>(row);
-      const __m256i eight = _mm256_set1_epi32(8), low = _mm256_set1_epi32(0x0f);
-      for (int64_t k = 0; k < n / kQBlock; ++k) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(b[k].d));
-        for (int half = 0; half < 2; ++half) {  // elements 0..15 (low nibbles), then 16..31 (high nibbles)
-          for (int j = 0; j < kQBlock / 2; j += 8) {
-            int64_t q8;
-            std::memcpy(&q8, b[k].qs + j, 8);
-            const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q8));
-            const __m256i q = half == 0 ? _mm256_and_si256(bytes, low) : _mm256_srli_epi32(bytes, 4);
-            const __m256 w = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, eight)));
-            acc = step(acc, x + k * kQBlock + half * 16 + j, w);
-          }
-        }
-      }
-      i = n;
-      break;
-    }
+    case DType::F16:
+      return widen_row_t<DType::F16>(src, dst, n);
+    case DType::BF16:
+      return widen_row_t<DType::BF16>(src, dst, n);
+    case DType::Q8_0:
+      return widen_row_t<DType::Q8_0>(src, dst, n);
+    case DType::Q4_0:
+      return widen_row_t<DType::Q4_0>(src, dst, n);
     default:
-      break;
+      return dequantize_row(t, src, dst, n);
   }
-  alignas(32) float p[8];
-  _mm256_store_ps(p, acc);
-  if (i < n) {  // f16/bf16 tails (quantized rows are whole blocks)
-    float tail[8];
-    widen_row(t, static_cast<const uint8_t*>(row) + storage_bytes(t, i), tail, n - i);
-    for (int j = 0; i < n; ++i, ++j) p[j] += x[i] * tail[j];
+}
+
+float dot_stored_avx2(const float* x, DType t, const void* row, int64_t n) {
+  switch (t) {
+    case DType::F16:
+      return dot_stored_t<DType::F16>(x, row, n);
+    case DType::BF16:
+      return dot_stored_t<DType::BF16>(x, row, n);
+    case DType::Q8_0:
+      return dot_stored_t<DType::Q8_0>(x, row, n);
+    case DType::Q4_0:
+      return dot_stored_t<DType::Q4_0>(x, row, n);
+    default:
+      return dot_f32_avx2(x, static_cast<const float*>(row), n);
   }
-  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
 }  // namespace ascent::kernels
