@@ -10,7 +10,6 @@
 #include "ascent/base/thread_pool.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
-#include "ascent/prof/roofline.h"
 
 namespace ascent::cli {
 namespace {
@@ -20,7 +19,7 @@ struct Options {
   int64_t prefill = 512, decode = 128;
   int threads = 0, runs = 5;
   bool jsonl = false;
-  double gbps = 0, gflops = 0;
+  RooflineFlags roofline;
   RuntimeFlags runtime;
 };
 
@@ -60,11 +59,7 @@ void run(Options& o) {
   ASCENT_CHECK(std::max(o.prefill, o.decode + 1) <= cfg.max_seq, "-p/-n exceed the model's context {}", cfg.max_seq);
   m->set_context(std::max(o.prefill, o.decode + 1));
   o.runtime.after_load(*m);
-  if (o.gbps <= 0 || o.gflops <= 0) {
-    const auto r = prof::measure_roofline(ThreadPool::global().size(), int64_t{256} << 20);
-    if (o.gbps <= 0) o.gbps = r.read_gbps_all;
-    if (o.gflops <= 0) o.gflops = r.fp32_gflops_all;
-  }
+  o.roofline.resolve();
   double wbytes, welems;
   weight_traffic(*m, wbytes, welems);
   std::mt19937 rng(7);
@@ -85,7 +80,8 @@ void run(Options& o) {
       tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
     // 2 FLOPs per weight element per token is the matmul work; attention adds little at these lengths.
-    results.push_back(summarize("pp" + std::to_string(o.prefill), tps, 100.0 * 2.0 * welems / (o.gflops * 1e9)));
+    results.push_back(
+        summarize("pp" + std::to_string(o.prefill), tps, 100.0 * 2.0 * welems / (o.roofline.gflops * 1e9)));
   }
   if (o.decode > 0) {
     std::vector<double> tps;
@@ -99,7 +95,7 @@ void run(Options& o) {
       }
       tps.push_back(static_cast<double>(o.decode) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    results.push_back(summarize("tg" + std::to_string(o.decode), tps, 100.0 * wbytes / (o.gbps * 1e9)));
+    results.push_back(summarize("tg" + std::to_string(o.decode), tps, 100.0 * wbytes / (o.roofline.gbps * 1e9)));
   }
   o.runtime.finish();
   if (o.jsonl) {
@@ -112,7 +108,7 @@ void run(Options& o) {
   std::printf("model: %s (%s, %.1f M params, %.1f MiB of matrices), %d threads, %d runs\n", o.model.c_str(),
               model::arch_name(cfg.arch), static_cast<double>(m->parameter_count()) / 1e6, wbytes / (1 << 20),
               ThreadPool::global().size(), o.runs);
-  std::printf("roofline: %.1f GB/s read, %.1f GFLOP/s fp32\n", o.gbps, o.gflops);
+  std::printf("roofline: %.1f GB/s read, %.1f GFLOP/s fp32\n", o.roofline.gbps, o.roofline.gflops);
   std::printf("| test | t/s median | min | max | roofline |\n|---|---|---|---|---|\n");
   for (const auto& r : results) {
     std::printf("| %s | %.2f | %.2f | %.2f | %.1f%% |\n", r.test.c_str(), r.median, r.min, r.max, r.roofline_pct);
@@ -130,8 +126,7 @@ void add_bench(CLI::App& app) {
   c->add_option("-r,--repetitions", o->runs, "runs per test")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   c->add_flag("--jsonl", o->jsonl, "one JSON object per test");
-  c->add_option("--roofline-gbps", o->gbps, "read bandwidth to judge against (default: measure now)");
-  c->add_option("--roofline-gflops", o->gflops, "FP32 peak to judge against (default: measure now)");
+  o->roofline.add_to(c);
   o->runtime.add_to(c);
   c->callback([o] { run(*o); });
 }

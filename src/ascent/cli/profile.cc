@@ -11,7 +11,6 @@
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/graph/memory_plan.h"
-#include "ascent/prof/roofline.h"
 
 namespace ascent::cli {
 namespace {
@@ -21,7 +20,7 @@ struct Options {
   int64_t prefill = 128, decode = 16;
   int threads = 0;
   bool dry_run = false;
-  double gbps = 0, gflops = 0;
+  RooflineFlags roofline;
   RuntimeFlags runtime;
 };
 
@@ -57,11 +56,7 @@ void run(Options& o) {
   std::fflush(stdout);
   if (o.dry_run) return;
 
-  if (o.gbps <= 0 || o.gflops <= 0) {
-    const auto r = prof::measure_roofline(ThreadPool::global().size(), int64_t{256} << 20);
-    if (o.gbps <= 0) o.gbps = r.read_gbps_all;
-    if (o.gflops <= 0) o.gflops = r.fp32_gflops_all;
-  }
+  o.roofline.resolve();
   prof::Tracer tracer;
   const int64_t before = m->plans_compiled();
   o.runtime.after_load(*m);
@@ -94,14 +89,14 @@ void run(Options& o) {
   }
   std::vector<std::pair<std::string, Agg>> top(by_op.begin(), by_op.end());
   std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
-  std::printf("\nroofline: %.1f GB/s read, %.1f GFLOP/s fp32 (%d threads)\n", o.gbps, o.gflops,
+  std::printf("\nroofline: %.1f GB/s read, %.1f GFLOP/s fp32 (%d threads)\n", o.roofline.gbps, o.roofline.gflops,
               ThreadPool::global().size());
   std::printf("%-16s %7s %10s %7s %9s %10s %9s\n", "op", "calls", "ms", "share", "GB/s", "GFLOP/s", "roofline");
   for (size_t i = 0; i < top.size() && i < 10; ++i) {
     const auto& [op, a] = top[i];
     const double s = a.us * 1e-6;
-    const double ideal =
-        std::max(static_cast<double>(a.bytes) / (o.gbps * 1e9), static_cast<double>(a.flops) / (o.gflops * 1e9));
+    const double ideal = std::max(static_cast<double>(a.bytes) / (o.roofline.gbps * 1e9),
+                                  static_cast<double>(a.flops) / (o.roofline.gflops * 1e9));
     std::printf("%-16s %7lld %10.2f %6.1f%% %9.2f %10.2f %8.1f%%\n", op.c_str(), static_cast<long long>(a.calls),
                 a.us / 1e3, 100.0 * a.us / total, static_cast<double>(a.bytes) / s / 1e9,
                 static_cast<double>(a.flops) / s / 1e9, 100.0 * ideal / s);
@@ -125,8 +120,7 @@ void add_profile(CLI::App& app) {
   c->add_option("-n,--n-decode", o->decode, "decode steps")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   c->add_flag("--dry-run", o->dry_run, "print the graph and memory figures only; run nothing");
-  c->add_option("--roofline-gbps", o->gbps, "read bandwidth to judge against (default: measure now)");
-  c->add_option("--roofline-gflops", o->gflops, "FP32 peak to judge against (default: measure now)");
+  o->roofline.add_to(c);
   o->runtime.add_to(c);
   c->callback([o] { run(*o); });
 }

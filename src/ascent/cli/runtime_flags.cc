@@ -1,7 +1,9 @@
 #include "ascent/cli/runtime_flags.h"
 
 #include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 #include "ascent/graph/passes.h"
+#include "ascent/prof/roofline.h"
 
 namespace ascent::cli {
 
@@ -31,6 +33,18 @@ void RuntimeFlags::finish() const {
   if (!tracer) return;
   if (!profile.empty()) tracer->write_chrome_trace(profile);
   if (!memory_csv.empty()) tracer->write_memory_csv(memory_csv);
+}
+
+void RooflineFlags::add_to(CLI::App* c) {
+  c->add_option("--roofline-gbps", gbps, "read bandwidth to judge against (default: measure now)");
+  c->add_option("--roofline-gflops", gflops, "FP32 peak to judge against (default: measure now)");
+}
+
+void RooflineFlags::resolve() {
+  if (gbps > 0 && gflops > 0) return;
+  const auto r = prof::measure_roofline(ThreadPool::global().size(), int64_t{256} << 20);
+  if (gbps <= 0) gbps = r.read_gbps_all;
+  if (gflops <= 0) gflops = r.fp32_gflops_all;
 }
 
 }  // namespace ascent::cli

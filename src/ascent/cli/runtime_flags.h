@@ -28,4 +28,13 @@ struct RuntimeFlags {
   std::unique_ptr<prof::Tracer> tracer;
 };
 
+// --roofline-gbps / --roofline-gflops for the commands that judge speed against the roofline (profile, bench):
+// either given, or measured once when resolve() is called.
+struct RooflineFlags {
+  double gbps = 0, gflops = 0;
+
+  void add_to(CLI::App* c);
+  void resolve();
+};
+
 }  // namespace ascent::cli

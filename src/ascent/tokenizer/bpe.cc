@@ -95,8 +95,8 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
     for (size_t i = 0; i < v_.pieces.size(); ++i) {
       const std::string& p = v_.pieces[i];
       const TokenType type = i < v_.types.size() ? v_.types[i] : TokenType::Normal;
-      if (p.size() == 6 && p.rfind("<0x", 0) == 0 && p[5] == '>' && type == TokenType::Byte) {
-        const int b = std::stoi(p.substr(3, 2), nullptr, 16);
+      const int b = byte_piece_value(p);
+      if (b >= 0 && type == TokenType::Byte) {
         if (byte_ids_[static_cast<size_t>(b)] < 0) byte_ids_[static_cast<size_t>(b)] = static_cast<int32_t>(i);
       }
     }
@@ -415,7 +415,8 @@ std::string Tokenizer::decode_token(int32_t id, bool strip_space) const {
     return out;
   }
   if (type == TokenType::Byte) {
-    return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
+    const int b = byte_piece_value(p);
+    if (b >= 0) return std::string(1, static_cast<char>(b));
   }
   for (size_t i = 0; i < p.size();) {
     if (p.compare(i, v_.space.size(), v_.space) == 0) {

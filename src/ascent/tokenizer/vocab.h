@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ascent::tokenizer {
@@ -19,6 +20,9 @@ enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefin
 
 // Unicode normalisation applied to text before encoding (tokenizer.json's "normalizer").
 enum class Normalization { None, NFC, NFKC, NFD, NFKD };
+
+// The byte a SentencePiece byte-fallback piece "<0xAB>" stands for, or -1 when `piece` has another form.
+int byte_piece_value(std::string_view piece);
 
 struct Vocab {
   VocabKind kind = VocabKind::Spm;

@@ -9,6 +9,18 @@
 
 namespace ascent::tokenizer {
 
+int byte_piece_value(std::string_view piece) {
+  if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return -1;
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  const int hi = hex(piece[3]), lo = hex(piece[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size) {
   MappedFile f(path);
   const auto b = f.bytes();
@@ -39,7 +51,7 @@ Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size) {
     std::string piece(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
     TokenType type = TokenType::Normal;
     if (i < 3) type = i == 0 ? TokenType::Unknown : TokenType::Control;
-    if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') type = TokenType::Byte;
+    if (byte_piece_value(piece) >= 0) type = TokenType::Byte;
     v.pieces.push_back(std::move(piece));
     v.scores.push_back(score);
     v.types.push_back(type);
@@ -142,7 +154,7 @@ Vocab read_tokenizer_json(const std::string& path) {
       const int64_t i = id.get<int64_t>();
       ASCENT_CHECK(i >= 0, "{}: token '{}' has negative id", path, piece);
       v.pieces[static_cast<size_t>(i)] = piece;
-      const bool is_byte = piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>';
+      const bool is_byte = byte_piece_value(piece) >= 0;
       v.types[static_cast<size_t>(i)] = is_byte && byte_fallback ? TokenType::Byte : TokenType::Normal;
     }
     if (j.contains("added_tokens")) {
