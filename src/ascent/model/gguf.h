@@ -30,6 +30,9 @@ enum class GgufType : uint32_t {
   F64 = 12,
 };
 
+// True when the file at `path` starts with GGUF's magic (false if it cannot be read).
+bool has_gguf_magic(const std::string& path);
+
 struct GgufValue {
   GgufType type = GgufType::U32;
   GgufType elem_type = GgufType::U32;  // for arrays

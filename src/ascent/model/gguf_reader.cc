@@ -1,4 +1,5 @@
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include "ascent/base/error.h"
@@ -135,6 +136,12 @@ DType ggml_dtype(uint32_t t, const std::string& path, const std::string& name) {
 }
 
 }  // namespace
+
+bool has_gguf_magic(const std::string& path) {
+  char magic[4] = {};
+  std::ifstream(path, std::ios::binary).read(magic, 4);
+  return std::memcmp(magic, "GGUF", 4) == 0;
+}
 
 GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>(path)) {
   Cursor c(path, file_->bytes());

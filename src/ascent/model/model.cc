@@ -1,8 +1,6 @@
 #include "ascent/model/model.h"
 
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "ascent/base/error.h"
 #include "ascent/model/loaders.h"
@@ -36,12 +34,9 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
     const fs::path parent = fs::path(path).parent_path();
     source = parent.empty() ? fs::path(".").string() : parent.string();
   } else {
-    char magic[4] = {};
-    std::ifstream in(path, std::ios::binary);
-    in.read(magic, 4);
     // A .gguf name is taken at its word, so a damaged magic is reported as such rather than as a bad llama2.c file.
     const bool gguf_name = fs::path(path).extension() == ".gguf";
-    format = gguf_name || std::memcmp(magic, "GGUF", 4) == 0 ? Format::Gguf : Format::Llama2c;
+    format = gguf_name || has_gguf_magic(path) ? Format::Gguf : Format::Llama2c;
   }
   w = WeightSet(source);
   switch (format) {

@@ -1,8 +1,6 @@
 #include "ascent/model/model_tokenizer.h"
 
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "ascent/base/error.h"
 
@@ -82,9 +80,7 @@ tokenizer::Vocab load_vocab(const std::string& path, int64_t vocab_size) {
   }
   if (fs::path(path).extension() == ".json") return tokenizer::read_tokenizer_json(path);
   if (fs::path(path).extension() == ".model") return tokenizer::read_sentencepiece_model(path);
-  char magic[4] = {};
-  std::ifstream(path, std::ios::binary).read(magic, 4);
-  if (std::memcmp(magic, "GGUF", 4) == 0) return vocab_from_gguf(GgufFile(path));
+  if (has_gguf_magic(path)) return vocab_from_gguf(GgufFile(path));
   return tokenizer::read_llama2c_vocab(path, vocab_size);
 }
 

@@ -132,6 +132,12 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
 
 Tokenizer::~Tokenizer() = default;
 
+Tokenizer::StringMap<std::vector<int32_t>>::iterator Tokenizer::cache_word(std::string_view word,
+                                                                           std::vector<int32_t> ids) const {
+  if (word_cache_.size() > 200000) word_cache_.clear();  // bounded: a long text of unique words cannot grow it
+  return word_cache_.emplace(std::string(word), std::move(ids)).first;
+}
+
 int32_t Tokenizer::lookup(std::string_view piece) const {
   auto it = ids_.find(piece);
   return it == ids_.end() ? -1 : it->second;
@@ -240,8 +246,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
           ids.push_back(b >= 0 ? b : v_.unk_id);
         }
       }
-      if (word_cache_.size() > 200000) word_cache_.clear();
-      hit = word_cache_.emplace(std::string(word), std::move(ids)).first;
+      hit = cache_word(word, std::move(ids));
     }
     out.insert(out.end(), hit->second.begin(), hit->second.end());
   };
@@ -305,8 +310,7 @@ void Tokenizer::encode_byte_level(std::string_view text, std::vector<int32_t>& o
                        mapped.substr(p.start, p.len));
           ids.push_back(p.id >= 0 ? p.id : v_.unk_id);
         }
-        if (word_cache_.size() > 200000) word_cache_.clear();
-        hit = word_cache_.emplace(std::string(word), std::move(ids)).first;
+        hit = cache_word(word, std::move(ids));
       }
       out.insert(out.end(), hit->second.begin(), hit->second.end());
     }

@@ -15,11 +15,20 @@ struct Segment {
   int line;
 };
 
-int line_at(const std::string& s, size_t pos) {
-  int line = 1;
-  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
-  return line;
-}
+// Line numbers for error messages, counted incrementally as the lexer moves forward through the source.
+class LineCounter {
+ public:
+  explicit LineCounter(const std::string& s) : s_(s) {}
+  int at(size_t pos) {
+    for (; at_ < pos && at_ < s_.size(); ++at_) line_ += s_[at_] == '\n';
+    return line_;
+  }
+
+ private:
+  const std::string& s_;
+  size_t at_ = 0;
+  int line_ = 1;
+};
 
 // Finds the closing delimiter of a tag starting at `from`, skipping string literals.
 size_t find_close(const std::string& s, size_t from, const char* close) {
@@ -42,6 +51,7 @@ size_t find_close(const std::string& s, size_t from, const char* close) {
 
 std::vector<Segment> lex(const std::string& src) {
   std::vector<Segment> out;
+  LineCounter lines(src);
   size_t pos = 0;
   bool strip_leading = false, trim_newline = false;
   while (pos <= src.size()) {
@@ -65,7 +75,7 @@ std::vector<Segment> lex(const std::string& src) {
     }
     strip_leading = trim_newline = false;
     if (open == std::string::npos) {
-      if (!text.empty()) out.push_back({Segment::Kind::Text, text, line_at(src, pos)});
+      if (!text.empty()) out.push_back({Segment::Kind::Text, text, lines.at(pos)});
       break;
     }
     const char kind = src[open + 1];
@@ -82,11 +92,11 @@ std::vector<Segment> lex(const std::string& src) {
         text.erase(keep == std::string::npos ? 0 : keep + 1);
       }
     }
-    if (!text.empty()) out.push_back({Segment::Kind::Text, text, line_at(src, pos)});
+    if (!text.empty()) out.push_back({Segment::Kind::Text, text, lines.at(pos)});
     const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     const size_t body = open + 2 + ((mod == '-' || mod == '+') ? 1 : 0);
     const size_t end = kind == '#' ? src.find(close, body) : find_close(src, body, close);
-    if (end == std::string::npos) fail("template line {}: unclosed '{}{}'", line_at(src, open), '{', kind);
+    if (end == std::string::npos) fail("template line {}: unclosed '{}{}'", lines.at(open), '{', kind);
     size_t inner_end = end;
     if (end > body && src[end - 1] == '-') {
       strip_leading = true;
@@ -96,7 +106,7 @@ std::vector<Segment> lex(const std::string& src) {
     }
     if (kind != '#') {
       out.push_back({kind == '{' ? Segment::Kind::Var : Segment::Kind::Block, src.substr(body, inner_end - body),
-                     line_at(src, open)});
+                     lines.at(open)});
     }
     pos = end + 2;
   }

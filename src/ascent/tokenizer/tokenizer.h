@@ -69,6 +69,7 @@ class Tokenizer {
   bool spm_split_words_ = false;          // Spm: encode word by word (see encode_spm)
   std::array<bool, 128> spm_isolated_{};  // Spm: ASCII characters no merge can involve
   mutable StringMap<std::vector<int32_t>> word_cache_;
+  StringMap<std::vector<int32_t>>::iterator cache_word(std::string_view word, std::vector<int32_t> ids) const;
 };
 
 // Emits decoded bytes only as complete UTF-8 sequences, so streamed output never shows a broken character.
