@@ -189,14 +189,36 @@ def llama3_inv_freq(inv_freq, s):
     return torch.where(medium, smoothed, out)
 
 
-def reference_logits(cfg, w, ids, dtype=torch.float64):
-    """Logits (T, vocab) of a causal LM given its config.json dict and HF-named weights."""
+def fake_quant(x, width):
+    """x rounded through symmetric int8 per span of `width` columns as the kernels quantize activations: in f32,
+    d = amax / 127, q = round-half-even(x * (1 / d)); returned as q * d."""
+    shape = x.shape
+    xs = x.float().reshape(-1, shape[-1] // width, width)
+    d = xs.abs().amax(dim=-1, keepdim=True) / 127.0
+    inv = torch.where(d != 0, 1.0 / torch.where(d != 0, d, torch.ones_like(d)), torch.zeros_like(d))
+    q = torch.round(xs * inv).clamp(-127, 127)
+    return (q.double() * d.double()).reshape(shape).to(x.dtype)
+
+
+# What each weight type does to a matmul's activations first (src/ascent/kernels/cpu/gemm.h).
+ACTIVATIONS = {
+    "f32": None, "f16": None,
+    "bf16": lambda x: x.to(torch.bfloat16).to(x.dtype),
+    "q8_0": lambda x: fake_quant(x, 32), "q4_0": lambda x: fake_quant(x, 32),
+    "int8": lambda x: fake_quant(x, x.shape[-1]), "int4": lambda x: fake_quant(x, x.shape[-1]),
+}
+
+
+def reference_logits(cfg, w, ids, dtype=torch.float64, act=None):
+    """Logits (T, vocab) of a causal LM given its config.json dict and HF-named weights. act, when given, is applied
+    to every matmul's input (the activation rounding of a quantized weight format, ACTIVATIONS)."""
     w = {k: v.to(dtype) for k, v in w.items()}
+    mm = (lambda x, m: act(x) @ m) if act else (lambda x, m: x @ m)
     ids = torch.tensor(ids, dtype=torch.long)
     T = len(ids)
     pos = torch.arange(T)
     if cfg["model_type"] == "gpt2":
-        return _gpt2(cfg, w, ids, pos)
+        return _gpt2(cfg, w, ids, pos, mm)
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads", H)
     D = cfg.get("head_dim") or C // H
@@ -219,7 +241,7 @@ def reference_logits(cfg, w, ids, dtype=torch.float64):
         x = rms_norm(h, w[p + "input_layernorm.weight"], eps)
 
         def proj(n):
-            y = x @ w[p + f"self_attn.{n}_proj.weight"].T
+            y = mm(x, w[p + f"self_attn.{n}_proj.weight"].T)
             b = w.get(p + f"self_attn.{n}_proj.bias")
             return y + b if b is not None else y
 
@@ -238,22 +260,22 @@ def reference_logits(cfg, w, ids, dtype=torch.float64):
         s = s.masked_fill(~mask, float("-inf"))
         a = torch.softmax(s, dim=-1) @ v
         a = a.transpose(0, 1).reshape(T, H * D)
-        h = h + a @ w[p + "self_attn.o_proj.weight"].T
+        h = h + mm(a, w[p + "self_attn.o_proj.weight"].T)
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        g = x @ w[p + "mlp.gate_proj.weight"].T
-        u = x @ w[p + "mlp.up_proj.weight"].T
-        h = h + (torch.nn.functional.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
+        g = mm(x, w[p + "mlp.gate_proj.weight"].T)
+        u = mm(x, w[p + "mlp.up_proj.weight"].T)
+        h = h + mm(torch.nn.functional.silu(g) * u, w[p + "mlp.down_proj.weight"].T)
     h = rms_norm(h, w["model.norm.weight"], eps)
-    return (h @ head.T).float()
+    return mm(h, head.T).float()
 
 
-def _gpt2(cfg, w, ids, pos):
+def _gpt2(cfg, w, ids, pos, mm):
     C, H = cfg["n_embd"], cfg["n_head"]
     D = C // H
     T = len(ids)
     eps = cfg.get("layer_norm_epsilon", 1e-5)
     ln = lambda x, n: torch.nn.functional.layer_norm(x, (C,), w[n + ".weight"], w[n + ".bias"], eps)
-    conv = lambda x, n: x @ w[n + ".weight"] + w[n + ".bias"]  # Conv1D: weight is (in, out)
+    conv = lambda x, n: mm(x, w[n + ".weight"]) + w[n + ".bias"]  # Conv1D: weight is (in, out)
     h = w["wte.weight"][ids] + w["wpe.weight"][pos]
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(cfg["n_layer"]):
@@ -266,7 +288,7 @@ def _gpt2(cfg, w, ids, pos):
         m = torch.nn.functional.gelu(conv(ln(h, p + "ln_2"), p + "mlp.c_fc"), approximate="tanh")
         h = h + conv(m, p + "mlp.c_proj")
     h = ln(h, "ln_f")
-    return (h @ w["wte.weight"].T).float()
+    return mm(h, w["wte.weight"].T).float()
 
 
 def load_npy(path):

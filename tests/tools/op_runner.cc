@@ -2,7 +2,8 @@
 // every op against PyTorch over odd shapes and dtypes.
 //   op_runner OP OUT.npy IN.npy... [key=value...]
 // Activation inputs given as f16/bf16 arrays are widened to f32 (the kernels' activation type); matmul and
-// embedding weights are used in their storage type, and wtype=q8_0|q4_0 quantizes an f32 weight first.
+// embedding weights are used in their storage type, and wtype=q8_0|q4_0|int8|int4 (group=G, input_scale=1)
+// quantizes an f32 weight first.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -12,6 +13,7 @@
 #include "ascent/base/error.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/tensor/npy.h"
+#include "ascent/tensor/quantize.h"
 
 using namespace ascent;
 
@@ -58,11 +60,24 @@ int run(int argc, char** argv) {
 
   if (op == "matmul" || op == "embedding") {
     Tensor w = op == "matmul" ? in.at(1) : in.at(0);
-    if (attr.count("wtype")) w = convert(w, parse_dtype(attr["wtype"]));
+    // With input_scale=1 the third input is the int weight's input_scale (K,) instead of a bias.
+    const bool has_input_scale = attr.count("input_scale") != 0;
+    std::vector<float> input_scale;
+    if (has_input_scale) input_scale = as_f32(in.at(2));
+    if (attr.count("wtype")) {
+      const std::string wt = attr["wtype"];
+      if (wt == "int8") {
+        w = quantize_int8(w, input_scale);
+      } else if (wt == "int4") {
+        w = quantize_int4(w, static_cast<int>(inum("group")), input_scale);
+      } else {
+        w = convert(w, parse_dtype(wt));
+      }
+    }
     if (op == "matmul") {
       const auto xv = as_f32(x);
       std::vector<float> bias;
-      if (in.size() > 2) bias = as_f32(in[2]);
+      if (in.size() > 2 && !has_input_scale) bias = as_f32(in[2]);
       y.resize(static_cast<size_t>(rows * w.shape[0]));
       kernels::matmul_forward(xv.data(), rows, w, bias.empty() ? nullptr : bias.data(), y.data());
       yshape = {rows, w.shape[0]};

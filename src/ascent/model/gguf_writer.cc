@@ -32,6 +32,8 @@ uint32_t ggml_type(DType t) {
     case DType::BF16:
       return 30;
     case DType::I32:
+    case DType::I8:
+    case DType::I4:
       break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));

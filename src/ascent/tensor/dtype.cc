@@ -62,6 +62,10 @@ std::string_view dtype_name(DType t) {
       return "q4_0";
     case DType::I32:
       return "i32";
+    case DType::I8:
+      return "int8";
+    case DType::I4:
+      return "int4";
   }
   return "?";
 }
@@ -76,7 +80,7 @@ DType parse_dtype(std::string_view name) {
 }
 
 int64_t block_elems(DType t) {
-  return is_quantized(t) ? kQBlock : 1;
+  return is_quantized(t) ? kQBlock : t == DType::I4 ? 2 : 1;
 }
 
 int64_t block_bytes(DType t) {
@@ -93,6 +97,9 @@ int64_t block_bytes(DType t) {
       return sizeof(BlockQ4_0);
     case DType::I32:
       return 4;
+    case DType::I8:
+    case DType::I4:
+      return 1;
   }
   return 0;
 }
@@ -105,6 +112,10 @@ int64_t storage_bytes(DType t, int64_t n) {
   const int64_t be = block_elems(t);
   if (n % be != 0) fail("{} elements is not a whole number of {}-element {} blocks", n, be, dtype_name(t));
   return n / be * block_bytes(t);
+}
+
+int64_t row_bytes(DType t, int64_t cols) {
+  return is_int_weight(t) ? storage_bytes(t, padded_cols(t, cols)) : storage_bytes(t, cols);
 }
 
 float f16_to_f32(uint16_t h) {
@@ -179,9 +190,11 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return;
     }
     case DType::I32:
+    case DType::I8:
+    case DType::I4:
       break;
   }
-  fail("cannot convert {} to f32", dtype_name(t));
+  fail("cannot convert {} to f32 row by row", dtype_name(t));
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
@@ -238,9 +251,11 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       return;
     }
     case DType::I32:
+    case DType::I8:
+    case DType::I4:
       break;
   }
-  fail("cannot convert f32 to {}", dtype_name(t));
+  fail("cannot convert f32 to {} row by row (use tensor/quantize.h)", dtype_name(t));
 }
 
 }  // namespace ascent

@@ -1,6 +1,8 @@
 // Element types and their storage. F32/F16/BF16 are plain arrays; Q8_0 and Q4_0 are GGUF's 32-element blocks
 // (one f16 scale and 32 signed 8-bit or 4-bit values), stored and used exactly as GGUF lays them out so that
-// weights run in place from a mapped file. I32 holds token ids and positions.
+// weights run in place from a mapped file. I8 and I4 are Ascent's own weight formats (tensor/quantize.h): rows
+// padded to 64 elements, stored offset-binary (q + 128, q + 8), with scales held beside the data in the Tensor.
+// I32 holds token ids and positions.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,12 @@
 
 namespace ascent {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32 };
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4 };
+
+// I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
+// kernels never need a tail.
+constexpr int64_t kIntRowAlign = 64;
+constexpr int64_t kInt4RowAlign = 128;
 
 constexpr int kQBlock = 32;
 
@@ -36,6 +43,14 @@ int64_t block_bytes(DType t);
 bool is_quantized(DType t);
 // Bytes that n elements occupy; throws if n is not a whole number of blocks.
 int64_t storage_bytes(DType t, int64_t n);
+// Bytes one row of `cols` elements occupies (I8/I4 rows padded as padded_cols says).
+int64_t row_bytes(DType t, int64_t cols);
+inline int64_t padded_cols(DType t, int64_t cols) {
+  const int64_t a = t == DType::I4 ? kInt4RowAlign : kIntRowAlign;
+  return (cols + a - 1) / a * a;
+}
+// I8 and I4 need their scales (Tensor-level: row_to_f32 in tensor.h); the row functions below refuse them.
+inline bool is_int_weight(DType t) { return t == DType::I8 || t == DType::I4; }
 
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even, saturating to inf like IEEE

@@ -28,6 +28,29 @@ Tensor make_owned(DType dtype, Shape shape) {
   return t;
 }
 
+void row_to_f32(const Tensor& t, int64_t r, float* dst) {
+  const int64_t K = t.cols();
+  const uint8_t* row = t.row_ptr(r);
+  if (t.dtype == DType::I8) {
+    const float s = t.scales[r];
+    for (int64_t k = 0; k < K; ++k) dst[k] = s * static_cast<float>(static_cast<int>(row[k]) - 128);
+  } else if (t.dtype == DType::I4) {
+    const int64_t groups = padded_cols(t.dtype, K) / t.group;
+    for (int64_t k = 0; k < K; ++k) {
+      // Each 64-element chunk is 32 bytes: element j in the low nibble of byte j, element j + 32 in the high one.
+      const uint8_t b = row[k / 64 * 32 + k % 32];
+      const int q = (k % 64 < 32 ? b & 0x0f : b >> 4) - 8;
+      dst[k] = t.scales[r * groups + k / t.group] * static_cast<float>(q);
+    }
+  } else {
+    dequantize_row(t.dtype, row, dst, K);
+    return;
+  }
+  if (t.input_scale != nullptr) {
+    for (int64_t k = 0; k < K; ++k) dst[k] *= t.input_scale[k];
+  }
+}
+
 Tensor to_f32(const Tensor& t) {
   return convert(t, DType::F32);
 }
@@ -38,7 +61,7 @@ Tensor convert(const Tensor& t, DType dtype) {
   auto* dst = static_cast<uint8_t*>(const_cast<void*>(out.data));
   const int64_t dst_row = storage_bytes(dtype, t.cols());
   for (int64_t r = 0; r < t.rows(); ++r) {
-    dequantize_row(t.dtype, t.row_ptr(r), row.data(), t.cols());
+    row_to_f32(t, r, row.data());
     quantize_row(dtype, row.data(), dst + r * dst_row, t.cols());
   }
   return out;

@@ -22,18 +22,27 @@ struct Tensor {
   const void* data = nullptr;
   std::shared_ptr<const void> owner;  // keeps owned storage alive; null for views into mapped files
 
+  // I8 and I4 weights only. scales: (rows,) for I8, (rows, padded_cols / group) for I4. input_scale: optional
+  // (cols,) multiplier applied to the activations before they are quantized (activation-aware scaling: the
+  // weight was divided by it column-wise). They point into the same file or owner as data.
+  const float* scales = nullptr;
+  const float* input_scale = nullptr;
+  int32_t group = 0;
+
   int64_t numel() const { return ascent::numel(shape); }
-  int64_t nbytes() const { return storage_bytes(dtype, numel()); }
+  int64_t nbytes() const { return shape.empty() ? storage_bytes(dtype, 1) : rows() * row_bytes(dtype, cols()); }
   int64_t rows() const { return shape.size() < 2 ? 1 : numel() / shape.back(); }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
   const uint8_t* row_ptr(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + r * storage_bytes(dtype, cols());
+    return static_cast<const uint8_t*>(data) + r * row_bytes(dtype, cols());
   }
   const float* f32() const { return static_cast<const float*>(data); }
 };
 
 // A new tensor owning a zeroed buffer of the given type and shape.
 Tensor make_owned(DType dtype, Shape shape);
+// Row r of t as f32 (cols() values), for every storage type including I8/I4.
+void row_to_f32(const Tensor& t, int64_t r, float* dst);
 // A new owned f32 copy of t, converted from any storage type.
 Tensor to_f32(const Tensor& t);
 // A new owned tensor holding t's values converted to `dtype` (rounding/quantizing row by row).

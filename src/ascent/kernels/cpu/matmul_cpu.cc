@@ -1,10 +1,12 @@
-// Reference matmul and embedding for every weight storage type: each weight row is converted to f32 once, then
-// dotted with every activation row. Work is split over output columns so decode (T = 1) uses every thread.
+// matmul_forward and its fused forms over the matmul engine (gemm.h): activations are prepared once per input,
+// then output columns are split over the thread pool in groups of four rows, so decode (T = 1) streams the
+// weights from every core. Also the embedding lookup and the fixed-order f32 dot product.
 #include <cmath>
 #include <vector>
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/row_ops.h"
 
@@ -22,60 +24,58 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 namespace {
 
-// Row n of w as f32: in place for f32 weights, otherwise widened into buf (K floats).
-const float* weight_row(const Tensor& w, int64_t n, std::vector<float>& buf) {
-  const int64_t K = w.shape[1];
-  if (w.dtype == DType::F32) return w.f32() + n * K;
-  widen_row(w.dtype, w.row_ptr(n), buf.data(), K);
-  return buf.data();
+constexpr int64_t kRowGroup = 4;  // rows per unit of thread work, the tile height
+
+// Runs fn(n0, n1) over [0, N) split across the pool in whole groups of kRowGroup rows.
+template <class Fn>
+void parallel_rows(int64_t N, Fn&& fn) {
+  ThreadPool::global().parallel_for((N + kRowGroup - 1) / kRowGroup, [&](int64_t g0, int64_t g1) {
+    fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup));
+  });
+}
+
+void check_weight(const Tensor& w, int64_t K, const char* what) {
+  ASCENT_CHECK(w.shape.size() == 2 && w.shape[1] == K, "{}: weight has shape {}, expected (N, {})", what,
+               shape_str(w.shape), K);
 }
 
 }  // namespace
 
 void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y, const float* residual) {
   ASCENT_CHECK(w.shape.size() == 2, "matmul: weight must be 2-D, got {}", shape_str(w.shape));
-  const int64_t N = w.shape[0], K = w.shape[1];
-  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
-    std::vector<float> row(static_cast<size_t>(K));  // (K,) one weight row in f32
-    // A single activation row reads each weight row once: dot it in its stored type instead of widening it.
-    const bool direct = T == 1 && has_dot_stored();
-    for (int64_t n = n0; n < n1; ++n) {
-      if (direct) {
-        const float v = dot_stored(x, w.dtype, w.row_ptr(n), K) + (bias != nullptr ? bias[n] : 0.0f);
-        y[n] = residual != nullptr ? residual[n] + v : v;
-        continue;
-      }
-      const float* wr = weight_row(w, n, row);
-      const float b = bias != nullptr ? bias[n] : 0.0f;
-      for (int64_t t = 0; t < T; ++t) {
-        const float v = dot_row(x + t * K, wr, K) + b;
-        y[t * N + n] = residual != nullptr ? residual[t * N + n] + v : v;
-      }
-    }
-  });
+  const int64_t N = w.shape[0];
+  GemmInput in;
+  prepare_gemm_input(x, T, w, in);
+  const GemmOut out{y, N, bias, residual, 0};
+  parallel_rows(N, [&](int64_t n0, int64_t n1) { gemm_rows(in, w, n0, n1, out); });
 }
 
 void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* const> ws,
                           std::span<const float* const> biases, std::span<float* const> outs) {
   ASCENT_CHECK(ws.size() == biases.size() && ws.size() == outs.size(),
                "matmul_multi: {} weights, {} biases, {} outputs", ws.size(), biases.size(), outs.size());
-  std::vector<int64_t> first(ws.size() + 1, 0);  // global output column where each weight starts
+  const int64_t K = ws[0]->shape.size() == 2 ? ws[0]->shape[1] : -1;
+  std::vector<int64_t> first(ws.size() + 1, 0);  // global output column where each weight starts (row groups)
+  std::vector<GemmInput> inputs;
+  std::vector<size_t> input_of(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) {
-    ASCENT_CHECK(ws[i]->shape.size() == 2 && ws[i]->shape[1] == ws[0]->shape[1],
-                 "matmul_multi: weight {} has shape {}, expected (N, {})", i, shape_str(ws[i]->shape), ws[0]->shape[1]);
-    first[i + 1] = first[i] + ws[i]->shape[0];
+    check_weight(*ws[i], K, "matmul_multi");
+    first[i + 1] = first[i] + (ws[i]->shape[0] + kRowGroup - 1) / kRowGroup * kRowGroup;
+    size_t j = 0;
+    while (j < inputs.size() && !gemm_input_fits(inputs[j], *ws[i])) ++j;
+    if (j == inputs.size()) {
+      inputs.emplace_back();
+      prepare_gemm_input(x, T, *ws[i], inputs.back());
+    }
+    input_of[i] = j;
   }
-  const int64_t K = ws[0]->shape[1];
-  ThreadPool::global().parallel_for(first.back(), [&](int64_t g0, int64_t g1) {
-    std::vector<float> row(static_cast<size_t>(K));
-    size_t i = 0;
-    for (int64_t g = g0; g < g1; ++g) {
-      while (g >= first[i + 1]) ++i;
-      const Tensor& w = *ws[i];
-      const int64_t n = g - first[i], N = w.shape[0];
-      const float* wr = weight_row(w, n, row);
-      const float b = biases[i] != nullptr ? biases[i][n] : 0.0f;
-      for (int64_t t = 0; t < T; ++t) outs[i][t * N + n] = dot_row(x + t * K, wr, K) + b;
+  parallel_rows(first.back(), [&](int64_t g0, int64_t g1) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t lo = std::max(g0, first[i]) - first[i];
+      const int64_t hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i];
+      if (lo >= hi) continue;
+      const GemmOut out{outs[i], ws[i]->shape[0], biases[i], nullptr, 0};
+      gemm_rows(inputs[input_of[i]], *ws[i], lo, hi, out);
     }
   });
 }
@@ -83,15 +83,23 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
 void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Tensor& wu, float* y) {
   ASCENT_CHECK(wg.shape == wu.shape && wg.shape.size() == 2, "matmul_swiglu: gate {} and up {} differ",
                shape_str(wg.shape), shape_str(wu.shape));
-  const int64_t N = wg.shape[0], K = wg.shape[1];
-  ThreadPool::global().parallel_for(N, [&](int64_t n0, int64_t n1) {
-    std::vector<float> grow(static_cast<size_t>(K)), urow(static_cast<size_t>(K));
-    for (int64_t n = n0; n < n1; ++n) {
-      const float* g = weight_row(wg, n, grow);
-      const float* u = weight_row(wu, n, urow);
+  const int64_t N = wg.shape[0];
+  GemmInput gin, uin;
+  prepare_gemm_input(x, T, wg, gin);
+  const bool shared = gemm_input_fits(gin, wu);
+  if (!shared) prepare_gemm_input(x, T, wu, uin);
+  constexpr int64_t kSlice = 64;  // columns per pass: gate and up results for a slice stay in cache
+  parallel_rows(N, [&](int64_t n0, int64_t n1) {
+    std::vector<float> g(static_cast<size_t>(T * kSlice)), u(static_cast<size_t>(T * kSlice));  // (T, kSlice)
+    for (int64_t s0 = n0; s0 < n1; s0 += kSlice) {
+      const int64_t s1 = std::min(n1, s0 + kSlice), width = s1 - s0;
+      gemm_rows(gin, wg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
+      gemm_rows(shared ? gin : uin, wu, s0, s1, GemmOut{u.data(), width, nullptr, nullptr, s0});
       for (int64_t t = 0; t < T; ++t) {
-        const float gv = dot_row(x + t * K, g, K), uv = dot_row(x + t * K, u, K);
-        y[t * N + n] = gv / (1.0f + std::exp(-gv)) * uv;  // the same expression as swiglu_forward
+        for (int64_t c = 0; c < width; ++c) {
+          const float gv = g[static_cast<size_t>(t * width + c)], uv = u[static_cast<size_t>(t * width + c)];
+          y[t * N + s0 + c] = gv / (1.0f + std::exp(-gv)) * uv;  // the same expression as swiglu_forward
+        }
       }
     }
   });
@@ -104,7 +112,13 @@ void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float*
                  V);
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) widen_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
+    for (int64_t t = t0; t < t1; ++t) {
+      if (is_int_weight(table.dtype)) {
+        row_to_f32(table, ids[t], out + t * C);
+      } else {
+        widen_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
+      }
+    }
   });
 }
 

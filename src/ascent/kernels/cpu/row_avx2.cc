@@ -1,7 +1,7 @@
-// AVX2/F16C variants of the two inner loops every matmul runs: widening a weight row to f32 and the f32 dot
-// product. Both give bitwise the reference's results — conversions are exact, and the dot keeps the reference's
-// eight partial sums with separate multiply and add (no FMA contraction) and its final reduction order — so the
-// ISA choice never changes a logit. The AVX-512 variant uses these too until it has kernels of its own.
+// AVX2/F16C variants of the row loops attention and the embedding lookup run: widening a stored row to f32 and
+// the f32 dot product. Both give bitwise the reference's results — conversions are exact, and the dot keeps the
+// reference's eight partial sums with separate multiply and add (no FMA contraction) and its final reduction order.
+// (Matmuls have their own engine, gemm.h.)
 #include <immintrin.h>
 
 #include <cstring>
@@ -91,35 +91,12 @@ struct Store {
   float* dst;
   __attribute__((target("avx2"))) void operator()(int64_t at, __m256 w) const { _mm256_storeu_ps(dst + at, w); }
 };
-struct MultiplyAdd {
-  const float* x;
-  __m256 acc;
-  __attribute__((target("avx2"))) void operator()(int64_t at, __m256 w) {
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(x + at), w));
-  }
-};
 
 template <DType t>
 __attribute__((target("avx2,f16c"))) void widen_row_t(const void* src, float* dst, int64_t n) {
   Store store{dst};
   const int64_t i = for_each8<t>(src, n, store);
   if (i < n) dequantize_row(t, static_cast<const uint8_t*>(src) + storage_bytes(t, i), dst + i, n - i);
-}
-
-template <DType t>
-__attribute__((target("avx2,f16c"))) float dot_stored_t(const float* x, const void* row, int64_t n) {
-  // Widening and multiplying in the reference's lane order (multiply, then add: no FMA) gives the reference's
-  // sum without writing the widened row to memory first.
-  MultiplyAdd dot{x, _mm256_setzero_ps()};
-  int64_t i = for_each8<t>(row, n, dot);
-  alignas(32) float p[8];
-  _mm256_store_ps(p, dot.acc);
-  if (i < n) {
-    float tail[8];
-    dequantize_row(t, static_cast<const uint8_t*>(row) + storage_bytes(t, i), tail, n - i);
-    for (int j = 0; i < n; ++i, ++j) p[j] += x[i] * tail[j];
-  }
-  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
 }  // namespace
@@ -136,21 +113,6 @@ void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n) {
       return widen_row_t<DType::Q4_0>(src, dst, n);
     default:
       return dequantize_row(t, src, dst, n);
-  }
-}
-
-float dot_stored_avx2(const float* x, DType t, const void* row, int64_t n) {
-  switch (t) {
-    case DType::F16:
-      return dot_stored_t<DType::F16>(x, row, n);
-    case DType::BF16:
-      return dot_stored_t<DType::BF16>(x, row, n);
-    case DType::Q8_0:
-      return dot_stored_t<DType::Q8_0>(x, row, n);
-    case DType::Q4_0:
-      return dot_stored_t<DType::Q4_0>(x, row, n);
-    default:
-      return dot_f32_avx2(x, static_cast<const float*>(row), n);
   }
 }
 

@@ -17,12 +17,5 @@ void widen_row(DType t, const void* src, float* dst, int64_t n) {
   }
 }
 
-bool has_dot_stored() {
-  return active_isa() != Isa::Ref;
-}
-
-float dot_stored(const float* x, DType t, const void* row, int64_t n) {
-  return dot_stored_avx2(x, t, row, n);
-}
 
 }  // namespace ascent::kernels

@@ -1,4 +1,4 @@
-// The inner loops of matmul and embedding, dispatched by ISA (isa.h): widen a stored row to f32, and dot two f32
+// The inner loops of attention and embedding, dispatched by ISA (isa.h): widen a stored row to f32, and dot two f32
 // rows. Every variant returns bitwise the reference's result.
 #pragma once
 
@@ -10,14 +10,9 @@ namespace ascent::kernels {
 
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n);
-// dot(x, widen(row)) without materialising the widened row; bitwise equal to widen_row then dot_row.
-float dot_stored_avx2(const float* x, DType t, const void* row, int64_t n);
 
 // Dispatching entry points used by the kernels.
 float dot_row(const float* a, const float* b, int64_t n);
 void widen_row(DType t, const void* src, float* dst, int64_t n);
-// True when dot_stored serves this ISA (the decode path then skips widening rows into a buffer).
-bool has_dot_stored();
-float dot_stored(const float* x, DType t, const void* row, int64_t n);
 
 }  // namespace ascent::kernels

@@ -1,0 +1,70 @@
+// The matmul engine behind matmul_forward and its fused variants: y (T, N) = x (T, K) @ w (N, K)^T for every weight
+// format, as GEMV (T = 1, decode) and GEMM (prefill) in reference, AVX2 and AVX-512 (VNNI, BF16) variants.
+//
+// What each format computes (the reference defines it; faster variants match it to rounding):
+//   f32, f16   f32 activations times the exactly widened weights.
+//   bf16       activations rounded to bf16 (vdpbf16ps semantics), products summed in f32.
+//   i8, i4     activations quantized to int8 with one scale per token (after input_scale); integer dot products;
+//              i8 scaled per row, i4 per group.
+//   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
+//
+// Batch invariance: a row's result depends only on that row of x; every variant computes each (token, output)
+// with the same instruction sequence whatever the tile, token count or thread count.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ascent/kernels/cpu/isa.h"
+#include "ascent/tensor/tensor.h"
+
+namespace ascent::kernels {
+
+enum class ActKind { F32, BF16, Int8PerToken, Int8PerBlock };
+ActKind act_kind(DType weight);
+
+// A matmul's activations in the form its weight format consumes. Built once per matmul input and shared by every
+// weight that reads the same x with the same input_scale (Q/K/V, gate/up).
+struct GemmInput {
+  const float* x = nullptr;  // (T, K)
+  int64_t T = 0, K = 0;
+  ActKind kind = ActKind::F32;
+  const float* input_scale = nullptr;  // the weight's input_scale this was built with (int kinds)
+  int64_t Kp = 0;                      // padded row length of q and xb
+  std::vector<int8_t> q;               // (T, Kp) int8, zero past K
+  std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
+  std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
+  std::vector<uint16_t> xb;            // (T, Kp) bf16, zero past K
+};
+
+// Prepares x for weight w (throws naming the weight shape when K differs).
+void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in);
+// True when `in` already suits w (same kind and input_scale), so one GemmInput serves several weights.
+bool gemm_input_fits(const GemmInput& in, const Tensor& w);
+
+// Where results go: with c = n - n_base, y[t * ldy + c] = residual[t * ldy + c] + (dot + bias[n]); bias and
+// residual may be null, y may alias residual. n_base lets a caller collect a slice of columns in a small buffer.
+struct GemmOut {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* bias = nullptr;
+  const float* residual = nullptr;
+  int64_t n_base = 0;
+};
+
+// Computes output columns [n0, n1) of x @ w^T for every token, with the active ISA (or the one given).
+void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+void gemm_rows_isa(Isa isa, const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+
+// Per-ISA implementations (gemm_ref.cc, gemm_avx2.cc, gemm_avx512.cc).
+void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+
+inline void store_out(const GemmOut& o, int64_t t, int64_t n, float dot) {
+  const float v = dot + (o.bias != nullptr ? o.bias[n] : 0.0f);
+  const int64_t i = t * o.ldy + (n - o.n_base);
+  o.y[i] = o.residual != nullptr ? o.residual[i] + v : v;
+}
+
+}  // namespace ascent::kernels

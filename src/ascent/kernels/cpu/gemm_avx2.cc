@@ -1,0 +1,255 @@
+// AVX2/FMA/F16C matmul engine for CPUs without AVX-512 (and tested on AVX-512 machines too): FMA for f32/f16/bf16,
+// and for the integer formats 16-bit widening with vpmaddwd, which is exact (no vpmaddubsw saturation).
+// Same tiling and the same per-output arithmetic order for every tile shape as the AVX-512 variant.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ascent/kernels/cpu/gemm.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+#include "ascent/kernels/cpu/gemm_tiles.h"
+
+namespace ascent::kernels {
+namespace {
+
+inline float hsum8(__m256 v) {
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+inline int32_t hsum8_epi32(__m256i v) {
+  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
+  return _mm_cvtsi128_si32(b);
+}
+
+inline __m256i load16(const void* p) {
+  return _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// Sums w * a over 16 int16 pairs into 8 int32 lanes.
+inline __m256i madd16(__m256i acc, __m256i w16, __m256i a16) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(w16, a16));
+}
+
+inline __m256i s8_16(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// f32, f16 and bf16 weights: 8 columns per step, the tail through a zero-padded copy.
+template <DType WT>
+struct FloatKern {
+  static __m256 widen(const uint8_t* row, int64_t k) {
+    if constexpr (WT == DType::F32) {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+    } else if constexpr (WT == DType::F16) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+    } else {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+  static __m256 widen_x(const GemmInput& in, int64_t t, int64_t k) {
+    if constexpr (WT == DType::BF16) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in.xb.data() + t * in.Kp + k));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm256_loadu_ps(in.x + t * in.K + k);
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K, elem = WT == DType::F32 ? 4 : 2;
+    __m256 acc[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+    }
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+      __m256 xv[TT];
+      for (int j = 0; j < TT; ++j) xv[j] = widen_x(in, t + j, k);
+      for (int r = 0; r < R; ++r) {
+        const __m256 wv = widen(rows[r], k);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
+      }
+    }
+    if (k < K) {  // the last K % 8 columns, copied next to zeros
+      alignas(32) uint8_t wt[R][32];
+      alignas(32) float xt[TT][8];
+      std::memset(wt, 0, sizeof(wt));
+      std::memset(xt, 0, sizeof(xt));
+      for (int r = 0; r < R; ++r) std::memcpy(wt[r], rows[r] + k * elem, static_cast<size_t>((K - k) * elem));
+      for (int j = 0; j < TT; ++j) {
+        for (int64_t i = k; i < K; ++i) {
+          xt[j][i - k] = WT == DType::BF16 ? bf16_to_f32(in.xb[static_cast<size_t>((t + j) * in.Kp + i)]) : in.x[(t + j) * K + i];
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256 wv = widen(wt[r], 0);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_fmadd_ps(wv, _mm256_load_ps(xt[j]), acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+    }
+  }
+};
+
+struct I8Kern {
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp;
+    __m256i acc[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_si256();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t k = 0; k < Kp; k += 16) {
+      __m256i av[TT];
+      for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k);
+      for (int r = 0; r < R; ++r) {
+        const __m256i wv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k)));
+        for (int j = 0; j < TT; ++j) acc[r][j] = madd16(acc[r][j], wv, av[j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) {
+        const auto tj = static_cast<size_t>(t + j);
+        const int32_t s = hsum8_epi32(acc[r][j]) - 128 * in.qsum[tj];
+        out[r][j] = static_cast<float>(s) * w.scales[n + r] * in.d[tj];
+      }
+    }
+  }
+};
+
+// I4: each 64-column chunk is 32 bytes; the low nibbles are columns 0..31 and the high nibbles 32..63, so a
+// chunk is two 32-column halves, each inside one group.
+struct I4Kern {
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
+    const __m256i low4 = _mm256_set1_epi16(0x0f), eight = _mm256_set1_epi16(8);
+    __m256 acc[R][TT];
+    __m256i isum[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) {
+        acc[r][j] = _mm256_setzero_ps();
+        isum[r][j] = _mm256_setzero_si256();
+      }
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t k = 0; k < Kp; k += 32) {
+      const bool high = k % 64 != 0;
+      for (int half = 0; half < 2; ++half) {  // columns k + 16 * half .. + 15
+        __m256i av[TT];
+        for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k + 16 * half);
+        for (int r = 0; r < R; ++r) {
+          const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k / 64 * 32 + 16 * half)));
+          const __m256i wv = _mm256_sub_epi16(high ? _mm256_srli_epi16(b, 4) : _mm256_and_si256(b, low4), eight);
+          for (int j = 0; j < TT; ++j) isum[r][j] = madd16(isum[r][j], wv, av[j]);
+        }
+      }
+      if ((k + 32) % group == 0) {
+        for (int r = 0; r < R; ++r) {
+          const __m256 sv = _mm256_set1_ps(w.scales[(n + r) * G + k / group]);
+          for (int j = 0; j < TT; ++j) {
+            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j]), sv, acc[r][j]);
+            isum[r][j] = _mm256_setzero_si256();
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
+    }
+  }
+};
+
+template <DType WT>
+struct BlockKern {
+  // Signed int16 weights of columns 0..15 and 16..31 of block b.
+  static void load_w(const uint8_t* row, int64_t b, __m256i& w0, __m256i& w1, float& d) {
+    if constexpr (WT == DType::Q8_0) {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      w0 = s8_16(blk.qs);
+      w1 = s8_16(blk.qs + 16);
+      d = f16_to_f32(blk.d);
+    } else {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+      const __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
+      w0 = _mm256_sub_epi16(_mm256_and_si256(q, _mm256_set1_epi16(0x0f)), _mm256_set1_epi16(8));
+      w1 = _mm256_sub_epi16(_mm256_srli_epi16(q, 4), _mm256_set1_epi16(8));
+      d = f16_to_f32(blk.d);
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
+    __m256 acc[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i a0[TT], a1[TT];
+      for (int j = 0; j < TT; ++j) {
+        a0[j] = s8_16(a + j * Kp + b * kQBlock);
+        a1[j] = s8_16(a + j * Kp + b * kQBlock + 16);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m256i w0, w1;
+        float dw;
+        load_w(rows[r], b, w0, w1, dw);
+        for (int j = 0; j < TT; ++j) {
+          const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, a0[j]), _mm256_madd_epi16(w1, a1[j]));
+          const __m256 scale = _mm256_set1_ps(dw * in.d[static_cast<size_t>((t + j) * B + b)]);
+          acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+    }
+  }
+};
+
+}  // namespace
+
+void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  switch (w.dtype) {
+    case DType::F32:
+      return drive_tiles<FloatKern<DType::F32>>(in, w, n0, n1, out, 4);
+    case DType::F16:
+      return drive_tiles<FloatKern<DType::F16>>(in, w, n0, n1, out, 4);
+    case DType::BF16:
+      return drive_tiles<FloatKern<DType::BF16>>(in, w, n0, n1, out, 2);
+    case DType::I8:
+      return drive_tiles<I8Kern>(in, w, n0, n1, out, 1);
+    case DType::I4:
+      return drive_tiles<I4Kern>(in, w, n0, n1, out, 1);
+    case DType::Q8_0:
+      return drive_tiles<BlockKern<DType::Q8_0>>(in, w, n0, n1, out, 1);
+    case DType::Q4_0:
+      return drive_tiles<BlockKern<DType::Q4_0>>(in, w, n0, n1, out, 1);
+    default:
+      return gemm_rows_ref(in, w, n0, n1, out);
+  }
+}
+
+}  // namespace ascent::kernels
+
+#pragma GCC pop_options

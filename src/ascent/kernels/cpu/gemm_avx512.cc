@@ -1,0 +1,290 @@
+// AVX-512 matmul engine: VNNI (vpdpbusd) for the int8/int4 and GGUF block formats, vdpbf16ps for bf16, FMA for
+// f32/f16. Each output is accumulated lane-wise in one 512-bit register over K and reduced once, so only the
+// float summation order differs from the reference (integer sums are exact).
+//
+// Unsigned-by-signed trick: vpdpbusd multiplies u8 by s8. I8/I4 weights are stored offset-binary (q + 128, q + 8)
+// and activations are s8, so the offset comes out as 128 * sum(a) or 8 * sum(a), subtracted exactly in int32.
+// GGUF Q8_0 weights are s8: they are flipped to offset-binary on the fly with one xor.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ascent/kernels/cpu/gemm.h"
+
+#pragma GCC push_options
+// GCC 12's AVX-512 cast intrinsics (_mm512_castsi256_si512, ...) leave the upper half undefined on purpose and
+// trip -Wuninitialized inside the system header (GCC bug 105593); the warning is noise in this file only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,fma,f16c")
+
+#include "ascent/kernels/cpu/gemm_tiles.h"
+
+namespace ascent::kernels {
+namespace {
+
+inline float hsum(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+inline int32_t hsum_epi32(__m512i v) {
+  const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
+  return _mm_cvtsi128_si32(b);
+}
+
+// f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
+template <DType WT>
+struct FloatKern {
+  static __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
+    if constexpr (WT == DType::F32) {
+      return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+    } else {
+      return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K;
+    __m512 acc[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const float* x = in.x + t * K;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+      __m512 xv[TT];
+      for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * K + k);
+      for (int r = 0; r < R; ++r) {
+        const __m512 wv = load_w(rows[r], k, 0xffff);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
+      }
+    }
+    if (k < K) {
+      const auto m = static_cast<__mmask16>((1u << (K - k)) - 1);
+      __m512 xv[TT];
+      for (int j = 0; j < TT; ++j) xv[j] = _mm512_maskz_loadu_ps(m, x + j * K + k);
+      for (int r = 0; r < R; ++r) {
+        const __m512 wv = load_w(rows[r], k, m);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
+// bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step.
+struct Bf16Kern {
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K, Kp = in.Kp;
+    __m512 acc[R][TT];
+    const uint16_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = reinterpret_cast<const uint16_t*>(w.row_ptr(n + r));
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const uint16_t* x = in.xb.data() + t * Kp;
+    for (int64_t k = 0; k < K; k += 32) {
+      const auto m = K - k >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (K - k)) - 1);
+      __m512bh xv[TT];
+      for (int j = 0; j < TT; ++j) xv[j] = (__m512bh)_mm512_loadu_si512(x + j * Kp + k);
+      for (int r = 0; r < R; ++r) {
+        const auto wv = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv, xv[j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
+// I8: one int32 sum per output over the whole padded row, then the row and token scales.
+struct I8Kern {
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp;
+    __m512i acc[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_si512();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t k = 0; k < Kp; k += 64) {
+      __m512i av[TT];
+      for (int j = 0; j < TT; ++j) av[j] = _mm512_loadu_si512(a + j * Kp + k);
+      for (int r = 0; r < R; ++r) {
+        const __m512i wv = _mm512_loadu_si512(rows[r] + k);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv, av[j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) {
+        const auto tj = static_cast<size_t>(t + j);
+        const int32_t s = hsum_epi32(acc[r][j]) - 128 * in.qsum[tj];
+        out[r][j] = static_cast<float>(s) * w.scales[n + r] * in.d[tj];  // the reference's expression
+      }
+    }
+  }
+};
+
+// I4: 64 columns per step from 32 packed bytes; int32 sums per group, scaled per group in f32. Groups of 32 take
+// two scales per step (low and high half of the register).
+struct I4Kern {
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m512i eights = _mm512_set1_epi8(8);
+    __m512 acc[R][TT];
+    __m512i isum[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) {
+        acc[r][j] = _mm512_setzero_ps();
+        isum[r][j] = _mm512_setzero_si512();
+      }
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    const int64_t steps_per_scale = group >= 64 ? group / 64 : 1;
+    int64_t step = 0;
+    for (int64_t k = 0; k < Kp; k += 64) {
+      __m512i av[TT], off[TT];
+      for (int j = 0; j < TT; ++j) {
+        av[j] = _mm512_loadu_si512(a + j * Kp + k);
+        off[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, av[j]);  // 8 * sum of each 4 activations
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k / 2));
+        const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
+                                              _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
+        for (int j = 0; j < TT; ++j) {
+          isum[r][j] = _mm512_sub_epi32(_mm512_dpbusd_epi32(isum[r][j], wv, av[j]), off[j]);
+        }
+      }
+      if (++step == steps_per_scale) {
+        step = 0;
+        for (int r = 0; r < R; ++r) {
+          const float* s = w.scales + (n + r) * G;
+          __m512 sv;
+          if (group == 32) {
+            sv = _mm512_insertf32x8(_mm512_set1_ps(s[k / 32]), _mm256_set1_ps(s[k / 32 + 1]), 1);
+          } else {
+            sv = _mm512_set1_ps(s[k / group]);
+          }
+          for (int j = 0; j < TT; ++j) {
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][j]), sv, acc[r][j]);
+            isum[r][j] = _mm512_setzero_si512();
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
+    }
+  }
+};
+
+// GGUF Q8_0 / Q4_0 rows against per-block int8 activations: two 32-element blocks per step, each half of the
+// register scaled by its own weight and activation scales.
+template <DType WT>
+struct BlockKern {
+  // Unsigned codes (weight + 128 or nibble) of blocks b and b+1 (b+1 zero when past the row), and their scales.
+  static void load_w(const uint8_t* row, int64_t b, int64_t nb, __m512i& codes, __m512& dw) {
+    const bool two = b + 1 < nb;
+    if constexpr (WT == DType::Q8_0) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
+      const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_set1_epi8(-128);
+      codes = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
+      dw = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(blk[0].d)), _mm256_set1_ps(two ? f16_to_f32(blk[1].d) : 0.0f), 1);
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs));
+      const __m128i q1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)) : _mm_set1_epi8(-120);
+      const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
+      const __m256i low4 = _mm256_set1_epi8(0x0f);
+      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(both, low4)),
+                                           _mm256_and_si256(_mm256_srli_epi16(both, 4), low4), 1);
+      codes = _mm512_shuffle_i64x2(z, z, 0xd8);  // [b lo, b1 lo, b hi, b1 hi] -> [b lo, b hi, b1 lo, b1 hi]
+      dw = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(blk[0].d)), _mm256_set1_ps(two ? f16_to_f32(blk[1].d) : 0.0f), 1);
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
+    const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
+    __m512 acc[R][TT];
+    const uint8_t* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.row_ptr(n + r);
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t b = 0; b < nb; b += 2) {
+      const int64_t k = b * kQBlock;
+      __m512i av[TT], off[TT];
+      __m512 da[TT];
+      for (int j = 0; j < TT; ++j) {
+        av[j] = _mm512_loadu_si512(a + j * Kp + k);
+        off[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]);
+        const float* d = in.d.data() + (t + j) * B + b;
+        da[j] = _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m512i codes;
+        __m512 dw;
+        load_w(rows[r], b, nb, codes, dw);
+        for (int j = 0; j < TT; ++j) {
+          const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]), off[j]);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[j]), acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
+}  // namespace
+
+void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  switch (w.dtype) {
+    case DType::F32:
+      return drive_tiles<FloatKern<DType::F32>>(in, w, n0, n1, out, 4);
+    case DType::F16:
+      return drive_tiles<FloatKern<DType::F16>>(in, w, n0, n1, out, 4);
+    case DType::BF16:
+      return drive_tiles<Bf16Kern>(in, w, n0, n1, out, 2);
+    case DType::I8:
+      return drive_tiles<I8Kern>(in, w, n0, n1, out, 1);
+    case DType::I4:
+      return drive_tiles<I4Kern>(in, w, n0, n1, out, 1);
+    case DType::Q8_0:
+      return drive_tiles<BlockKern<DType::Q8_0>>(in, w, n0, n1, out, 1);
+    case DType::Q4_0:
+      return drive_tiles<BlockKern<DType::Q4_0>>(in, w, n0, n1, out, 1);
+    default:
+      return gemm_rows_ref(in, w, n0, n1, out);
+  }
+}
+
+}  // namespace ascent::kernels
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -1,0 +1,110 @@
+// Activation preparation for the matmul engine (gemm.h): int8 quantization per token or per 32-element block, and
+// bf16 rounding. Scalar on purpose: it touches T * K values once per matmul, against T * K * N multiply-adds.
+#include <algorithm>
+#include <cmath>
+
+#include "ascent/base/error.h"
+#include "ascent/kernels/cpu/gemm.h"
+
+namespace ascent::kernels {
+namespace {
+
+// Quantizes n values (scaled by s when given) to int8 with d = amax / 127, rounding to nearest even; returns d.
+float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
+  float amax = 0.0f;
+  for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(s != nullptr ? x[k] * s[k] : x[k]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  int32_t total = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = (s != nullptr ? x[k] * s[k] : x[k]) * id;
+    q[k] = static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(v)), -127, 127));
+    total += q[k];
+  }
+  if (sum != nullptr) *sum = total;
+  return d;
+}
+
+}  // namespace
+
+ActKind act_kind(DType weight) {
+  switch (weight) {
+    case DType::BF16:
+      return ActKind::BF16;
+    case DType::I8:
+    case DType::I4:
+      return ActKind::Int8PerToken;
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return ActKind::Int8PerBlock;
+    default:
+      return ActKind::F32;
+  }
+}
+
+bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
+  return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
+         (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale);
+}
+
+void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
+  ASCENT_CHECK(w.shape.size() == 2, "matmul: weight must be 2-D, got {}", shape_str(w.shape));
+  const int64_t K = w.shape[1];
+  in.x = x;
+  in.T = T;
+  in.K = K;
+  in.kind = act_kind(w.dtype);
+  in.input_scale = in.kind == ActKind::Int8PerToken ? w.input_scale : nullptr;
+  in.Kp = padded_cols(w.dtype, K);
+  const auto TKp = static_cast<size_t>(T * in.Kp);
+  switch (in.kind) {
+    case ActKind::F32:
+      return;
+    case ActKind::BF16:
+      in.xb.assign(TKp, 0);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t k = 0; k < K; ++k) in.xb[static_cast<size_t>(t * in.Kp + k)] = f32_to_bf16(x[t * K + k]);
+      }
+      return;
+    case ActKind::Int8PerToken:
+      in.q.assign(TKp, 0);
+      in.d.resize(static_cast<size_t>(T));
+      in.qsum.resize(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) {
+        in.d[static_cast<size_t>(t)] = quantize_span(x + t * K, w.input_scale, K, in.q.data() + t * in.Kp,
+                                                     &in.qsum[static_cast<size_t>(t)]);
+      }
+      return;
+    case ActKind::Int8PerBlock: {
+      ASCENT_CHECK(K % kQBlock == 0, "matmul: {} weight {} needs K a multiple of {}", dtype_name(w.dtype),
+                   shape_str(w.shape), kQBlock);
+      in.q.assign(TKp, 0);
+      const int64_t B = in.Kp / kQBlock;
+      in.d.assign(static_cast<size_t>(T * B), 0.0f);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t b = 0; b < K / kQBlock; ++b) {
+          in.d[static_cast<size_t>(t * B + b)] =
+              quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, in.q.data() + t * in.Kp + b * kQBlock, nullptr);
+        }
+      }
+      return;
+    }
+  }
+}
+
+void gemm_rows_isa(Isa isa, const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  switch (isa) {
+    case Isa::Ref:
+      return gemm_rows_ref(in, w, n0, n1, out);
+    case Isa::Avx2:
+      return gemm_rows_avx2(in, w, n0, n1, out);
+    case Isa::Avx512:
+      return gemm_rows_avx512(in, w, n0, n1, out);
+  }
+}
+
+void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  gemm_rows_isa(active_isa(), in, w, n0, n1, out);
+}
+
+}  // namespace ascent::kernels

@@ -1,0 +1,93 @@
+// Reference matmul engine: one output at a time in plain C++, defining each format's arithmetic (gemm.h) for the
+// faster variants and the kernel tests. Integer formats sum exactly in int32 per row (i8) or per group/block
+// (i4, q8_0, q4_0) and scale in f32 in ascending group order.
+#include <vector>
+
+#include "ascent/base/error.h"
+#include "ascent/kernels/cpu/gemm.h"
+#include "ascent/kernels/cpu/ops.h"
+
+namespace ascent::kernels {
+namespace {
+
+// Signed 4-bit value k of an I4 row: 64-element chunks of 32 bytes, element j low nibble of byte j, element j + 32
+// the high nibble.
+inline int i4_at(const uint8_t* row, int64_t k) {
+  const uint8_t b = row[k / 64 * 32 + k % 32];
+  return (k % 64 < 32 ? b & 0x0f : b >> 4) - 8;
+}
+
+float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
+  const int8_t* a = in.q.data() + t * in.Kp;
+  const uint8_t* row = w.row_ptr(n);
+  switch (w.dtype) {
+    case DType::I8: {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < in.Kp; ++k) acc += a[k] * (static_cast<int>(row[k]) - 128);
+      return static_cast<float>(acc) * w.scales[n] * in.d[static_cast<size_t>(t)];
+    }
+    case DType::I4: {
+      const int64_t G = in.Kp / w.group;
+      float acc = 0.0f;
+      for (int64_t g = 0; g < G; ++g) {
+        int32_t s = 0;
+        for (int64_t k = g * w.group; k < (g + 1) * w.group; ++k) s += a[k] * i4_at(row, k);
+        acc += static_cast<float>(s) * w.scales[n * G + g];
+      }
+      return acc * in.d[static_cast<size_t>(t)];
+    }
+    case DType::Q8_0: {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      const int64_t B = in.Kp / kQBlock;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < in.K / kQBlock; ++b) {
+        int32_t s = 0;
+        for (int j = 0; j < kQBlock; ++j) s += a[b * kQBlock + j] * blk[b].qs[j];
+        acc += static_cast<float>(s) * (f16_to_f32(blk[b].d) * in.d[static_cast<size_t>(t * B + b)]);
+      }
+      return acc;
+    }
+    case DType::Q4_0: {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
+      const int64_t B = in.Kp / kQBlock;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < in.K / kQBlock; ++b) {
+        int32_t s = 0;
+        for (int j = 0; j < kQBlock / 2; ++j) {
+          s += a[b * kQBlock + j] * ((blk[b].qs[j] & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((blk[b].qs[j] >> 4) - 8);
+        }
+        acc += static_cast<float>(s) * (f16_to_f32(blk[b].d) * in.d[static_cast<size_t>(t * B + b)]);
+      }
+      return acc;
+    }
+    default:
+      fail("matmul: no integer kernel for {} weights", dtype_name(w.dtype));
+  }
+}
+
+}  // namespace
+
+void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  const int64_t K = in.K;
+  if (in.kind == ActKind::Int8PerToken || in.kind == ActKind::Int8PerBlock) {
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t t = 0; t < in.T; ++t) store_out(out, t, n, dot_int(in, w, t, n));
+    }
+    return;
+  }
+  std::vector<float> row(static_cast<size_t>(K));  // (K,) one weight row in f32
+  std::vector<float> xr(in.kind == ActKind::BF16 ? static_cast<size_t>(K) : 0);  // (K,) one bf16 activation row
+  for (int64_t n = n0; n < n1; ++n) {
+    row_to_f32(w, n, row.data());
+    for (int64_t t = 0; t < in.T; ++t) {
+      const float* x = in.x + t * K;
+      if (in.kind == ActKind::BF16) {
+        for (int64_t k = 0; k < K; ++k) xr[static_cast<size_t>(k)] = bf16_to_f32(in.xb[static_cast<size_t>(t * in.Kp + k)]);
+        x = xr.data();
+      }
+      store_out(out, t, n, dot_f32(x, row.data(), K));
+    }
+  }
+}
+
+}  // namespace ascent::kernels

@@ -1,0 +1,69 @@
+// The tiling loop shared by the SIMD matmul variants, included by gemm_avx2.cc and gemm_avx512.cc after their
+// target pragma so each gets its own copy compiled for its ISA (hence the anonymous namespace). A format kernel
+// Kern provides `template <int R, int TT> static void tile(const GemmInput&, const Tensor&, int64_t n, int64_t t,
+// float out[4][4])` computing rows n..n+R-1 for tokens t..t+TT-1; every (R, TT) instantiation performs the same
+// arithmetic per output, which is what makes results independent of how the work is cut (batch invariance).
+#pragma once
+
+#include "ascent/kernels/cpu/gemm.h"
+
+namespace ascent::kernels {
+namespace {
+
+inline int64_t tile_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+template <class Kern, int R, int TT>
+void run_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {
+  float res[4][4];
+  Kern::template tile<R, TT>(in, w, n, t, res);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) store_out(o, t + j, n + r, res[r][j]);
+  }
+}
+
+template <class Kern, int R>
+void run_rows(int64_t tt, const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {
+  switch (tt) {
+    case 4:
+      return run_tile<Kern, R, 4>(in, w, n, t, o);
+    case 3:
+      return run_tile<Kern, R, 3>(in, w, n, t, o);
+    case 2:
+      return run_tile<Kern, R, 2>(in, w, n, t, o);
+    default:
+      return run_tile<Kern, R, 1>(in, w, n, t, o);
+  }
+}
+
+// Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
+// rows by four tokens at a time.
+template <class Kern>
+void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, int64_t act_bytes) {
+  const int64_t per_token = in.Kp * act_bytes;
+  const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
+  for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
+    const int64_t t1 = tile_min(in.T, t0 + tok_block);
+    for (int64_t n = n0; n < n1; n += 4) {
+      const int64_t r = tile_min(4, n1 - n);
+      for (int64_t t = t0; t < t1; t += 4) {
+        const int64_t tt = tile_min(4, t1 - t);
+        switch (r) {
+          case 4:
+            run_rows<Kern, 4>(tt, in, w, n, t, o);
+            break;
+          case 3:
+            run_rows<Kern, 3>(tt, in, w, n, t, o);
+            break;
+          case 2:
+            run_rows<Kern, 2>(tt, in, w, n, t, o);
+            break;
+          default:
+            run_rows<Kern, 1>(tt, in, w, n, t, o);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ascent::kernels

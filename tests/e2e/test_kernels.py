@@ -1,0 +1,196 @@
+"""The matmul engine in every ISA variant (ref, avx2, avx512: each one this CPU runs, so the AVX2 path is tested on
+AVX-512 machines too) against NumPy references of each weight format's arithmetic, written here from the format
+descriptions in src/ascent/kernels/cpu/gemm.h and tensor/quantize.h: bf16-rounded activations for bf16 weights,
+per-token int8 activations for int8/int4, per-32-block int8 activations for GGUF q8_0/q4_0, exact integer dot
+products, float64 scaling. Odd shapes (K not a multiple of the vector width, T past the token block), a tolerance
+per format, integer formats bitwise equal across ISAs, and batch invariance: a row's output is bitwise the same
+whether it runs alone or among other rows."""
+import os
+import subprocess
+
+import numpy as np
+
+from common import OP_RUNNER, check, finish, tmpdir
+
+rng = np.random.default_rng(0)
+DIR = tmpdir()
+_n = 0
+
+
+def save(a):
+    global _n
+    _n += 1
+    path = os.path.join(DIR, f"k{_n}.npy")
+    np.save(path, a)
+    return path
+
+
+def run(inputs, isa, **attrs):
+    out = os.path.join(DIR, "out.npy")
+    args = [OP_RUNNER, "matmul", out] + [save(a) for a in inputs] + [f"{k}={v}" for k, v in attrs.items()]
+    r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA=isa))
+    if r.returncode != 0:
+        print(r.stderr.strip())
+        return None
+    return np.load(out).astype(np.float64)
+
+
+f32 = np.float32
+
+
+def round_bf16(x):
+    u = x.astype(f32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(f32)
+
+
+def quant_rows(x, width):
+    """Symmetric int8 per span of `width` columns: d = amax / 127, q = round-half-even(x * (1 / d))."""
+    T, K = x.shape
+    xs = x.astype(f32).reshape(T, K // width, width)
+    d = (np.abs(xs).max(axis=2) / f32(127)).astype(f32)
+    inv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+    q = np.clip(np.rint(xs * inv[:, :, None]), -127, 127).astype(np.int64)
+    return q.reshape(T, K), d.astype(np.float64)
+
+
+def ref_f16(x, w):
+    return x.astype(np.float64) @ w.astype(f32).astype(np.float16).astype(np.float64).T
+
+
+def ref_f32(x, w):
+    return x.astype(np.float64) @ w.astype(np.float64).T
+
+
+def ref_bf16(x, w):
+    return round_bf16(x).astype(np.float64) @ round_bf16(w).astype(np.float64).T
+
+
+def ref_int8(x, w, s=None):
+    ws = w / s[None, :] if s is not None else w
+    wq, wd = quant_rows(ws.astype(f32), ws.shape[1])
+    xq, xd = quant_rows((x * s[None, :]).astype(f32) if s is not None else x, x.shape[1])
+    return (xq @ wq.T).astype(np.float64) * wd[:, 0][None, :] * xd[:, 0][:, None]
+
+
+def int4_weight(w, group):
+    """Codes in [-8, 7] and per-group scales: the signed extreme maps to -8."""
+    N, K = w.shape
+    Kp = (K + 127) // 128 * 128
+    wp = np.zeros((N, Kp), f32)
+    wp[:, :K] = w
+    g = wp.reshape(N, Kp // group, group)
+    idx = np.abs(g).argmax(axis=2)
+    vmax = np.take_along_axis(g, idx[:, :, None], axis=2)[:, :, 0]
+    d = (vmax / f32(-8)).astype(f32)
+    inv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+    q = np.clip(np.rint(g * inv[:, :, None]), -8, 7).astype(np.int64)
+    return q, d.astype(np.float64), Kp
+
+
+def ref_int4(x, w, group, s=None):
+    ws = (w / s[None, :]).astype(f32) if s is not None else w
+    q, d, Kp = int4_weight(ws, group)
+    xs = (x * s[None, :]).astype(f32) if s is not None else x
+    xp = np.zeros((x.shape[0], Kp), f32)
+    xp[:, : x.shape[1]] = xs
+    xq, xd = quant_rows(xp[:, : x.shape[1]], x.shape[1])
+    xqp = np.zeros((x.shape[0], Kp), np.int64)
+    xqp[:, : x.shape[1]] = xq
+    G = Kp // group
+    dots = np.einsum("tgk,ngk->tng", xqp.reshape(-1, G, group), q)  # exact per-group integer sums
+    return (dots * d[None, :, :]).sum(axis=2) * xd[:, 0][:, None]
+
+
+def ref_q8_0(x, w):
+    T, K = x.shape
+    wb = w.astype(f32).reshape(-1, 32)
+    wd = (np.abs(wb).max(axis=1) / f32(127)).astype(f32)
+    inv = np.where(wd != 0, f32(1) / np.where(wd != 0, wd, f32(1)), f32(0)).astype(f32)
+    wq = np.rint(wb * inv[:, None]).astype(np.int64).reshape(w.shape[0], K // 32, 32)
+    wd16 = wd.astype(np.float16).astype(np.float64).reshape(w.shape[0], K // 32)
+    xq, xd = quant_rows(x, 32)
+    dots = np.einsum("tbk,nbk->tnb", xq.reshape(T, K // 32, 32), wq)
+    return (dots * wd16[None] * xd[:, None, :]).sum(axis=2)
+
+
+def ref_q4_0(x, w):
+    T, K = x.shape
+    wb = w.astype(f32).reshape(-1, 32)
+    idx = np.abs(wb).argmax(axis=1)
+    vmax = wb[np.arange(len(wb)), idx]
+    wd = (vmax / f32(-8)).astype(f32)
+    inv = np.where(wd != 0, f32(1) / np.where(wd != 0, wd, f32(1)), f32(0)).astype(f32)
+    wq = (np.minimum(15, np.floor(wb * inv[:, None] + f32(8.5))) - 8).astype(np.int64).reshape(w.shape[0], K // 32, 32)
+    wd16 = wd.astype(np.float16).astype(np.float64).reshape(w.shape[0], K // 32)
+    xq, xd = quant_rows(x, 32)
+    dots = np.einsum("tbk,nbk->tnb", xq.reshape(T, K // 32, 32), wq)
+    return (dots * wd16[None] * xd[:, None, :]).sum(axis=2)
+
+
+def scaled_err(got, ref):
+    if got is None or got.shape != ref.shape:
+        return float("inf")
+    return float((np.abs(got - ref) / (np.abs(ref) + 1.0)).max())
+
+
+# (name, op_runner attrs, reference, tolerance on |got - ref| / (|ref| + 1), needs K % 32 == 0)
+FORMATS = [
+    ("f32", {}, ref_f32, 2e-5, False),
+    ("f16", {"wtype": "f16"}, ref_f16, 2e-5, False),
+    ("bf16", {"wtype": "bf16"}, ref_bf16, 2e-5, False),
+    ("int8", {"wtype": "int8"}, ref_int8, 1e-5, False),
+    ("int4 g32", {"wtype": "int4", "group": 32}, lambda x, w: ref_int4(x, w, 32), 2e-5, False),
+    ("int4 g64", {"wtype": "int4", "group": 64}, lambda x, w: ref_int4(x, w, 64), 2e-5, False),
+    ("int4 g128", {"wtype": "int4", "group": 128}, lambda x, w: ref_int4(x, w, 128), 2e-5, False),
+    ("q8_0", {"wtype": "q8_0"}, ref_q8_0, 2e-5, True),
+    ("q4_0", {"wtype": "q4_0"}, ref_q4_0, 2e-5, True),
+]
+SHAPES = [(1, 64, 1), (1, 100, 7), (3, 33, 5), (5, 4097, 3), (17, 256, 13), (1, 2048, 37), (131, 96, 6), (2, 3, 9)]
+
+
+def main():
+    supported = [isa for isa in ("ref", "avx2", "avx512")
+                 if subprocess.run([OP_RUNNER, "silu", os.path.join(DIR, "probe.npy"), save(np.ones(3, f32))],
+                                   env=dict(os.environ, ASCENT_ISA=isa), capture_output=True).returncode == 0]
+    print(f"ISA variants on this CPU: {supported}")
+    check("avx2" in supported, "the AVX2 variant runs here (and is tested even when AVX-512 is present)")
+    for name, attrs, ref_fn, tol, blocks in FORMATS:
+        for isa in supported:
+            worst, ok = 0.0, True
+            for T, K, N in SHAPES:
+                if blocks and K % 32:
+                    K = (K + 31) // 32 * 32
+                x = rng.standard_normal((T, K)).astype(f32)
+                w = rng.standard_normal((N, K)).astype(f32)
+                err = scaled_err(run([x, w], isa, **attrs), ref_fn(x, w))
+                worst = max(worst, err)
+                ok &= err < tol
+            check(ok, f"{name:9s} {isa:6s} matches the NumPy reference over {len(SHAPES)} shapes "
+                      f"(worst scaled err {worst:.1e} < {tol:.0e})")
+        # Batch invariance: each row of a 9-token matmul equals that row run alone, bitwise, in every ISA.
+        for isa in supported:
+            x = rng.standard_normal((9, 4160)).astype(f32)
+            w = rng.standard_normal((11, 4160)).astype(f32)
+            full = run([x, w], isa, **attrs)
+            same = full is not None and all(np.array_equal(run([x[t:t + 1]], isa, **attrs) if False else
+                                                           run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
+                                            for t in (0, 4, 8))
+            check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+    # Integer formats have exact integer sums, so every ISA gives bitwise the reference's int8 results.
+    x, w = rng.standard_normal((7, 333)).astype(f32), rng.standard_normal((9, 333)).astype(f32)
+    outs = [run([x, w], isa, wtype="int8") for isa in supported]
+    check(all(o is not None and np.array_equal(o, outs[0]) for o in outs),
+          f"int8: {', '.join(supported)} bitwise equal")
+    # Activation-aware scaling: the input_scale multiplies activations and divides weight columns.
+    s = rng.uniform(0.25, 4.0, 200).astype(f32)
+    x, w = rng.standard_normal((4, 200)).astype(f32), rng.standard_normal((6, 200)).astype(f32)
+    for isa in supported:
+        e8 = scaled_err(run([x, w, s], isa, wtype="int8", input_scale=1), ref_int8(x, w, s))
+        e4 = scaled_err(run([x, w, s], isa, wtype="int4", group=64, input_scale=1), ref_int4(x, w, 64, s))
+        check(e8 < 1e-5 and e4 < 2e-5, f"input_scale {isa}: int8 err {e8:.1e}, int4 err {e4:.1e}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
