@@ -185,13 +185,13 @@ struct BlockKern {
       const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
       w0 = s8_16(blk.qs);
       w1 = s8_16(blk.qs + 16);
-      d = f16_to_f32(blk.d);
+      d = _cvtsh_ss(blk.d);
     } else {
       const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
       const __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
       w0 = _mm256_sub_epi16(_mm256_and_si256(q, _mm256_set1_epi16(0x0f)), _mm256_set1_epi16(8));
       w1 = _mm256_sub_epi16(_mm256_srli_epi16(q, 4), _mm256_set1_epi16(8));
-      d = f16_to_f32(blk.d);
+      d = _cvtsh_ss(blk.d);
     }
   }
   template <int R, int TT>

@@ -211,7 +211,7 @@ struct BlockKern {
       const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
       const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_set1_epi8(-128);
       codes = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
-      dw = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(blk[0].d)), _mm256_set1_ps(two ? f16_to_f32(blk[1].d) : 0.0f), 1);
+      dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(blk[0].d)), _mm256_set1_ps(two ? _cvtsh_ss(blk[1].d) : 0.0f), 1);
     } else {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
       const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs));
@@ -221,7 +221,7 @@ struct BlockKern {
       const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(both, low4)),
                                            _mm256_and_si256(_mm256_srli_epi16(both, 4), low4), 1);
       codes = _mm512_shuffle_i64x2(z, z, 0xd8);  // [b lo, b1 lo, b hi, b1 hi] -> [b lo, b hi, b1 lo, b1 hi]
-      dw = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(blk[0].d)), _mm256_set1_ps(two ? f16_to_f32(blk[1].d) : 0.0f), 1);
+      dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(blk[0].d)), _mm256_set1_ps(two ? _cvtsh_ss(blk[1].d) : 0.0f), 1);
     }
   }
   template <int R, int TT>

@@ -15,10 +15,14 @@ float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_
   for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(s != nullptr ? x[k] * s[k] : x[k]));
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  // Adding and subtracting 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even, as nearbyint does
+  // in the default rounding mode, without a libm call per value (v is at most 127 here).
+  constexpr float kRound = 12582912.0f;
   int32_t total = 0;
   for (int64_t k = 0; k < n; ++k) {
     const float v = (s != nullptr ? x[k] * s[k] : x[k]) * id;
-    q[k] = static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(v)), -127, 127));
+    const int r = static_cast<int>((v + kRound) - kRound);
+    q[k] = static_cast<int8_t>(r < -127 ? -127 : r > 127 ? 127 : r);
     total += q[k];
   }
   if (sum != nullptr) *sum = total;
