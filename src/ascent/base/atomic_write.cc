@@ -8,7 +8,7 @@
 
 namespace ascent {
 
-void write_file_atomic(const std::string& path, std::initializer_list<std::span<const char>> parts) {
+void write_file_atomic(const std::string& path, std::span<const std::span<const char>> parts) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));

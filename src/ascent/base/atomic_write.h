@@ -8,6 +8,9 @@
 
 namespace ascent {
 
-void write_file_atomic(const std::string& path, std::initializer_list<std::span<const char>> parts);
+void write_file_atomic(const std::string& path, std::span<const std::span<const char>> parts);
+inline void write_file_atomic(const std::string& path, std::initializer_list<std::span<const char>> parts) {
+  write_file_atomic(path, std::span<const std::span<const char>>(parts.begin(), parts.size()));
+}
 
 }  // namespace ascent

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   ascent::cli::add_chat_template(app);
   ascent::cli::add_profile(app);
   ascent::cli::add_bench(app);
+  ascent::cli::add_quantize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -124,10 +124,15 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
           kernels::embedding_forward(*n.weights[0], ints(n.inputs[0]), out);
           break;
         case Op::MatMul:
+          if (observer_) observer_(*n.weights[0], in(0), rows);
           kernels::matmul_forward(in(0), rows, *n.weights[0], f32_or_null(n.weights[1]), out,
                                   n.inputs.size() > 1 ? in(1) : nullptr);
           break;
         case Op::MatMulSwiGLU:
+          if (observer_) {
+            observer_(*n.weights[0], in(0), rows);
+            observer_(*n.weights[1], in(0), rows);
+          }
           kernels::matmul_swiglu_forward(in(0), rows, *n.weights[0], *n.weights[1], out);
           break;
         case Op::RmsNorm:
@@ -161,6 +166,9 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
             const Tensor* ws[3] = {n.weights[0], n.weights[1], n.weights[2]};
             const float* bs[3] = {f32_or_null(n.weights[3]), f32_or_null(n.weights[4]), f32_or_null(n.weights[5])};
             float* os[3] = {sq, sk, sv};
+            if (observer_) {
+              for (const Tensor* w : ws) observer_(*w, in(0), rows);
+            }
             kernels::matmul_multi_forward(in(0), rows, ws, bs, os);
             if (n.weights[6] != nullptr) {
               kernels::rms_norm_forward(sq, rows, qw, n.weights[6]->f32(), n.eps, n.head_dim, sq);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 
@@ -31,6 +32,9 @@ class Executor {
   // Compiles the plans of every bucket up to max_tokens now, so first requests do not pay for them.
   void warm_up(int64_t max_tokens);
   void set_tracer(prof::Tracer* t) { tracer_ = t; }
+  // Called with each matmul's weight and input rows x (rows, K) before it runs: calibration for quantization.
+  using MatmulObserver = std::function<void(const Tensor& w, const float* x, int64_t rows)>;
+  void set_matmul_observer(MatmulObserver f) { observer_ = std::move(f); }
 
  private:
   const Graph& graph_;
@@ -40,6 +44,7 @@ class Executor {
   Arena arena_;
   std::vector<int32_t> positions_;
   prof::Tracer* tracer_ = nullptr;
+  MatmulObserver observer_;
 };
 
 }  // namespace ascent::graph

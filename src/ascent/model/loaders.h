@@ -19,10 +19,12 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w);
 void load_llama2c(const std::string& path, ModelConfig& cfg, WeightSet& w);
 
 enum class Format;
+struct EmbeddedTokenizer;
 // Detects the format of PATH and runs its reader (no post-processing). `gguf` receives the parsed GGUF header
-// when the file is one. Returns the folder or file that the tensors came from.
+// when the file is one, `embedded` (if not null) an Ascent file's tokenizer. Returns the folder or file that the
+// tensors came from.
 std::string read_checkpoint(const std::string& path, Format& format, ModelConfig& cfg, WeightSet& w,
-                            std::unique_ptr<GgufFile>& gguf);
+                            std::unique_ptr<GgufFile>& gguf, EmbeddedTokenizer* embedded = nullptr);
 
 // Common post-processing: ties embeddings, splits GPT-2's fused QKV into views, converts norm weights and biases
 // to f32 (they are small and the kernels read them as f32).

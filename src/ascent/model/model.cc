@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "ascent/base/error.h"
+#include "ascent/model/ascent_file.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/transformer.h"
 
@@ -18,17 +19,21 @@ const char* format_name(Format f) {
       return "gguf";
     case Format::Llama2c:
       return "llama2.c";
+    case Format::Ascent:
+      return "ascent";
   }
   return "?";
 }
 
 std::string read_checkpoint(const std::string& path, Format& format, ModelConfig& cfg, WeightSet& w,
-                            std::unique_ptr<GgufFile>& gguf) {
+                            std::unique_ptr<GgufFile>& gguf, EmbeddedTokenizer* embedded) {
   std::error_code ec;
   ASCENT_CHECK(fs::exists(path, ec), "{}: no such file or directory", path);
   std::string source = path;
   if (fs::is_directory(path, ec)) {
     format = Format::HuggingFace;
+  } else if (fs::path(path).extension() == ".safetensors" && is_ascent_file(path)) {
+    format = Format::Ascent;
   } else if (fs::path(path).extension() == ".safetensors") {
     format = Format::HuggingFace;
     const fs::path parent = fs::path(path).parent_path();
@@ -50,6 +55,16 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
     case Format::Llama2c:
       load_llama2c(path, cfg, w);
       break;
+    case Format::Ascent: {
+      std::span<const uint8_t> tokenizer;
+      const AscentFileInfo info = read_ascent_model(path, cfg, w, tokenizer);
+      if (embedded != nullptr) {
+        embedded->bytes = tokenizer;
+        embedded->kind = info.tokenizer_kind;
+        embedded->quant = info.quant;
+      }
+      break;
+    }
   }
   return source;
 }
@@ -57,7 +72,7 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
 std::unique_ptr<Model> Model::load(const std::string& path) {
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
-  read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_);
+  read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_, &m->embedded_tokenizer_);
   finalize_weights(m->cfg_, m->weights_);
   if (m->cfg_.uses_rope()) m->inv_freq_ = rope_inv_freq(m->cfg_);
   // Build the generation graph now so that missing or mis-shaped tensors are reported at load time.
@@ -96,11 +111,18 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_
     graph_all_.emplace(graph::optimize(build_transformer(cfg_, weights_, inv_freq_, /*all_logits=*/true), passes_));
     exec_all_ = std::make_unique<graph::Executor>(*graph_all_, passes_);
     exec_all_->set_tracer(tracer_);
+    exec_all_->set_matmul_observer(observer_);
   }
   graph::Executor& ex = all_logits ? *exec_all_ : *exec_last_;
   auto out = ex.run(tokens, n_past_, *kv_);
   n_past_ += static_cast<int64_t>(tokens.size());
   return out;
+}
+
+void Model::set_matmul_observer(graph::Executor::MatmulObserver f) {
+  observer_ = std::move(f);
+  exec_last_->set_matmul_observer(observer_);
+  if (exec_all_) exec_all_->set_matmul_observer(observer_);
 }
 
 void Model::set_tracer(prof::Tracer* t) {

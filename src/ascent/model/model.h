@@ -17,8 +17,15 @@
 
 namespace ascent::model {
 
-enum class Format { HuggingFace, Gguf, Llama2c };
+enum class Format { HuggingFace, Gguf, Llama2c, Ascent };
 const char* format_name(Format f);
+
+// The tokenizer file an Ascent quantized model carries (model/ascent_file.h), a view into the mapped model.
+struct EmbeddedTokenizer {
+  std::span<const uint8_t> bytes;
+  std::string kind;   // tokenizer.json, tokenizer.bin or gguf
+  std::string quant;  // the file's quantization (int8, int4, bf16)
+};
 
 class Model {
  public:
@@ -32,6 +39,7 @@ class Model {
   Format format() const { return format_; }
   // The parsed GGUF header when the model came from a GGUF file (its vocabulary lives there).
   const GgufFile* gguf() const { return gguf_.get(); }
+  const EmbeddedTokenizer& embedded_tokenizer() const { return embedded_tokenizer_; }
   int64_t parameter_count() const;
 
   // Context length of the KV cache (default min(max_seq, 4096)); resets the sequence.
@@ -50,6 +58,8 @@ class Model {
   const graph::PassOptions& passes() const { return passes_; }
   // Records every executed node from now on (null to stop).
   void set_tracer(prof::Tracer* t);
+  // Sees every matmul's weight and input before it runs (quantization calibration); empty to stop.
+  void set_matmul_observer(graph::Executor::MatmulObserver f);
   // Compiles the plans of every shape bucket up to max_tokens now (first-token latency moves to start-up).
   void warm_up(int64_t max_tokens);
 
@@ -61,9 +71,11 @@ class Model {
   ModelConfig cfg_;
   WeightSet weights_;
   std::unique_ptr<GgufFile> gguf_;
+  EmbeddedTokenizer embedded_tokenizer_;
   std::vector<float> inv_freq_;
   graph::PassOptions passes_;
   prof::Tracer* tracer_ = nullptr;
+  graph::Executor::MatmulObserver observer_;
   std::optional<graph::Graph> graph_raw_, graph_last_, graph_all_;
   std::unique_ptr<graph::Executor> exec_last_, exec_all_;
   std::unique_ptr<graph::KvCache> kv_;

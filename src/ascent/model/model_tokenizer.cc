@@ -1,6 +1,11 @@
 #include "ascent/model/model_tokenizer.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
 
 #include "ascent/base/error.h"
 
@@ -92,6 +97,24 @@ std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const Model& m, const std::
     ASCENT_CHECK(m.gguf()->find("tokenizer.ggml.model") != nullptr,
                  "{}: the file holds no vocabulary; pass --tokenizer", m.path());
     v = vocab_from_gguf(*m.gguf());
+  } else if (m.format() == Format::Ascent) {
+    const EmbeddedTokenizer& e = m.embedded_tokenizer();
+    ASCENT_CHECK(!e.bytes.empty(), "{}: the file holds no tokenizer; pass --tokenizer", m.path());
+    // The readers take paths; the embedded file is written out under its own kind of name for them.
+    const std::string ext = e.kind == "tokenizer.json" ? ".json" : e.kind == "gguf" ? ".gguf" : ".bin";
+    const fs::path tmp = fs::temp_directory_path() / fmt::format("ascent-tokenizer-{}{}", ::getpid(), ext);
+    {
+      std::ofstream f(tmp, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+      ASCENT_CHECK(f.good(), "{}: cannot write {}", m.path(), tmp.string());
+    }
+    try {
+      v = load_vocab(tmp.string(), m.config().vocab);
+    } catch (...) {
+      fs::remove(tmp);
+      throw;
+    }
+    fs::remove(tmp);
   } else if (m.format() == Format::HuggingFace) {
     v = load_vocab(m.weights().source(), 0);
   } else {

@@ -1,0 +1,51 @@
+// ascent quantize: writes Ascent's quantized model (int8, int4 or bf16 matrices in a safetensors container) and
+// prints each matrix's quantization error.
+#include <cstdio>
+
+#include "ascent/base/error.h"
+#include "ascent/cli/commands.h"
+#include "ascent/model/model.h"
+#include "ascent/model/quantize_model.h"
+
+namespace ascent::cli {
+namespace {
+
+void run(const std::string& in, const std::string& out, const model::QuantizeOptions& opt) {
+  ASCENT_CHECK(out.size() > 12 && out.substr(out.size() - 12) == ".safetensors",
+               "-o {}: the output name must end in .safetensors", out);
+  auto m = model::Model::load(in);
+  std::printf("%-28s %-14s %-9s %10s %s\n", "tensor", "shape", "format", "weight err",
+              opt.calib_path.empty() ? "" : "output err: nearest -> calibrated (alpha)");
+  double sum = 0.0;
+  int n = 0;
+  model::quantize_model(*m, opt, out, [&](const model::LayerReport& r) {
+    std::printf("%-28s %-14s %-9s %10.5f", r.name.c_str(), shape_str(r.shape).c_str(), r.format.c_str(), r.weight_err);
+    if (r.out_err >= 0) std::printf("   %.5f -> %.5f (%.2f)", r.out_err_rtn, r.out_err, r.alpha);
+    std::printf("\n");
+    std::fflush(stdout);
+    sum += r.weight_err;
+    ++n;
+  });
+  std::printf("wrote %s: %d matrices as %s, mean weight error %.5f\n", out.c_str(), n, opt.type.c_str(),
+              n > 0 ? sum / n : 0.0);
+}
+
+}  // namespace
+
+void add_quantize(CLI::App& app) {
+  auto in = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto opt = std::make_shared<model::QuantizeOptions>();
+  opt->type = "int8";
+  auto* c = app.add_subcommand("quantize", "quantize a model's matrices to int8, int4 or bf16 (Ascent format)");
+  c->add_option("-m,--model", *in, "HF folder, .gguf, llama2.c .bin or Ascent .safetensors")->required();
+  c->add_option("-o,--output", *out, "output .safetensors")->required();
+  c->add_option("--type", opt->type, "int8, int4 or bf16")->capture_default_str();
+  c->add_option("--group", opt->group, "int4 group size: 32, 64 or 128")->capture_default_str();
+  c->add_option("--calib", opt->calib_path, "text file: activation-aware int4 (AWQ-style scale and clip search)");
+  c->add_option("--calib-tokens", opt->calib_tokens, "calibration tokens to use")->capture_default_str();
+  c->add_option("--tokenizer", opt->tokenizer_path, "tokenizer for calibration and to embed (default: the model's)");
+  c->callback([in, out, opt] { run(*in, *out, *opt); });
+}
+
+}  // namespace ascent::cli

@@ -1,0 +1,328 @@
+#include "ascent/model/ascent_file.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "ascent/base/atomic_write.h"
+#include "ascent/base/error.h"
+#include "ascent/base/mapped_file.h"
+#include "ascent/tensor/quantize.h"
+
+namespace ascent::model {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kVersion = 1;
+
+json config_json(const ModelConfig& c) {
+  json j;
+  j["arch"] = arch_name(c.arch);
+  j["vocab"] = c.vocab;
+  j["dim"] = c.dim;
+  j["n_layers"] = c.n_layers;
+  j["n_heads"] = c.n_heads;
+  j["n_kv_heads"] = c.n_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["ffn_dim"] = c.ffn_dim;
+  j["max_seq"] = c.max_seq;
+  j["norm_eps"] = c.norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_style"] = c.rope_style == kernels::RopeStyle::Half ? "half" : "interleaved";
+  j["rope_scaling"] = {{"enabled", c.rope_scaling.enabled},
+                       {"factor", c.rope_scaling.factor},
+                       {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                       {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                       {"original_max_position", c.rope_scaling.original_max_position}};
+  j["sliding_window"] = c.sliding_window;
+  j["rope_freq_factors"] = c.rope_freq_factors;
+  j["tied_embeddings"] = c.tied_embeddings;
+  j["bos_id"] = c.bos_id;
+  j["eos_id"] = c.eos_id;
+  return j;
+}
+
+ModelConfig config_from_json(const json& j) {
+  ModelConfig c;
+  const std::string arch = j.at("arch").get<std::string>();
+  bool found = false;
+  for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Qwen2, Arch::Qwen3, Arch::Gpt2}) {
+    if (arch == arch_name(a)) {
+      c.arch = a;
+      found = true;
+    }
+  }
+  ASCENT_CHECK(found, "unknown architecture '{}'", arch);
+  c.vocab = j.at("vocab").get<int64_t>();
+  c.dim = j.at("dim").get<int64_t>();
+  c.n_layers = j.at("n_layers").get<int64_t>();
+  c.n_heads = j.at("n_heads").get<int64_t>();
+  c.n_kv_heads = j.at("n_kv_heads").get<int64_t>();
+  c.head_dim = j.at("head_dim").get<int64_t>();
+  c.ffn_dim = j.at("ffn_dim").get<int64_t>();
+  c.max_seq = j.at("max_seq").get<int64_t>();
+  c.norm_eps = j.at("norm_eps").get<float>();
+  c.rope_theta = j.at("rope_theta").get<double>();
+  c.rope_style = j.at("rope_style").get<std::string>() == "half" ? kernels::RopeStyle::Half
+                                                                 : kernels::RopeStyle::Interleaved;
+  const json& rs = j.at("rope_scaling");
+  c.rope_scaling.enabled = rs.at("enabled").get<bool>();
+  c.rope_scaling.factor = rs.at("factor").get<double>();
+  c.rope_scaling.low_freq_factor = rs.at("low_freq_factor").get<double>();
+  c.rope_scaling.high_freq_factor = rs.at("high_freq_factor").get<double>();
+  c.rope_scaling.original_max_position = rs.at("original_max_position").get<double>();
+  c.sliding_window = j.at("sliding_window").get<int64_t>();
+  c.rope_freq_factors = j.at("rope_freq_factors").get<std::vector<float>>();
+  c.tied_embeddings = j.at("tied_embeddings").get<bool>();
+  c.bos_id = j.at("bos_id").get<int32_t>();
+  c.eos_id = j.at("eos_id").get<int32_t>();
+  return c;
+}
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    default:
+      return "U8";
+  }
+}
+
+struct Entry {
+  std::string name;
+  std::string dtype;
+  Shape shape;
+  std::span<const char> bytes;
+};
+
+}  // namespace
+
+bool is_ascent_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  uint64_t n = 0;
+  std::string head;
+  if (std::fread(&n, 8, 1, f) == 1 && n < (uint64_t{1} << 31)) {
+    head.resize(static_cast<size_t>(std::min<uint64_t>(n, 1 << 20)));
+    head.resize(std::fread(head.data(), 1, head.size(), f));
+  }
+  std::fclose(f);
+  return head.find("\"format\":\"ascent\"") != std::string::npos;
+}
+
+void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::string& quant,
+                        std::span<const char> tokenizer, const std::string& tokenizer_kind, const std::string& path) {
+  std::vector<Entry> entries;
+  json tensors = json::object();
+  for (const auto& [name, t] : w.all()) {
+    const auto* data = static_cast<const char*>(t.data);
+    if (is_int_weight(t.dtype)) {
+      ASCENT_CHECK(t.shape.size() == 2, "{}: {} tensors must be 2-D", name, dtype_name(t.dtype));
+      const int64_t N = t.shape[0], K = t.shape[1];
+      entries.push_back({name, "U8", {N, row_bytes(t.dtype, K)}, {data, static_cast<size_t>(t.nbytes())}});
+      const int64_t ns = int_weight_scale_count(t.dtype, N, K, t.group);
+      const Shape sshape = t.dtype == DType::I8 ? Shape{N} : Shape{N, ns / N};
+      entries.push_back({name + ".scale", "F32", sshape,
+                         {reinterpret_cast<const char*>(t.scales), static_cast<size_t>(ns * 4)}});
+      if (t.input_scale != nullptr) {
+        entries.push_back({name + ".input_scale", "F32", {K},
+                           {reinterpret_cast<const char*>(t.input_scale), static_cast<size_t>(K * 4)}});
+      }
+      tensors[name] = {{"type", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"group", t.group}};
+    } else {
+      ASCENT_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
+                   "{}: {} tensors cannot be stored in an Ascent file", name, dtype_name(t.dtype));
+      entries.push_back({name, st_dtype(t.dtype), t.shape, {data, static_cast<size_t>(t.nbytes())}});
+    }
+  }
+  if (!tokenizer.empty()) {
+    entries.push_back({"ascent.tokenizer", "U8", {static_cast<int64_t>(tokenizer.size())}, tokenizer});
+  }
+  json header = json::object();
+  header["__metadata__"] = {{"format", "ascent"},
+                            {"ascent.version", std::to_string(kVersion)},
+                            {"ascent.config", config_json(cfg).dump()},
+                            {"ascent.quant", quant},
+                            {"ascent.tensors", tensors.dump()},
+                            {"ascent.tokenizer_kind", tokenizer.empty() ? "" : tokenizer_kind}};
+  // Tensor data aligned to 64 bytes so every row can be read in place with aligned vector loads.
+  uint64_t offset = 0;
+  std::vector<uint64_t> begin;
+  for (const auto& e : entries) {
+    offset = (offset + 63) / 64 * 64;
+    begin.push_back(offset);
+    header[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
+    offset += e.bytes.size();
+  }
+  std::string text = header.dump();
+  // The data section starts at 8 + header length: pad the header with spaces so that it is 64-byte aligned.
+  text.append((64 - (8 + text.size()) % 64) % 64, ' ');
+  const uint64_t len = text.size();
+  static const std::vector<char> zeros(64, 0);
+  std::vector<std::span<const char>> parts{{reinterpret_cast<const char*>(&len), 8}, {text.data(), text.size()}};
+  uint64_t at = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    parts.emplace_back(zeros.data(), static_cast<size_t>(begin[i] - at));
+    parts.push_back(entries[i].bytes);
+    at = begin[i] + entries[i].bytes.size();
+  }
+  write_file_atomic(path, parts);
+}
+
+AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, WeightSet& w,
+                                 std::span<const uint8_t>& tokenizer) {
+  auto file = std::make_shared<MappedFile>(path);
+  const auto bytes = file->bytes();
+  ASCENT_CHECK(bytes.size() >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path, bytes.size());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  ASCENT_CHECK(header_len <= bytes.size() - 8, "{}: bad header: header length {} exceeds the file size {}", path,
+               header_len, bytes.size());
+  json header;
+  try {
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
+  } catch (const json::exception& e) {
+    fail("{}: bad header JSON: {}", path, e.what());
+  }
+  const uint8_t* data = bytes.data() + 8 + header_len;
+  const uint64_t data_size = bytes.size() - 8 - header_len;
+  AscentFileInfo info;
+  json tensors;
+  std::string field = "__metadata__";
+  try {
+    const json& meta = header.at("__metadata__");
+    field = "ascent.version";
+    ASCENT_CHECK(meta.at(field).get<std::string>() == std::to_string(kVersion), "unsupported version {}",
+                 meta.at(field).dump());
+    field = "ascent.config";
+    cfg = config_from_json(json::parse(meta.at(field).get<std::string>()));
+    field = "ascent.quant";
+    info.quant = meta.at(field).get<std::string>();
+    field = "ascent.tokenizer_kind";
+    info.tokenizer_kind = meta.at(field).get<std::string>();
+    field = "ascent.tensors";
+    tensors = json::parse(meta.at(field).get<std::string>());
+  } catch (const json::exception& e) {
+    fail("{}: metadata {}: {}", path, field, e.what());
+  } catch (const Error& e) {
+    fail("{}: metadata {}: {}", path, field, e.what());
+  }
+  validate_config(cfg, path);
+
+  // Every entry as raw bytes, checked against the data section.
+  struct Raw {
+    std::string dtype;
+    Shape shape;
+    const uint8_t* p;
+    uint64_t size;
+  };
+  std::map<std::string, Raw> raw;
+  for (const auto& [name, e] : header.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      Raw r;
+      r.dtype = e.at("dtype").get<std::string>();
+      for (const auto& d : e.at("shape")) {
+        const int64_t v = d.get<int64_t>();
+        ASCENT_CHECK(v >= 0, "negative dimension {}", v);
+        r.shape.push_back(v);
+      }
+      const auto& off = e.at("data_offsets");
+      ASCENT_CHECK(off.is_array() && off.size() == 2, "data_offsets must be [begin, end]");
+      const uint64_t b = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+      ASCENT_CHECK(b <= end && end <= data_size, "data [{}, {}] lies outside the file's {} data bytes", b, end,
+                   data_size);
+      const int64_t elem = r.dtype == "F32" ? 4 : (r.dtype == "F16" || r.dtype == "BF16") ? 2 : r.dtype == "U8" ? 1 : 0;
+      ASCENT_CHECK(elem > 0, "unsupported dtype {}", r.dtype);
+      ASCENT_CHECK(static_cast<uint64_t>(numel(r.shape) * elem) == end - b, "shape {} of {} needs {} bytes, has {}",
+                   shape_str(r.shape), r.dtype, numel(r.shape) * elem, end - b);
+      ASCENT_CHECK(reinterpret_cast<uintptr_t>(data + b) % static_cast<uintptr_t>(elem) == 0,
+                   "data offset {} is not aligned to its element size", b);
+      r.p = data + b;
+      r.size = end - b;
+      raw[name] = r;
+    } catch (const json::exception& ex) {
+      fail("{}: tensor {}: bad header JSON: {}", path, name, ex.what());
+    } catch (const Error& ex) {
+      fail("{}: tensor {}: {}", path, name, ex.what());
+    }
+  }
+  auto take = [&](const std::string& name) -> const Raw& {
+    auto it = raw.find(name);
+    ASCENT_CHECK(it != raw.end(), "{}: tensor {} is missing", path, name);
+    return it->second;
+  };
+
+  std::map<std::string, bool> part_of_int;
+  for (const auto& [name, d] : tensors.items()) {
+    try {
+      const std::string type = d.at("type").get<std::string>();
+      const Shape shape = d.at("shape").get<Shape>();
+      const int group = d.at("group").get<int>();
+      ASCENT_CHECK(type == "int8" || type == "int4", "type '{}' is not int8 or int4", type);
+      ASCENT_CHECK(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, "shape {} is not a matrix", shape_str(shape));
+      const DType dt = type == "int8" ? DType::I8 : DType::I4;
+      const int64_t N = shape[0], K = shape[1];
+      Tensor t;
+      t.dtype = dt;
+      t.shape = shape;
+      t.group = dt == DType::I4 ? group : 0;
+      if (dt == DType::I4) check_int4_group(group);
+      const Raw& q = take(name);
+      ASCENT_CHECK(q.dtype == "U8" && q.shape == Shape({N, row_bytes(dt, K)}), "codes are {} {}, expected U8 {}",
+                   q.dtype, shape_str(q.shape), shape_str({N, row_bytes(dt, K)}));
+      const Raw& s = take(name + ".scale");
+      const int64_t ns = int_weight_scale_count(dt, N, K, group);
+      ASCENT_CHECK(s.dtype == "F32" && numel(s.shape) == ns, "{}.scale is {} {}, expected F32 with {} values", name,
+                   s.dtype, shape_str(s.shape), ns);
+      t.data = q.p;
+      t.scales = reinterpret_cast<const float*>(s.p);
+      part_of_int[name] = part_of_int[name + ".scale"] = true;
+      if (auto it = raw.find(name + ".input_scale"); it != raw.end()) {
+        ASCENT_CHECK(it->second.dtype == "F32" && numel(it->second.shape) == K,
+                     "{}.input_scale is {} {}, expected F32 ({},)", name, it->second.dtype,
+                     shape_str(it->second.shape), K);
+        t.input_scale = reinterpret_cast<const float*>(it->second.p);
+        part_of_int[name + ".input_scale"] = true;
+      }
+      w.add(name, t, path);
+    } catch (const json::exception& ex) {
+      fail("{}: metadata ascent.tensors: {}: {}", path, name, ex.what());
+    } catch (const Error& ex) {
+      if (std::strncmp(ex.what(), path.c_str(), path.size()) == 0) throw;
+      fail("{}: tensor {}: {}", path, name, ex.what());
+    }
+  }
+  for (const auto& [name, r] : raw) {
+    if (part_of_int.count(name) != 0) continue;
+    if (name == "ascent.tokenizer") {
+      tokenizer = {r.p, static_cast<size_t>(r.size)};
+      continue;
+    }
+    Tensor t;
+    if (r.dtype == "F32") {
+      t.dtype = DType::F32;
+    } else if (r.dtype == "F16") {
+      t.dtype = DType::F16;
+    } else if (r.dtype == "BF16") {
+      t.dtype = DType::BF16;
+    } else {
+      fail("{}: tensor {}: U8 data not listed in ascent.tensors", path, name);
+    }
+    t.shape = r.shape;
+    t.data = r.p;
+    w.add(name, t, path);
+  }
+  ASCENT_CHECK(info.tokenizer_kind.empty() || !tokenizer.empty(),
+               "{}: metadata says tokenizer {} but tensor ascent.tokenizer is missing", path, info.tokenizer_kind);
+  w.keep_file(file);
+  return info;
+}
+
+}  // namespace ascent::model

@@ -1,0 +1,38 @@
+// Ascent's quantized model file: a safetensors container that any safetensors reader can list, holding
+//   - plain tensors (F32/F16/BF16) under their canonical names (GGUF-style, "blk.0.attn_norm.weight");
+//   - each I8/I4 matrix NAME as three entries: NAME (U8, (N, row bytes): offset-binary codes, rows padded),
+//     NAME.scale (F32, (N,) or (N, groups)) and, for activation-aware models, NAME.input_scale (F32, (K,));
+//   - the tokenizer's own file as the U8 tensor "ascent.tokenizer";
+//   - __metadata__ strings: "format" = "ascent", "ascent.version", "ascent.config" (the model config as JSON),
+//     "ascent.quant" (int8, int4, bf16), "ascent.tensors" (JSON: name -> {type, shape, group}),
+//     "ascent.tokenizer_kind" (tokenizer.json, tokenizer.bin, gguf).
+// Loading maps the file and uses every tensor in place. Every field is checked: a corrupted or truncated file
+// fails naming the file and the tensor or field at fault.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "ascent/model/config.h"
+#include "ascent/model/weights.h"
+
+namespace ascent::model {
+
+struct AscentFileInfo {
+  std::string quant;           // int8, int4 or bf16
+  std::string tokenizer_kind;  // empty when the file holds no tokenizer
+};
+
+// True when PATH is a safetensors file whose metadata says format "ascent".
+bool is_ascent_file(const std::string& path);
+
+void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::string& quant,
+                        std::span<const char> tokenizer, const std::string& tokenizer_kind, const std::string& path);
+
+// Reads config and weights (views into the mapping); `tokenizer` receives the embedded tokenizer bytes (a view
+// valid while w holds the file).
+AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, WeightSet& w,
+                                 std::span<const uint8_t>& tokenizer);
+
+}  // namespace ascent::model

@@ -1,0 +1,187 @@
+#include "ascent/model/quantize_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "ascent/base/error.h"
+#include "ascent/base/log.h"
+#include "ascent/model/ascent_file.h"
+#include "ascent/model/model_tokenizer.h"
+#include "ascent/quant/awq.h"
+#include "ascent/tensor/quantize.h"
+
+namespace ascent::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  ASCENT_CHECK(f.good(), "{}: cannot read {}", path, what);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+double weight_error(const Tensor& w, const Tensor& q) {
+  const Tensor a = to_f32(w), b = to_f32(q);
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = static_cast<double>(a.f32()[i]) - b.f32()[i];
+    num += d * d;
+    den += static_cast<double>(a.f32()[i]) * a.f32()[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The tokenizer file to embed: the explicit one, the HF folder's tokenizer.json, llama2.c's tokenizer.bin next to
+// the model, or a vocabulary-only GGUF written from a GGUF model's metadata.
+std::pair<std::string, std::string> tokenizer_blob(const Model& m, const std::string& explicit_path,
+                                                   const std::string& out) {
+  auto kind_of = [](const std::string& p) {
+    return has_gguf_magic(p) ? "gguf" : fs::path(p).extension() == ".json" ? "tokenizer.json" : "tokenizer.bin";
+  };
+  if (!explicit_path.empty()) {
+    std::string p = explicit_path;
+    if (fs::is_directory(p)) p = (fs::path(p) / "tokenizer.json").string();
+    return {read_file(p, "tokenizer"), kind_of(p)};
+  }
+  if (m.format() == Format::Ascent && !m.embedded_tokenizer().bytes.empty()) {
+    const auto& e = m.embedded_tokenizer();
+    return {std::string(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()), e.kind};
+  }
+  if (m.format() == Format::HuggingFace) {
+    const fs::path p = fs::path(m.weights().source()) / "tokenizer.json";
+    if (fs::exists(p)) return {read_file(p.string(), "tokenizer"), "tokenizer.json"};
+  }
+  if (m.format() == Format::Llama2c) {
+    const fs::path p = fs::path(m.path()).parent_path() / "tokenizer.bin";
+    if (fs::exists(p)) return {read_file(p.string(), "tokenizer"), "tokenizer.bin"};
+  }
+  if (m.gguf() != nullptr && m.gguf()->find("tokenizer.ggml.model") != nullptr) {
+    GgufWriter vw;
+    for (const auto& [key, v] : m.gguf()->metadata()) {
+      if (key.rfind("tokenizer.", 0) != 0) continue;
+      switch (v.type) {
+        case GgufType::String:
+          vw.set_string(key, v.s);
+          break;
+        case GgufType::Bool:
+          vw.set_bool(key, v.i != 0);
+          break;
+        case GgufType::F32:
+        case GgufType::F64:
+          vw.set_f32(key, static_cast<float>(v.f));
+          break;
+        case GgufType::Array:
+          if (v.elem_type == GgufType::String) {
+            vw.set_strings(key, v.strings);
+          } else if (v.elem_type == GgufType::F32 || v.elem_type == GgufType::F64) {
+            vw.set_f32s(key, std::vector<float>(v.floats.begin(), v.floats.end()));
+          } else {
+            vw.set_i32s(key, std::vector<int32_t>(v.ints.begin(), v.ints.end()));
+          }
+          break;
+        default:
+          vw.set_u32(key, static_cast<uint32_t>(v.i));
+      }
+    }
+    const std::string tmp = out + ".vocab.gguf";
+    vw.write(tmp);
+    std::string bytes = read_file(tmp, "vocabulary");
+    fs::remove(tmp);
+    return {bytes, "gguf"};
+  }
+  log::warn("{}: no tokenizer found to embed; the quantized model will need --tokenizer", m.path());
+  return {};
+}
+
+}  // namespace
+
+bool is_linear_weight(const std::string& name) {
+  if (name == "output.weight") return true;
+  for (const char* part : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                           ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"}) {
+    const std::string p = part;
+    if (name.size() > p.size() && name.compare(name.size() - p.size(), p.size(), p) == 0) return true;
+  }
+  return false;
+}
+
+void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out,
+                    const std::function<void(const LayerReport&)>& report) {
+  ASCENT_CHECK(opt.type == "int8" || opt.type == "int4" || opt.type == "bf16", "--type {}: expected int8, int4 or bf16",
+               opt.type);
+  if (opt.type == "int4") with_context("--group", [&] { check_int4_group(opt.group); });
+  ASCENT_CHECK(opt.calib_path.empty() || opt.type == "int4",
+               "--calib: activation-aware calibration applies to --type int4 only");
+
+  // Calibration: run the text through the model and keep each linear layer's input rows.
+  std::map<const void*, quant::CalibRows> calib;
+  if (!opt.calib_path.empty()) {
+    const std::string text = read_file(opt.calib_path, "calibration text");
+    auto tok = load_tokenizer(m, opt.tokenizer_path);
+    std::vector<int32_t> ids = tok->encode(text, /*add_bos=*/false);
+    ASCENT_CHECK(!ids.empty(), "{}: calibration text is empty", opt.calib_path);
+    if (static_cast<int64_t>(ids.size()) > opt.calib_tokens) ids.resize(static_cast<size_t>(opt.calib_tokens));
+    m.set_matmul_observer([&](const Tensor& w, const float* x, int64_t rows) {
+      calib[w.data].add(x, rows, w.shape[1]);
+    });
+    const int64_t chunk = std::min<int64_t>(m.context(), 256);
+    for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(chunk)) {
+      m.reset();
+      const size_t n = std::min(ids.size() - i, static_cast<size_t>(chunk));
+      m.forward(std::span<const int32_t>(ids.data() + i, n), /*all_logits=*/true);
+    }
+    m.set_matmul_observer(nullptr);
+    m.reset();
+  }
+
+  WeightSet q(m.weights().source());
+  for (const auto& [name, t] : m.weights().all()) {
+    const std::string& file = m.weights().file_of(name);
+    if (t.shape.size() != 2) {
+      q.add(name, t.dtype == DType::F32 ? t : to_f32(t), file);
+      continue;
+    }
+    if (!is_linear_weight(name)) {  // embeddings: looked up, not multiplied
+      const DType target = opt.type == "bf16" ? DType::BF16 : DType::F16;
+      q.add(name, t.dtype == target ? t : convert(t, target), file);
+      continue;
+    }
+    LayerReport r;
+    r.name = name;
+    r.shape = t.shape;
+    Tensor qt;
+    if (opt.type == "bf16") {
+      qt = convert(t, DType::BF16);
+      r.format = "bf16";
+    } else if (opt.type == "int8") {
+      qt = quantize_int8(t);
+      r.format = "int8";
+    } else {
+      r.format = "int4 g" + std::to_string(opt.group);
+      auto it = calib.find(t.data);
+      if (it != calib.end() && it->second.rows() > 0) {
+        quant::AwqResult a = quant::awq_int4(t, opt.group, it->second);
+        qt = a.q;
+        r.out_err_rtn = std::sqrt(a.err_rtn);
+        r.out_err = std::sqrt(a.err_final);
+        r.alpha = a.alpha;
+      } else {
+        qt = quantize_int4(t, opt.group);
+      }
+    }
+    r.weight_err = weight_error(t, qt);
+    q.add(name, qt, file);
+    report(r);
+  }
+  const auto [tok_bytes, tok_kind] = tokenizer_blob(m, opt.tokenizer_path, out);
+  write_ascent_model(m.config(), q, opt.type, std::span<const char>(tok_bytes.data(), tok_bytes.size()), tok_kind,
+                     out);
+}
+
+}  // namespace ascent::model
