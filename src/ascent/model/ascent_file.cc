@@ -108,12 +108,16 @@ bool is_ascent_file(const std::string& path) {
   if (f == nullptr) return false;
   uint64_t n = 0;
   std::string head;
-  if (std::fread(&n, 8, 1, f) == 1 && n < (uint64_t{1} << 31)) {
-    head.resize(static_cast<size_t>(std::min<uint64_t>(n, 1 << 20)));
+  if (std::fread(&n, 8, 1, f) == 1 && n <= (uint64_t{1} << 28)) {
+    head.resize(static_cast<size_t>(n));
     head.resize(std::fread(head.data(), 1, head.size(), f));
   }
   std::fclose(f);
-  return head.find("\"format\":\"ascent\"") != std::string::npos;
+  // Only the metadata decides; a damaged header is reported by the reader it is then given to.
+  const json h = json::parse(head, nullptr, /*allow_exceptions=*/false);
+  if (!h.is_object() || !h.contains("__metadata__") || !h["__metadata__"].is_object()) return false;
+  const json& m = h["__metadata__"];
+  return m.contains("format") && m["format"] == "ascent";
 }
 
 void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::string& quant,

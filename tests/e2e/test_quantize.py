@@ -1,0 +1,181 @@
+"""ascent quantize and Ascent's quantized file: int8/int4/bf16 models of story-656K are decoded here by NumPy from
+the file (written from the format's description in src/ascent/model/ascent_file.h), run through the PyTorch
+reference with the formats' activation rounding, and compared with Ascent's logits; quantized stories260K and a
+quantized GGUF load with their embedded tokenizers; corrupted files fail with one clear line naming the fault."""
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import torch
+
+from common import ACTIVATIONS, SHARED, check, finish, load_npy, reference_logits, run, tmpdir
+
+ROOT = tmpdir()
+M656 = os.path.join(SHARED, "models", "story-656K")
+S260 = os.path.join(SHARED, "models", "stories260K")
+
+# Canonical (GGUF-style) names in an Ascent file back to the Hugging Face names the reference takes.
+HF = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+      "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+      "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+
+
+def hf_name(n):
+    if n == "token_embd.weight":
+        return "model.embed_tokens.weight"
+    if n == "output.weight":
+        return "lm_head.weight"
+    if n == "output_norm.weight":
+        return "model.norm.weight"
+    _, l, kind, leaf = n.split(".")
+    return f"model.layers.{l}.{HF[kind]}.{leaf}"
+
+
+def read_ascent(path):
+    """Decodes every tensor of an Ascent file to float64: codes are offset-binary (q + 128 for int8, q + 8 for
+    int4), rows padded (64 / 128 columns); int4 packs each 64-column chunk in 32 bytes, column j in the low
+    nibble of byte j and column j + 32 in the high nibble."""
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__")
+    body = data[8 + n:]
+
+    def raw(name):
+        b, e = header[name]["data_offsets"]
+        return body[b:e], header[name]
+
+    qinfo = json.loads(meta["ascent.tensors"])
+    out = {}
+    for name, h in header.items():
+        if name.endswith((".scale", ".input_scale")) or name == "ascent.tokenizer":
+            continue
+        buf, info = raw(name)
+        if name not in qinfo:
+            dt = {"F32": np.float32, "F16": np.float16, "BF16": None}[info["dtype"]]
+            if dt is None:
+                a = (np.frombuffer(buf, np.uint16).astype(np.uint32) << 16).view(np.float32)
+            else:
+                a = np.frombuffer(buf, dt)
+            out[name] = torch.from_numpy(a.astype(np.float64).reshape(info["shape"]))
+            continue
+        N, K = qinfo[name]["shape"]
+        codes = np.frombuffer(buf, np.uint8).reshape(info["shape"])
+        scale = np.frombuffer(raw(name + ".scale")[0], np.float32).astype(np.float64)
+        if qinfo[name]["type"] == "int8":
+            w = (codes[:, :K].astype(np.float64) - 128) * scale[:, None]
+        else:
+            g = qinfo[name]["group"]
+            chunks = codes.reshape(N, -1, 32)
+            q = np.concatenate([chunks & 15, chunks >> 4], axis=2).reshape(N, -1).astype(np.float64) - 8
+            w = (q * np.repeat(scale.reshape(N, -1), g, axis=1))[:, :K]
+        if name + ".input_scale" in header:
+            w = w * np.frombuffer(raw(name + ".input_scale")[0], np.float32).astype(np.float64)[None, :]
+        out[name] = torch.from_numpy(w)
+    return meta, out
+
+
+def logits(model, ids, out):
+    r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out])
+    return load_npy(out) if r.returncode == 0 else None
+
+
+def rel_rms(a, b):
+    return ((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt()).item()
+
+
+def main():
+    cfg = json.load(open(os.path.join(M656, "config.json")))
+    ids = [1, 147, 201, 282, 215, 286, 598, 1662, 356, 499, 826, 1363, 1145, 33, 7, 900]
+    f32 = logits(M656, ids, os.path.join(ROOT, "f32.npy"))
+    calib = os.path.join(ROOT, "calib.txt")
+    with open(os.path.join(SHARED, "corpora", "tinyshakespeare.txt"), encoding="utf-8") as f:
+        open(calib, "w", encoding="utf-8").write(f.read(50_000))
+    for qtype, extra, bound in [("int8", [], 0.05), ("int4", ["--group", "64"], 0.2),
+                                ("int4", ["--group", "32", "--calib", calib], 0.2), ("bf16", [], 0.01)]:
+        label = " ".join([qtype] + extra[:2] + (["calibrated"] if "--calib" in extra else []))
+        path = os.path.join(ROOT, f"656-{qtype}-{len(extra)}.safetensors")
+        r = run(["quantize", "-m", M656, "-o", path, "--type", qtype, *extra])
+        lines = r.stdout.strip().splitlines()
+        check(r.returncode == 0 and len(lines) == 17 and "output.weight" in r.stdout,
+              f"quantize {label}: exit 0, one error line per matrix (15) plus header and summary "
+              f"({lines[-1] if lines else r.stderr.strip()[:200]})")
+        if r.returncode != 0:
+            continue
+        meta, w = read_ascent(path)
+        check(meta["format"] == "ascent" and meta["ascent.quant"] == qtype and
+              meta["ascent.tokenizer_kind"] == "tokenizer.json", f"{label}: metadata names the format and tokenizer")
+        ours = logits(path, ids, os.path.join(ROOT, f"{qtype}.npy"))
+        if "--calib" not in extra:  # (calibrated layers round x * input_scale, one scale per layer: test_kernels.py)
+            ref = reference_logits(cfg, {hf_name(k): v for k, v in w.items()}, ids, act=ACTIVATIONS[qtype])
+            d = rel_rms(ours, ref) if ours is not None else float("inf")
+            check(d < 1e-2, f"{label}: logits equal PyTorch on the decoded weights with {qtype} activation rounding "
+                            f"(relative RMS {d:.1e} < 1e-2)")
+        e = rel_rms(ours, f32) if ours is not None else float("inf")
+        check(e < bound, f"{label}: within {bound:.0%} RMS of the f32 model's logits ({e:.4f})")
+        if "--calib" in extra:
+            check(" -> " in lines[1], f"{label}: prints the output error before and after calibration ({lines[1]})")
+
+    # stories260K (llama2.c): the tokenizer travels in the file, and int8 keeps the known greedy story.
+    q8 = os.path.join(ROOT, "260-int8.safetensors")
+    run(["quantize", "-m", os.path.join(S260, "stories260K.bin"), "--tokenizer", os.path.join(S260, "tok512.bin"),
+         "-o", q8, "--type", "int8"])
+    r = run(["generate", "-m", q8, "--temp", "0", "-n", "61"])
+    check(r.returncode == 0 and "Once upon a time, there was a little girl named Lily." in r.stdout,
+          f"stories260K int8 generates the known story with its embedded tokenizer ({r.stdout.strip()[:60]}...)")
+    # From GGUF (ours carries no vocabulary, so --tokenizer names one): loads and tokenizes as the original.
+    gg = os.path.join(ROOT, "656.gguf")
+    run(["convert", "-m", M656, "-o", gg, "--type", "f32"])
+    q4 = os.path.join(ROOT, "656-from-gguf.safetensors")
+    r = run(["quantize", "-m", gg, "--tokenizer", M656, "-o", q4, "--type", "int4", "--group", "128"])
+    t1 = run(["tokenize", "-m", M656, "-p", "Once upon a time"]).stdout
+    t2 = run(["tokenize", "-m", q4, "-p", "Once upon a time"]).stdout
+    check(r.returncode == 0 and t1 and t1 == t2, f"int4 from GGUF: embedded tokenizer tokenizes as the original ({t2.strip()})")
+    a = logits(gg, ids, os.path.join(ROOT, "gg.npy"))
+    b = logits(q4, ids, os.path.join(ROOT, "q4gg.npy"))
+    d = rel_rms(b, a) if a is not None and b is not None else float("inf")
+    check(d < 0.2, f"int4 from GGUF: within 20% RMS of the GGUF's logits ({d:.4f})")
+
+    # Corrupted files: one line naming the file and the fault, exit 1.
+    good = open(q8, "rb").read()
+    n = struct.unpack("<Q", good[:8])[0]
+    header = json.loads(good[8:8 + n])
+
+    def variant(tag, data):
+        p = os.path.join(ROOT, f"bad-{tag}.safetensors")
+        open(p, "wb").write(data)
+        return p
+
+    def rewrite(h):
+        text = json.dumps(h).encode()
+        text += b" " * ((64 - (8 + len(text)) % 64) % 64)  # keep the data section 64-byte aligned
+        return struct.pack("<Q", len(text)) + text + good[8 + n:]
+
+    cases = []
+    cases.append(("truncated data", variant("trunc", good[: len(good) - 1000]), "outside"))
+    h = json.loads(json.dumps(header))
+    h["blk.0.attn_q.weight.scale"]["shape"] = [3]
+    cases.append(("scale of the wrong size", variant("scale", rewrite(h)), "blk.0.attn_q.weight"))
+    h = json.loads(json.dumps(header))
+    h["__metadata__"]["ascent.config"] = "{not json"
+    cases.append(("bad config JSON", variant("config", rewrite(h)), "ascent.config"))
+    h = json.loads(json.dumps(header))
+    del h["blk.1.ffn_down.weight"]
+    cases.append(("missing codes", variant("missing", rewrite(h)), "blk.1.ffn_down.weight"))
+    h = json.loads(json.dumps(header))
+    t = json.loads(h["__metadata__"]["ascent.tensors"])
+    t["blk.0.attn_k.weight"]["type"] = "int3"
+    h["__metadata__"]["ascent.tensors"] = json.dumps(t)
+    cases.append(("unknown type", variant("type", rewrite(h)), "int3"))
+    for what, path, needle in cases:
+        r = run(["generate", "-m", path, "-n", "2"])
+        err = r.stderr.strip()
+        check(r.returncode == 1 and len(err.splitlines()) == 1 and path in err and needle in err,
+              f"corrupted ({what}): exit {r.returncode}, {err[:160]!r}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
