@@ -1,4 +1,4 @@
-// Reference causal attention with grouped-query heads and an optional sliding window, over a KV cache.
+// Causal attention (the reference, and the AVX2 variant through dot_row; AVX-512 in attention_avx512.cc) with grouped-query heads and an optional sliding window, over a KV cache.
 // One (query row, head) pair per work item; scores are materialised per item (up to n_past + T floats).
 #include <algorithm>
 #include <cmath>
@@ -6,14 +6,18 @@
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
 
+void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
+
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
+  if (active_isa() == Isa::Avx512 && d.head_dim <= 256) return attention_forward_avx512(q, k, v, d, out);
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
   ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {
