@@ -1,6 +1,7 @@
 // ascent logits: runs token ids through a model and writes every position's logits as a float32 .npy (T, vocab).
 // A debugging and testing tool: the suite compares these files with PyTorch references. --step feeds the ids in
-// pieces of that many tokens, exercising the KV cache the way generation does.
+// pieces of that many tokens, exercising the KV cache the way generation does. --beside N runs the ids as one
+// sequence of a batch with N others (of other lengths and contents), to check batch invariance.
 #include <algorithm>
 #include <cstdio>
 
@@ -13,7 +14,7 @@ namespace ascent::cli {
 namespace {
 
 void run(const std::string& model_path, const std::string& ids_text, const std::string& out, int64_t step,
-         int threads) {
+         int64_t beside, int threads) {
   set_threads(threads);
   auto m = model::Model::load(model_path);
   const auto ids = parse_ids(ids_text, "--prompt-ids");
@@ -22,6 +23,32 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   const int64_t V = m->config().vocab, T = static_cast<int64_t>(ids.size());
   Tensor all = make_owned(DType::F32, {T, V});  // (T, V)
   auto* dst = static_cast<float*>(const_cast<void*>(all.data));
+  if (beside > 0) {
+    ASCENT_CHECK(step == 0, "--beside and --step cannot be combined");
+    // N other sequences of 1..2T tokens with ids from a fixed LCG; ours goes in the middle of the batch.
+    std::vector<std::vector<int32_t>> seqs;
+    uint64_t state = 12345;
+    for (int64_t i = 0; i < beside; ++i) {
+      std::vector<int32_t> other(static_cast<size_t>(1 + (i * 5 + 3) % (2 * T)));
+      for (auto& id : other) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        id = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(V));
+      }
+      seqs.push_back(std::move(other));
+    }
+    const size_t at = static_cast<size_t>(beside / 2);
+    seqs.insert(seqs.begin() + static_cast<int64_t>(at), ids);
+    int64_t longest = 0, first_row = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(seqs[i].size()));
+      if (i < at) first_row += static_cast<int64_t>(seqs[i].size());
+    }
+    m->set_context(longest);
+    auto logits = m->forward_batch(seqs);
+    std::copy(logits.begin() + first_row * V, logits.begin() + (first_row + T) * V, dst);
+    write_npy(out, all);
+    return;
+  }
   const int64_t s = step > 0 ? step : T;
   for (int64_t i = 0; i < T; i += s) {
     const int64_t n = std::min(s, T - i);
@@ -36,7 +63,7 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
 void add_logits(CLI::App& app) {
   struct Opt {
     std::string model, ids, out;
-    int64_t step = 0;
+    int64_t step = 0, beside = 0;
     int threads = 0;
   };
   auto o = std::make_shared<Opt>();
@@ -45,8 +72,9 @@ void add_logits(CLI::App& app) {
   c->add_option("--prompt-ids", o->ids, "token ids")->required();
   c->add_option("-o,--output", o->out, "output .npy")->required();
   c->add_option("--step", o->step, "feed this many tokens per forward call (0: all at once)");
+  c->add_option("--beside", o->beside, "run the ids in one batch beside this many other sequences");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
-  c->callback([o] { run(o->model, o->ids, o->out, o->step, o->threads); });
+  c->callback([o] { run(o->model, o->ids, o->out, o->step, o->beside, o->threads); });
 }
 
 }  // namespace ascent::cli

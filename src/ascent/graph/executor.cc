@@ -91,14 +91,34 @@ void Executor::warm_up(int64_t max_tokens) {
 }
 
 std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv) {
+  const Segment one{tokens, n_past, &kv};
+  return run_batch(std::span<const Segment>(&one, 1));
+}
+
+std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
+  ASCENT_CHECK(!segments.empty(), "nothing to run: no sequences");
+  std::span<const int32_t> tokens = segments[0].tokens;
+  if (segments.size() > 1) {
+    tokens_.clear();
+    for (const Segment& s : segments) tokens_.insert(tokens_.end(), s.tokens.begin(), s.tokens.end());
+    tokens = tokens_;
+  }
   const int64_t T = static_cast<int64_t>(tokens.size());
-  ASCENT_CHECK(T > 0, "nothing to run: no tokens");
-  ASCENT_CHECK(n_past >= 0 && n_past + T <= kv.max_seq(),
-               "sequence of {} tokens exceeds the context length {} of the KV cache", n_past + T, kv.max_seq());
+  positions_.resize(static_cast<size_t>(T));
+  std::vector<int64_t> seg_row(segments.size() + 1, 0);  // first row of each segment
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const Segment& g = segments[s];
+    const auto n = static_cast<int64_t>(g.tokens.size());
+    ASCENT_CHECK(n > 0, "nothing to run: sequence {} has no tokens", s);
+    ASCENT_CHECK(g.kv != nullptr && g.n_past >= 0 && g.n_past + n <= g.kv->max_seq(),
+                 "sequence of {} tokens exceeds the context length {} of the KV cache", g.n_past + n,
+                 g.kv != nullptr ? g.kv->max_seq() : 0);
+    seg_row[s + 1] = seg_row[s] + n;
+    for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(seg_row[s] + t)] = static_cast<int32_t>(g.n_past + t);
+  }
+  const int64_t n_past = segments[0].n_past;
   const MemoryPlan& plan = plan_for(T);
   if (static_cast<size_t>(plan.arena_bytes) > arena_.capacity()) arena_.reserve(static_cast<size_t>(plan.arena_bytes));
-  positions_.resize(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) positions_[static_cast<size_t>(t)] = static_cast<int32_t>(n_past + t);
 
   const auto& nodes = graph_.nodes();
   auto buf = [&](int id) { return reinterpret_cast<float*>(arena_.data() + plan.offsets[static_cast<size_t>(id)]); };
@@ -151,7 +171,8 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
         case Op::Attention:
         case Op::AttentionFused: {
           const int64_t kvw = n.kv_heads * n.head_dim, qw = n.heads * n.head_dim;
-          ASCENT_CHECK(kvw == kv.kv_width() && n.layer < kv.n_layers(), "KV cache shape does not fit layer {}",
+          const KvCache& kv0 = *segments[0].kv;
+          ASCENT_CHECK(kvw == kv0.kv_width() && n.layer < kv0.n_layers(), "KV cache shape does not fit layer {}",
                        n.layer);
           const float *q = nullptr, *k = nullptr, *v = nullptr;
           if (n.op == Op::Attention) {
@@ -182,10 +203,14 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
             k = sk;
             v = sv;
           }
-          std::memcpy(kv.k(n.layer) + n_past * kvw, k, static_cast<size_t>(T * kvw) * sizeof(float));
-          std::memcpy(kv.v(n.layer) + n_past * kvw, v, static_cast<size_t>(T * kvw) * sizeof(float));
-          const kernels::AttentionDims d{T, n_past, n.heads, n.kv_heads, n.head_dim, n.scale, n.window};
-          kernels::attention_forward(q, kv.k(n.layer), kv.v(n.layer), d, out);
+          for (size_t s = 0; s < segments.size(); ++s) {  // each sequence attends over its own cache
+            KvCache& kv = *segments[s].kv;
+            const int64_t r0 = seg_row[s], Ts = seg_row[s + 1] - r0, past = segments[s].n_past;
+            std::memcpy(kv.k(n.layer) + past * kvw, k + r0 * kvw, static_cast<size_t>(Ts * kvw) * sizeof(float));
+            std::memcpy(kv.v(n.layer) + past * kvw, v + r0 * kvw, static_cast<size_t>(Ts * kvw) * sizeof(float));
+            const kernels::AttentionDims d{Ts, past, n.heads, n.kv_heads, n.head_dim, n.scale, n.window};
+            kernels::attention_forward(q + r0 * qw, kv.k(n.layer), kv.v(n.layer), d, out + r0 * qw);
+          }
           break;
         }
         case Op::Silu:
@@ -207,6 +232,8 @@ std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_
           kernels::softmax_forward(in(0), rows, n.cols, out);
           break;
         case Op::LastRow: {
+          ASCENT_CHECK(segments.size() == 1, "a batch of {} sequences needs the graph that keeps every row",
+                       segments.size());
           const Node& src = nodes[static_cast<size_t>(n.inputs[0])];
           const int64_t src_rows = src.single_row ? 1 : T;
           std::memmove(out, in(0) + (src_rows - 1) * n.cols, static_cast<size_t>(n.cols) * sizeof(float));

@@ -27,6 +27,15 @@ class Executor {
   // ((T or 1) x output cols), valid until the next run.
   std::span<const float> run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv);
 
+  // Several sequences in one run: their rows are stacked (matmuls and norms see them all at once) and each
+  // attends over its own cache. Needs a graph that keeps every row (no LastRow). Returns (sum of T, cols).
+  struct Segment {
+    std::span<const int32_t> tokens;
+    int64_t n_past = 0;
+    KvCache* kv = nullptr;
+  };
+  std::span<const float> run_batch(std::span<const Segment> segments);
+
   int64_t plans_compiled() const { return plans_compiled_; }
   const MemoryPlan& plan_for(int64_t n_tokens);
   // Compiles the plans of every bucket up to max_tokens now, so first requests do not pay for them.
@@ -43,6 +52,7 @@ class Executor {
   int64_t plans_compiled_ = 0;
   Arena arena_;
   std::vector<int32_t> positions_;
+  std::vector<int32_t> tokens_;  // the batch's tokens, stacked
   prof::Tracer* tracer_ = nullptr;
   MatmulObserver observer_;
 };

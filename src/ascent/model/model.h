@@ -49,6 +49,9 @@ class Model {
   // Runs tokens at positions n_past()..; returns logits (T, vocab) or, unless all_logits, (1, vocab) for the last.
   std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
   int64_t n_past() const { return n_past_; }
+  // Runs several new sequences (each from position 0, in caches of its own) as one batch, and returns every
+  // row's logits (sum of lengths, vocab), sequence after sequence. The single-sequence cache is untouched.
+  std::span<const float> forward_batch(std::span<const std::vector<int32_t>> sequences);
   void reset() { n_past_ = 0; }
   int64_t plans_compiled() const;
 
@@ -79,6 +82,7 @@ class Model {
   std::optional<graph::Graph> graph_raw_, graph_last_, graph_all_;
   std::unique_ptr<graph::Executor> exec_last_, exec_all_;
   std::unique_ptr<graph::KvCache> kv_;
+  std::vector<std::unique_ptr<graph::KvCache>> batch_kv_;
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
 };

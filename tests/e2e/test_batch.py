@@ -1,0 +1,47 @@
+"""Batch invariance: a sequence's logits are bitwise identical whether it runs alone or in one batch beside 1, 3
+or 7 other sequences (other lengths and contents; its rows land at other offsets and tile positions), for every
+weight format and every ISA variant this CPU runs."""
+import os
+import subprocess
+
+import numpy as np
+
+from common import SHARED, check, finish, run, tmpdir
+
+ROOT = tmpdir()
+M656 = os.path.join(SHARED, "models", "story-656K")
+IDS = "1 147 201 282 215 286 598 1662 356 499 826 1363 1145 33 7 900 12 19 411 87 5 1000 1500"
+
+
+def logits(model, out, isa, beside):
+    r = run(["logits", "-m", model, "--prompt-ids", IDS, "-o", out, "--beside", str(beside)],
+            env=dict(os.environ, ASCENT_ISA=isa))
+    return np.load(out) if r.returncode == 0 else None
+
+
+def main():
+    models = {"f32": M656}
+    for t in ("f16", "q8_0", "q4_0"):
+        p = os.path.join(ROOT, f"m-{t}.gguf")
+        run(["convert", "-m", M656, "-o", p, "--type", t])
+        models[t] = p
+    for t, extra in (("int8", []), ("int4", ["--group", "32"]), ("bf16", [])):
+        p = os.path.join(ROOT, f"m-{t}.safetensors")
+        run(["quantize", "-m", M656, "-o", p, "--type", t, *extra])
+        models[t] = p
+    isas = [isa for isa in ("ref", "avx2", "avx512")
+            if run(["logits", "-m", M656, "--prompt-ids", "1", "-o", os.path.join(ROOT, "probe.npy")],
+                   env=dict(os.environ, ASCENT_ISA=isa)).returncode == 0]
+    for name, path in models.items():
+        for isa in isas:
+            alone = logits(path, os.path.join(ROOT, "alone.npy"), isa, 0)
+            same = alone is not None
+            for n in (1, 3, 7):
+                b = logits(path, os.path.join(ROOT, f"b{n}.npy"), isa, n)
+                same = same and b is not None and np.array_equal(alone, b)
+            check(same, f"{name:5s} {isa:6s}: logits alone == beside 1, 3 and 7 other sequences (bitwise)")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
