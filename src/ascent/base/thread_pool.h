@@ -1,8 +1,10 @@
 // A persistent pool of worker threads for data-parallel loops. Kernels split work with parallel_for; workers are
-// created once and sleep between calls, so a decode step does not pay thread start-up. The split is static and
+// created once, spin briefly and then sleep between calls, so a decode step pays neither thread start-up nor a
+// wake-up per loop. The split is static and
 // depends only on n and the thread count, never on timing, so results are reproducible run to run.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -38,9 +40,9 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) to start a loop
+  std::atomic<int> pending_{0};          // workers still running the current loop
+  std::atomic<bool> stop_{false};
   int64_t n_ = 0;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   std::exception_ptr error_;

@@ -45,6 +45,7 @@ inline __m256i s8_16(const int8_t* p) {
 // f32, f16 and bf16 weights: 8 columns per step, the tail through a zero-padded copy.
 template <DType WT>
 struct FloatKern {
+  static constexpr int kDecodeRows = 1;
   static __m256 widen(const uint8_t* row, int64_t k) {
     if constexpr (WT == DType::F32) {
       return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
@@ -104,6 +105,7 @@ struct FloatKern {
 };
 
 struct I8Kern {
+  static constexpr int kDecodeRows = 1;
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
@@ -135,6 +137,7 @@ struct I8Kern {
 // I4: each 64-column chunk is 32 bytes; the low nibbles are columns 0..31 and the high nibbles 32..63, so a
 // chunk is two 32-column halves, each inside one group.
 struct I4Kern {
+  static constexpr int kDecodeRows = 4;
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
@@ -179,6 +182,7 @@ struct I4Kern {
 
 template <DType WT>
 struct BlockKern {
+  static constexpr int kDecodeRows = WT == DType::Q4_0 ? 4 : 1;
   // Signed int16 weights of columns 0..15 and 16..31 of block b.
   static void load_w(const uint8_t* row, int64_t b, __m256i& w0, __m256i& w1, float& d) {
     if constexpr (WT == DType::Q8_0) {

@@ -32,6 +32,17 @@ inline float hsum(__m512 v) {
   return _mm_cvtss_f32(b);
 }
 
+// Decode (one token) streams each weight byte once: ask for the next tile's rows (the same columns, `ahead`
+// bytes further) while this one computes, so both cores keep enough memory requests in flight.
+template <int TT>
+inline void prefetch_ahead(const void* p, int64_t ahead) {
+  if constexpr (TT == 1) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
+}
+
+// How far ahead to prefetch: the next tile's rows, but at least 4 KiB so short (4-bit) rows still cover the
+// memory latency.
+inline int64_t prefetch_distance(int64_t tile_bytes) { return tile_bytes < 4096 ? 4096 : tile_bytes; }
+
 inline int32_t hsum_epi32(__m512i v) {
   const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
   __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
@@ -43,6 +54,7 @@ inline int32_t hsum_epi32(__m512i v) {
 // f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
 template <DType WT>
 struct FloatKern {
+  static constexpr int kDecodeRows = 1;
   static __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
     if constexpr (WT == DType::F32) {
       return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
@@ -55,6 +67,7 @@ struct FloatKern {
     const int64_t K = in.K;
     __m512 acc[R][TT];
     const uint8_t* rows[R];
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     for (int r = 0; r < R; ++r) {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -65,6 +78,7 @@ struct FloatKern {
       __m512 xv[TT];
       for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * K + k);
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(rows[r] + k * (WT == DType::F32 ? 4 : 2), ahead);
         const __m512 wv = load_w(rows[r], k, 0xffff);
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
       }
@@ -86,11 +100,13 @@ struct FloatKern {
 
 // bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step.
 struct Bf16Kern {
+  static constexpr int kDecodeRows = 1;
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t K = in.K, Kp = in.Kp;
     __m512 acc[R][TT];
     const uint16_t* rows[R];
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));  // bytes
     for (int r = 0; r < R; ++r) {
       rows[r] = reinterpret_cast<const uint16_t*>(w.row_ptr(n + r));
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -101,6 +117,7 @@ struct Bf16Kern {
       __m512bh xv[TT];
       for (int j = 0; j < TT; ++j) xv[j] = (__m512bh)_mm512_loadu_si512(x + j * Kp + k);
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(rows[r] + k, ahead);
         const auto wv = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv, xv[j]);
       }
@@ -113,11 +130,13 @@ struct Bf16Kern {
 
 // I8: one int32 sum per output over the whole padded row, then the row and token scales.
 struct I8Kern {
+  static constexpr int kDecodeRows = 1;
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
     __m512i acc[R][TT];
     const uint8_t* rows[R];
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     for (int r = 0; r < R; ++r) {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_si512();
@@ -127,6 +146,7 @@ struct I8Kern {
       __m512i av[TT];
       for (int j = 0; j < TT; ++j) av[j] = _mm512_loadu_si512(a + j * Kp + k);
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(rows[r] + k, ahead);
         const __m512i wv = _mm512_loadu_si512(rows[r] + k);
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv, av[j]);
       }
@@ -144,6 +164,7 @@ struct I8Kern {
 // I4: 64 columns per step from 32 packed bytes; int32 sums per group, scaled per group in f32. Groups of 32 take
 // two scales per step (low and high half of the register).
 struct I4Kern {
+  static constexpr int kDecodeRows = 4;
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
@@ -152,6 +173,7 @@ struct I4Kern {
     __m512 acc[R][TT];
     __m512i isum[R][TT];
     const uint8_t* rows[R];
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     for (int r = 0; r < R; ++r) {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) {
@@ -169,6 +191,7 @@ struct I4Kern {
         off[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, av[j]);  // 8 * sum of each 4 activations
       }
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(rows[r] + k / 2, ahead);
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k / 2));
         const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
                                               _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
@@ -203,6 +226,7 @@ struct I4Kern {
 // register scaled by its own weight and activation scales.
 template <DType WT>
 struct BlockKern {
+  static constexpr int kDecodeRows = WT == DType::Q4_0 ? 4 : 1;
   // Unsigned codes (weight + 128 or nibble) of blocks b and b+1 (b+1 zero when past the row), and their scales.
   static void load_w(const uint8_t* row, int64_t b, int64_t nb, __m512i& codes, __m512& dw) {
     const bool two = b + 1 < nb;
@@ -230,6 +254,7 @@ struct BlockKern {
     const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
     __m512 acc[R][TT];
     const uint8_t* rows[R];
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     for (int r = 0; r < R; ++r) {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -248,6 +273,7 @@ struct BlockKern {
       for (int r = 0; r < R; ++r) {
         __m512i codes;
         __m512 dw;
+        prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
         load_w(rows[r], b, nb, codes, dw);
         for (int j = 0; j < TT; ++j) {
           const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]), off[j]);
