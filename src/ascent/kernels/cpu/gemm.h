@@ -35,6 +35,7 @@ struct GemmInput {
   std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
   std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
   std::vector<uint16_t> xb;            // (T, Kp) bf16, zero past K
+  std::vector<float> xf;               // (T, Kp) f32, zero past K (f32 and f16 weights)
 };
 
 // Prepares x for weight w (throws naming the weight shape when K differs).

@@ -62,38 +62,52 @@ struct FloatKern {
       return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
     }
   }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t K = in.K;
+  static __m512 load_w(const uint8_t* row, int64_t k) {
+    if constexpr (WT == DType::F32) {
+      return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
+    } else {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+    }
+  }
+  // kMasked: rows whose length is not a multiple of 16 take a mask on every step. Only when K needs it: a mask in
+  // the loop makes GCC 12 store every accumulator to the stack on every step (measured 2x slower), and a masked
+  // tail after the loop does the same.
+  template <int R, int TT, bool kMasked>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K, Kp = in.Kp;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
+    const int64_t ahead = prefetch_distance(R * stride);
     __m512 acc[R][TT];
-    const uint8_t* rows[R];
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     for (int r = 0; r < R; ++r) {
-      rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
-    const float* x = in.x + t * K;
-    int64_t k = 0;
-    for (; k + 16 <= K; k += 16) {
+    const float* x = in.xf.data() + t * Kp;  // zero-padded to Kp
+    for (int64_t k = 0; k < K; k += 16) {
       __m512 xv[TT];
-      for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * K + k);
+      for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * Kp + k);
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<TT>(rows[r] + k * (WT == DType::F32 ? 4 : 2), ahead);
-        const __m512 wv = load_w(rows[r], k, 0xffff);
-        for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
-      }
-    }
-    if (k < K) {
-      const auto m = static_cast<__mmask16>((1u << (K - k)) - 1);
-      __m512 xv[TT];
-      for (int j = 0; j < TT; ++j) xv[j] = _mm512_maskz_loadu_ps(m, x + j * K + k);
-      for (int r = 0; r < R; ++r) {
-        const __m512 wv = load_w(rows[r], k, m);
+        const uint8_t* row = w0 + r * stride;
+        prefetch_ahead<TT>(row + k * (WT == DType::F32 ? 4 : 2), ahead);
+        __m512 wv;
+        if constexpr (kMasked) {
+          wv = load_w(row, k, static_cast<__mmask16>(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1));
+        } else {
+          wv = load_w(row, k);
+        }
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
       }
     }
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    if (in.K % 16 == 0) {
+      body<R, TT, false>(in, w, n, t, out);
+    } else {
+      body<R, TT, true>(in, w, n, t, out);
     }
   }
 };
@@ -105,10 +119,12 @@ struct Bf16Kern {
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t K = in.K, Kp = in.Kp;
     __m512 acc[R][TT];
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
     const uint16_t* rows[R];
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));  // bytes
+    const int64_t ahead = prefetch_distance(R * stride);  // bytes
     for (int r = 0; r < R; ++r) {
-      rows[r] = reinterpret_cast<const uint16_t*>(w.row_ptr(n + r));
+      rows[r] = reinterpret_cast<const uint16_t*>(w0 + r * stride);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const uint16_t* x = in.xb.data() + t * Kp;
@@ -135,10 +151,13 @@ struct I8Kern {
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
     __m512i acc[R][TT];
+    // Row addresses from one stride (no calls inside the loops, so GCC unrolls them and keeps acc in registers).
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
     const uint8_t* rows[R];
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * stride);
     for (int r = 0; r < R; ++r) {
-      rows[r] = w.row_ptr(n + r);
+      rows[r] = w0 + r * stride;
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_si512();
     }
     const int8_t* a = in.q.data() + t * Kp;
@@ -165,59 +184,69 @@ struct I8Kern {
 // two scales per step (low and high half of the register).
 struct I4Kern {
   static constexpr int kDecodeRows = 4;
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
+  // One scale span (a group, or two groups of 32) at a time, with the group size a template parameter so the span
+  // loop is fixed and unrolled: a run-time "group finished?" test inside the K loop made GCC spill.
+  template <int R, int TT, int GROUP>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;  // 64-column steps per span
+    constexpr int64_t kSpan = 64 * kSteps;
+    const int64_t Kp = in.Kp, G = Kp / GROUP;
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m512i eights = _mm512_set1_epi8(8);
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
+    const int64_t ahead = prefetch_distance(R * stride);
     __m512 acc[R][TT];
-    __m512i isum[R][TT];
-    const uint8_t* rows[R];
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     for (int r = 0; r < R; ++r) {
-      rows[r] = w.row_ptr(n + r);
-      for (int j = 0; j < TT; ++j) {
-        acc[r][j] = _mm512_setzero_ps();
-        isum[r][j] = _mm512_setzero_si512();
-      }
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const int8_t* a = in.q.data() + t * Kp;
-    const int64_t steps_per_scale = group >= 64 ? group / 64 : 1;
-    int64_t step = 0;
-    for (int64_t k = 0; k < Kp; k += 64) {
-      __m512i av[TT], off[TT];
+    for (int64_t k0 = 0; k0 < Kp; k0 += kSpan) {
+      __m512i av[kSteps][TT], neg_off[TT];
       for (int j = 0; j < TT; ++j) {
-        av[j] = _mm512_loadu_si512(a + j * Kp + k);
-        off[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, av[j]);  // 8 * sum of each 4 activations
+        __m512i off = _mm512_setzero_si512();
+        for (int st = 0; st < kSteps; ++st) {
+          av[st][j] = _mm512_loadu_si512(a + j * Kp + k0 + 64 * st);
+          off = _mm512_dpbusd_epi32(off, eights, av[st][j]);  // 8 * sum of each 4 activations
+        }
+        neg_off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
       }
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<TT>(rows[r] + k / 2, ahead);
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k / 2));
-        const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
-                                              _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
-        for (int j = 0; j < TT; ++j) {
-          isum[r][j] = _mm512_sub_epi32(_mm512_dpbusd_epi32(isum[r][j], wv, av[j]), off[j]);
+        const uint8_t* row = w0 + r * stride;
+        __m512i wv[kSteps];
+        for (int st = 0; st < kSteps; ++st) {
+          prefetch_ahead<TT>(row + (k0 + 64 * st) / 2, ahead);
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (k0 + 64 * st) / 2));
+          wv[st] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
+                                      _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
         }
-      }
-      if (++step == steps_per_scale) {
-        step = 0;
-        for (int r = 0; r < R; ++r) {
-          const float* s = w.scales + (n + r) * G;
-          __m512 sv;
-          if (group == 32) {
-            sv = _mm512_insertf32x8(_mm512_set1_ps(s[k / 32]), _mm256_set1_ps(s[k / 32 + 1]), 1);
-          } else {
-            sv = _mm512_set1_ps(s[k / group]);
-          }
-          for (int j = 0; j < TT; ++j) {
-            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][j]), sv, acc[r][j]);
-            isum[r][j] = _mm512_setzero_si512();
-          }
+        const float* s = w.scales + (n + r) * G;
+        __m512 sv;
+        if constexpr (GROUP == 32) {
+          sv = _mm512_insertf32x8(_mm512_set1_ps(s[k0 / 32]), _mm256_set1_ps(s[k0 / 32 + 1]), 1);
+        } else {
+          sv = _mm512_set1_ps(s[k0 / GROUP]);
+        }
+        for (int j = 0; j < TT; ++j) {
+          __m512i is = neg_off[j];  // exact: the span's sum of a * (code - 8)
+          for (int st = 0; st < kSteps; ++st) is = _mm512_dpbusd_epi32(is, wv[st], av[st][j]);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, acc[r][j]);
         }
       }
     }
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    switch (w.group) {
+      case 32:
+        return body<R, TT, 32>(in, w, n, t, out);
+      case 64:
+        return body<R, TT, 64>(in, w, n, t, out);
+      default:
+        return body<R, TT, 128>(in, w, n, t, out);
     }
   }
 };
@@ -253,10 +282,13 @@ struct BlockKern {
     const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
     const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
     __m512 acc[R][TT];
+    // Row addresses from one stride (no calls inside the loops, so GCC unrolls them and keeps acc in registers).
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
     const uint8_t* rows[R];
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * stride);
     for (int r = 0; r < R; ++r) {
-      rows[r] = w.row_ptr(n + r);
+      rows[r] = w0 + r * stride;
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const int8_t* a = in.q.data() + t * Kp;

@@ -63,6 +63,9 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   const auto TKp = static_cast<size_t>(T * in.Kp);
   switch (in.kind) {
     case ActKind::F32:
+      // A zero-padded copy lets the SIMD loops read whole vectors at the row end.
+      in.xf.assign(TKp, 0.0f);
+      for (int64_t t = 0; t < T; ++t) std::copy(x + t * K, x + (t + 1) * K, in.xf.begin() + t * in.Kp);
       return;
     case ActKind::BF16:
       in.xb.assign(TKp, 0);
