@@ -45,6 +45,8 @@ void RooflineFlags::resolve() {
   const auto r = prof::measure_roofline(ThreadPool::global().size(), int64_t{256} << 20);
   if (gbps <= 0) gbps = r.read_gbps_all;
   if (gflops <= 0) gflops = r.fp32_gflops_all;
+  int8_gops = r.int8_gops_all;
+  bf16_gflops = r.bf16_gflops_all;
 }
 
 }  // namespace ascent::cli

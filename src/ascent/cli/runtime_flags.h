@@ -32,6 +32,7 @@ struct RuntimeFlags {
 // either given, or measured once when resolve() is called.
 struct RooflineFlags {
   double gbps = 0, gflops = 0;
+  double int8_gops = 0, bf16_gflops = 0;  // measured only (0: not available or not measured)
 
   void add_to(CLI::App* c);
   void resolve();

@@ -93,6 +93,51 @@ __attribute__((target("avx2,fma"))) float fma_avx2() {
   return lanes[0] + lanes[7];
 }
 
+// 24 independent accumulators: enough to cover the instructions' latency at full throughput.
+__attribute__((target("avx512f,avx512vnni"))) float vnni_loop() {
+  __m512i acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(3);
+  for (int64_t it = 0; it < kFmaIters / 2; ++it) {
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
+  __m512i s = acc[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  return static_cast<float>(lanes[0] + lanes[15]);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) float bf16_loop() {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+  for (int64_t it = 0; it < kFmaIters / 2; ++it) {
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0] + lanes[15];
+}
+
+// Operations per second of `loop` (ops_per_call each) on `threads` threads, best of three.
+template <class Fn>
+double peak_rate(int threads, Fn loop, double ops_per_call) {
+  std::atomic<float> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&] { sink = sink + loop(); });
+    for (auto& t : ts) t.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, ops_per_call * threads / s / 1e9);
+  }
+  return best;
+}
+
 double fma_gflops(int threads, std::string& isa) {
   const auto& f = cpu_features();
   const int lanes = f.avx512f ? 16 : (f.avx2 && f.fma ? 8 : 0);
@@ -126,6 +171,11 @@ Roofline measure_roofline(int threads, int64_t buffer_bytes) {
   r.read_gbps_all = read_bandwidth(buf.get(), bytes, r.threads);
   r.fp32_gflops_1t = fma_gflops(1, r.fma_isa);
   r.fp32_gflops_all = fma_gflops(r.threads, r.fma_isa);
+  const auto& f = cpu_features();
+  // Per instruction: 64 int8 multiply-adds (16 lanes x 4), 32 bf16 multiply-adds (16 lanes x 2); 2 ops each.
+  const double calls = 24.0 * static_cast<double>(kFmaIters / 2);
+  if (f.avx512f && f.avx512_vnni) r.int8_gops_all = peak_rate(r.threads, vnni_loop, calls * 64 * 2);
+  if (f.avx512f && f.avx512_bf16) r.bf16_gflops_all = peak_rate(r.threads, bf16_loop, calls * 32 * 2);
   return r;
 }
 

@@ -1,5 +1,5 @@
 // Measures this machine's roofline: memory read bandwidth (one thread and all threads) and peak FP32 FMA
-// throughput. Every benchmark reports its figures as a fraction of these.
+// throughput, and the int8/bf16 dot-product peaks. Every benchmark reports its figures as a fraction of these.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,9 @@ namespace ascent::prof {
 struct Roofline {
   double read_gbps_1t = 0, read_gbps_all = 0;  // GB/s (1e9 bytes per second), best of several passes
   double fp32_gflops_1t = 0, fp32_gflops_all = 0;
+  // Peak of the dot-product instructions the quantized kernels use (all threads; 0 when the CPU lacks them):
+  // int8 vpdpbusd (AVX-512 VNNI) in GOP/s and bf16 vdpbf16ps in GFLOP/s.
+  double int8_gops_all = 0, bf16_gflops_all = 0;
   int threads = 1;
   std::string fma_isa;  // which instruction set the FLOP/s loop used
 };

@@ -115,31 +115,45 @@ struct FloatKern {
 // bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step.
 struct Bf16Kern {
   static constexpr int kDecodeRows = 1;
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  // kMasked only when K is not a multiple of 32 (see FloatKern: a mask in the loop costs GCC's register
+  // allocation the accumulators).
+  template <int R, int TT, bool kMasked>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t K = in.K, Kp = in.Kp;
-    __m512 acc[R][TT];
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
-    const uint16_t* rows[R];
     const int64_t ahead = prefetch_distance(R * stride);  // bytes
+    __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
-      rows[r] = reinterpret_cast<const uint16_t*>(w0 + r * stride);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
-    const uint16_t* x = in.xb.data() + t * Kp;
+    const uint16_t* x = in.xb.data() + t * Kp;  // zero-padded to Kp
     for (int64_t k = 0; k < K; k += 32) {
-      const auto m = K - k >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (K - k)) - 1);
       __m512bh xv[TT];
       for (int j = 0; j < TT; ++j) xv[j] = (__m512bh)_mm512_loadu_si512(x + j * Kp + k);
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<TT>(rows[r] + k, ahead);
-        const auto wv = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
+        const uint16_t* row = reinterpret_cast<const uint16_t*>(w0 + r * stride);
+        prefetch_ahead<TT>(row + k, ahead);
+        __m512bh wv;
+        if constexpr (kMasked) {
+          const auto m = K - k >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (K - k)) - 1);
+          wv = (__m512bh)_mm512_maskz_loadu_epi16(m, row + k);
+        } else {
+          wv = (__m512bh)_mm512_loadu_si512(row + k);
+        }
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv, xv[j]);
       }
     }
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    if (in.K % 32 == 0) {
+      body<R, TT, false>(in, w, n, t, out);
+    } else {
+      body<R, TT, true>(in, w, n, t, out);
     }
   }
 };
@@ -257,8 +271,9 @@ template <DType WT>
 struct BlockKern {
   static constexpr int kDecodeRows = WT == DType::Q4_0 ? 4 : 1;
   // Unsigned codes (weight + 128 or nibble) of blocks b and b+1 (b+1 zero when past the row), and their scales.
+  template <bool kPairs>
   static void load_w(const uint8_t* row, int64_t b, int64_t nb, __m512i& codes, __m512& dw) {
-    const bool two = b + 1 < nb;
+    const bool two = kPairs || b + 1 < nb;
     if constexpr (WT == DType::Q8_0) {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
       const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
@@ -277,8 +292,10 @@ struct BlockKern {
       dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(blk[0].d)), _mm256_set1_ps(two ? _cvtsh_ss(blk[1].d) : 0.0f), 1);
     }
   }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  // kPairs: the row has an even number of blocks, so every step takes two (no test in the loop, which GCC 12
+  // answers by keeping the accumulators in memory).
+  template <int R, int TT, bool kPairs>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
     const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
     __m512 acc[R][TT];
@@ -298,7 +315,7 @@ struct BlockKern {
       __m512 da[TT];
       for (int j = 0; j < TT; ++j) {
         av[j] = _mm512_loadu_si512(a + j * Kp + k);
-        off[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]);
+        off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]));
         const float* d = in.d.data() + (t + j) * B + b;
         da[j] = _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
       }
@@ -306,15 +323,23 @@ struct BlockKern {
         __m512i codes;
         __m512 dw;
         prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
-        load_w(rows[r], b, nb, codes, dw);
+        load_w<kPairs>(rows[r], b, nb, codes, dw);
         for (int j = 0; j < TT; ++j) {
-          const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]), off[j]);
+          const __m512i s = _mm512_dpbusd_epi32(off[j], codes, av[j]);  // off holds minus the codes' offset
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[j]), acc[r][j]);
         }
       }
     }
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    if ((in.K / kQBlock) % 2 == 0) {
+      body<R, TT, true>(in, w, n, t, out);
+    } else {
+      body<R, TT, false>(in, w, n, t, out);
     }
   }
 };
