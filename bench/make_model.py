@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Writes a random-weight Llama-architecture GGUF file of a real model's shape, for load and speed benchmarks.
-The writer here is NumPy code written from the GGUF description, independent of Ascent's own writer, so loading
-its output also cross-checks our reader.
+"""Writes a random-weight Llama-architecture model of a real model's shape, for load and speed benchmarks: a GGUF
+file (f32, f16, q8_0, q4_0) or, with --hf, a Hugging Face folder (config.json + model.safetensors in f32, f16 or
+bf16). The writers here are NumPy code written from the GGUF and safetensors descriptions, independent of Ascent's
+own, so loading their output also cross-checks our readers.
 
   bench/make_model.py -o bench/models/tinyllama-f16.gguf                   # TinyLlama 1.1B shape, 22 layers
   bench/make_model.py -o /tmp/small.gguf --layers 2 --type q8_0
   bench/make_model.py -o bench/models/qwen2.5-0.5b-q8_0.gguf --shape qwen2.5-0.5b --type q8_0
   bench/make_model.py -o bench/models/llama3-8b-q4_0.gguf --shape llama3-8b --type q4_0      # 4.6 GB
+  bench/make_model.py -o bench/models/tl16-hf --hf --layers 16 --type f16                   # HF folder
 """
 import argparse
 import struct
@@ -57,12 +59,72 @@ def nbytes(shape, kind):
     return {"f32": 4 * n, "f16": 2 * n, "q8_0": n // 32 * 34, "q4_0": n // 32 * 18}[kind]
 
 
+HF_PARTS = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+            "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+
+
+def hf_name(n):
+    if n == "token_embd.weight":
+        return "model.embed_tokens.weight"
+    if n == "output.weight":
+        return "lm_head.weight"
+    if n == "output_norm.weight":
+        return "model.norm.weight"
+    _, l, part, leaf = n.split(".")
+    return f"model.layers.{l}.{HF_PARTS[part]}.{leaf}"
+
+
+def write_hf(a, tensors, values, shape):
+    """config.json + model.safetensors (an 8-byte header length, a JSON header, then the raw tensors)."""
+    import json
+    import os
+    C, H, Hkv, F, V, L, ctx, arch, theta = shape
+    if a.type not in ("f32", "f16", "bf16"):
+        sys.exit(f"--hf: --type {a.type} is not a Hugging Face storage type (f32, f16, bf16)")
+    os.makedirs(a.output, exist_ok=True)
+    cfg = {"architectures": ["LlamaForCausalLM" if arch == "llama" else "Qwen2ForCausalLM"], "model_type": arch,
+           "hidden_size": C, "intermediate_size": F, "num_attention_heads": H, "num_key_value_heads": Hkv,
+           "num_hidden_layers": L, "vocab_size": V, "max_position_embeddings": ctx, "rope_theta": theta,
+           "rms_norm_eps": 1e-6 if arch == "qwen2" else 1e-5, "tie_word_embeddings": arch == "qwen2",
+           "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": {"f32": "float32", "f16": "float16",
+                                                                  "bf16": "bfloat16"}[a.type]}
+    with open(os.path.join(a.output, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    st = {"f32": ("F32", 4), "f16": ("F16", 2), "bf16": ("BF16", 2)}
+    header, offset = {}, 0
+    for name, shp in tensors:
+        dt, size = st["f32" if len(shp) == 1 else a.type]
+        n = int(np.prod(shp)) * size
+        header[hf_name(name)] = {"dtype": dt, "shape": list(shp), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    path = os.path.join(a.output, "model.safetensors")
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for i, (name, shp) in enumerate(tensors):
+            t = values(name, shp)
+            kind = "f32" if len(shp) == 1 else a.type
+            if kind == "f32":
+                f.write(t.astype("<f4").tobytes())
+            elif kind == "f16":
+                f.write(t.astype("<f2").tobytes())
+            else:  # bf16: round to nearest even on the f32 bit pattern
+                u = t.astype("<f4").view(np.uint32).astype(np.uint64)
+                f.write(((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes())
+            print(f"\r{i + 1}/{len(tensors)} tensors", end="", file=sys.stderr)
+    os.replace(path + ".tmp", path)
+    print(f"\nwrote {a.output}/: config.json + model.safetensors, {L} layers, {a.type}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--shape", default="tinyllama", choices=sorted(SHAPES))
     ap.add_argument("--layers", type=int, default=None, help="override the layer count")
-    ap.add_argument("--type", default="f16", choices=sorted(GGML))
+    ap.add_argument("--type", default="f16", choices=sorted(GGML) + ["bf16"])
+    ap.add_argument("--hf", action="store_true", help="write a Hugging Face folder (f32, f16 or bf16) instead of GGUF")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     C, H, Hkv, F, V, L, ctx, arch, theta = SHAPES[a.shape]
@@ -79,6 +141,19 @@ def main():
                     (b + "attn_v.weight", (Hkv * D, C)), (b + "attn_output.weight", (C, C)),
                     (b + "ffn_norm.weight", (C,)), (b + "ffn_gate.weight", (F, C)), (b + "ffn_up.weight", (F, C)),
                     (b + "ffn_down.weight", (C, F))]
+    rng = np.random.default_rng(a.seed)
+
+    def values(name, shape):
+        if name.endswith(".bias"):
+            return 0.02 * rng.standard_normal(shape, dtype=np.float32)
+        if len(shape) == 1:
+            return 1.0 + 0.05 * rng.standard_normal(shape, dtype=np.float32)
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
+
+    if a.hf:
+        return write_hf(a, tensors, values, (C, H, Hkv, F, V, L, ctx, arch, theta))
+    if a.type == "bf16":
+        sys.exit("--type bf16 is for --hf folders (this GGUF writer has f32, f16, q8_0, q4_0)")
     p = arch + "."
     meta = [("general.architecture", 8, kv_str(arch)), ("general.name", 8, kv_str(f"random-{a.shape}")),
             ("general.alignment", 4, struct.pack("<I", 32)),
@@ -101,17 +176,10 @@ def main():
         head += struct.pack("<IQ", GGML[kind], offset)
         offset += (nbytes(shape, kind) + 31) // 32 * 32
     head += b"\0" * ((32 - len(head) % 32) % 32)
-    rng = np.random.default_rng(a.seed)
     with open(a.output + ".tmp", "wb") as f:
         f.write(head)
         for i, (name, shape) in enumerate(tensors):
-            if name.endswith(".bias"):
-                t = 0.02 * rng.standard_normal(shape, dtype=np.float32)
-            elif len(shape) == 1:
-                t = (1.0 + 0.05 * rng.standard_normal(shape, dtype=np.float32))
-            else:
-                t = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
-            blob = encode(t, kinds[name])
+            blob = encode(values(name, shape), kinds[name])
             f.write(blob + b"\0" * ((32 - len(blob) % 32) % 32))
             print(f"\r{i + 1}/{len(tensors)} tensors", end="", file=sys.stderr)
     import os
