@@ -109,8 +109,7 @@ void run(Options& o) {
       tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
     // 2 FLOPs per weight element per token is the matmul work; attention adds little at these lengths.
-    results.push_back(
-        summarize("pp" + std::to_string(o.prefill), tps, 100.0 * 2.0 * welems / (peak * 1e9)));
+    results.push_back(summarize("pp" + std::to_string(o.prefill), tps, 100.0 * 2.0 * welems / (peak * 1e9)));
   }
   if (o.decode > 0) {
     std::vector<double> tps;

@@ -114,7 +114,8 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
                  "sequence of {} tokens exceeds the context length {} of the KV cache", g.n_past + n,
                  g.kv != nullptr ? g.kv->max_seq() : 0);
     seg_row[s + 1] = seg_row[s] + n;
-    for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(seg_row[s] + t)] = static_cast<int32_t>(g.n_past + t);
+    for (int64_t t = 0; t < n; ++t)
+      positions_[static_cast<size_t>(seg_row[s] + t)] = static_cast<int32_t>(g.n_past + t);
   }
   const int64_t n_past = segments[0].n_past;
   const MemoryPlan& plan = plan_for(T);

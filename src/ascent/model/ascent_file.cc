@@ -65,8 +65,8 @@ ModelConfig config_from_json(const json& j) {
   c.max_seq = j.at("max_seq").get<int64_t>();
   c.norm_eps = j.at("norm_eps").get<float>();
   c.rope_theta = j.at("rope_theta").get<double>();
-  c.rope_style = j.at("rope_style").get<std::string>() == "half" ? kernels::RopeStyle::Half
-                                                                 : kernels::RopeStyle::Interleaved;
+  c.rope_style =
+      j.at("rope_style").get<std::string>() == "half" ? kernels::RopeStyle::Half : kernels::RopeStyle::Interleaved;
   const json& rs = j.at("rope_scaling");
   c.rope_scaling.enabled = rs.at("enabled").get<bool>();
   c.rope_scaling.factor = rs.at("factor").get<double>();
@@ -132,10 +132,12 @@ void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::s
       entries.push_back({name, "U8", {N, row_bytes(t.dtype, K)}, {data, static_cast<size_t>(t.nbytes())}});
       const int64_t ns = int_weight_scale_count(t.dtype, N, K, t.group);
       const Shape sshape = t.dtype == DType::I8 ? Shape{N} : Shape{N, ns / N};
-      entries.push_back({name + ".scale", "F32", sshape,
-                         {reinterpret_cast<const char*>(t.scales), static_cast<size_t>(ns * 4)}});
+      entries.push_back(
+          {name + ".scale", "F32", sshape, {reinterpret_cast<const char*>(t.scales), static_cast<size_t>(ns * 4)}});
       if (t.input_scale != nullptr) {
-        entries.push_back({name + ".input_scale", "F32", {K},
+        entries.push_back({name + ".input_scale",
+                           "F32",
+                           {K},
                            {reinterpret_cast<const char*>(t.input_scale), static_cast<size_t>(K * 4)}});
       }
       tensors[name] = {{"type", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"group", t.group}};
@@ -290,8 +292,8 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       part_of_int[name] = part_of_int[name + ".scale"] = true;
       if (auto it = raw.find(name + ".input_scale"); it != raw.end()) {
         ASCENT_CHECK(it->second.dtype == "F32" && numel(it->second.shape) == K,
-                     "{}.input_scale is {} {}, expected F32 ({},)", name, it->second.dtype,
-                     shape_str(it->second.shape), K);
+                     "{}.input_scale is {} {}, expected F32 ({},)", name, it->second.dtype, shape_str(it->second.shape),
+                     K);
         t.input_scale = reinterpret_cast<const float*>(it->second.p);
         part_of_int[name + ".input_scale"] = true;
       }

@@ -127,9 +127,8 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     std::vector<int32_t> ids = tok->encode(text, /*add_bos=*/false);
     ASCENT_CHECK(!ids.empty(), "{}: calibration text is empty", opt.calib_path);
     if (static_cast<int64_t>(ids.size()) > opt.calib_tokens) ids.resize(static_cast<size_t>(opt.calib_tokens));
-    m.set_matmul_observer([&](const Tensor& w, const float* x, int64_t rows) {
-      calib[w.data].add(x, rows, w.shape[1]);
-    });
+    m.set_matmul_observer(
+        [&](const Tensor& w, const float* x, int64_t rows) { calib[w.data].add(x, rows, w.shape[1]); });
     const int64_t chunk = std::min<int64_t>(m.context(), 256);
     for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(chunk)) {
       m.reset();
@@ -180,8 +179,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     report(r);
   }
   const auto [tok_bytes, tok_kind] = tokenizer_blob(m, opt.tokenizer_path, out);
-  write_ascent_model(m.config(), q, opt.type, std::span<const char>(tok_bytes.data(), tok_bytes.size()), tok_kind,
-                     out);
+  write_ascent_model(m.config(), q, opt.type, std::span<const char>(tok_bytes.data(), tok_bytes.size()), tok_kind, out);
 }
 
 }  // namespace ascent::model

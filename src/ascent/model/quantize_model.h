@@ -11,9 +11,9 @@
 namespace ascent::model {
 
 struct QuantizeOptions {
-  std::string type;            // int8, int4, bf16
-  int group = 128;             // int4 group size: 32, 64 or 128
-  std::string calib_path;      // text file for activation-aware int4 (empty: round to nearest)
+  std::string type;        // int8, int4, bf16
+  int group = 128;         // int4 group size: 32, 64 or 128
+  std::string calib_path;  // text file for activation-aware int4 (empty: round to nearest)
   int64_t calib_tokens = 2048;
   std::string tokenizer_path;  // tokenizer for the calibration text and to embed (default: the model's own)
 };
@@ -21,10 +21,10 @@ struct QuantizeOptions {
 struct LayerReport {
   std::string name;
   Shape shape;
-  std::string format;               // "int8", "int4 g128", "bf16"
-  double weight_err = 0.0;          // || W - Wq || / || W ||
-  double out_err_rtn = -1.0;        // with calibration: relative output error, round to nearest
-  double out_err = -1.0;            // ... and with the activation-aware choice
+  std::string format;         // "int8", "int4 g128", "bf16"
+  double weight_err = 0.0;    // || W - Wq || / || W ||
+  double out_err_rtn = -1.0;  // with calibration: relative output error, round to nearest
+  double out_err = -1.0;      // ... and with the activation-aware choice
   float alpha = 0.0f;
 };
 

@@ -109,7 +109,8 @@ AwqResult awq_int4(const Tensor& w, int group, const CalibRows& c) {
         for (int step = 0; step <= 10; ++step) {
           const float ratio = 1.0f - 0.05f * static_cast<float>(step);
           const float d = quantize_int4_group(wg, group, ratio, codes.data());
-          for (int j = 0; j < group; ++j) deq[static_cast<size_t>(j)] = wg[j] - d * static_cast<float>(codes[static_cast<size_t>(j)] - 8);
+          for (int j = 0; j < group; ++j)
+            deq[static_cast<size_t>(j)] = wg[j] - d * static_cast<float>(codes[static_cast<size_t>(j)] - 8);
           double e = 0.0;
           for (int64_t r = 0; r < R; ++r) {
             const float* xr = xs.data() + r * Kp + g * group;

@@ -16,8 +16,8 @@ namespace ascent::quant {
 struct CalibRows {
   int64_t K = 0;
   int64_t cap = 256;
-  std::vector<float> x;          // (rows, K)
-  std::vector<double> abs_sum;   // (K,)
+  std::vector<float> x;         // (rows, K)
+  std::vector<double> abs_sum;  // (K,)
   int64_t seen = 0;
   int64_t rows() const { return K == 0 ? 0 : static_cast<int64_t>(x.size()) / K; }
   void add(const float* rows_x, int64_t n, int64_t k);

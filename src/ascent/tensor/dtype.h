@@ -50,7 +50,9 @@ inline int64_t padded_cols(DType t, int64_t cols) {
   return (cols + a - 1) / a * a;
 }
 // I8 and I4 need their scales (Tensor-level: row_to_f32 in tensor.h); the row functions below refuse them.
-inline bool is_int_weight(DType t) { return t == DType::I8 || t == DType::I4; }
+inline bool is_int_weight(DType t) {
+  return t == DType::I8 || t == DType::I4;
+}
 
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even, saturating to inf like IEEE

@@ -115,7 +115,8 @@ Tensor quantize_int4(const Tensor& w, int group, std::span<const float> input_sc
     }
     auto* q = const_cast<uint8_t*>(out.row_ptr(r));
     for (int64_t c = 0; c < Kp / 64; ++c) {
-      for (int j = 0; j < 32; ++j) q[c * 32 + j] = static_cast<uint8_t>(codes[c * 64 + j] | (codes[c * 64 + 32 + j] << 4));
+      for (int j = 0; j < 32; ++j)
+        q[c * 32 + j] = static_cast<uint8_t>(codes[c * 64 + j] | (codes[c * 64 + 32 + j] << 4));
     }
   }
   if (!input_scale.empty()) std::copy(input_scale.begin(), input_scale.end(), const_cast<float*>(out.input_scale));

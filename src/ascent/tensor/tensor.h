@@ -33,9 +33,7 @@ struct Tensor {
   int64_t nbytes() const { return shape.empty() ? storage_bytes(dtype, 1) : rows() * row_bytes(dtype, cols()); }
   int64_t rows() const { return shape.size() < 2 ? 1 : numel() / shape.back(); }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
-  const uint8_t* row_ptr(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + r * row_bytes(dtype, cols());
-  }
+  const uint8_t* row_ptr(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(dtype, cols()); }
   const float* f32() const { return static_cast<const float*>(data); }
 };
 

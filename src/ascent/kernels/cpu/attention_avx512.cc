@@ -89,7 +89,8 @@ void attention_forward_avx512(const float* q, const float* k, const float* v, co
       __m512 sumv = _mm512_setzero_ps();
       for (int64_t j = 0; j < S; j += 16) {
         const auto m = static_cast<__mmask16>(S - j >= 16 ? 0xffff : (1u << (S - j)) - 1);
-        const __m512 p = _mm512_maskz_mov_ps(m, exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores.data() + j), mxv)));
+        const __m512 p =
+            _mm512_maskz_mov_ps(m, exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores.data() + j), mxv)));
         _mm512_mask_storeu_ps(scores.data() + j, m, p);
         sumv = _mm512_add_ps(sumv, p);
       }

@@ -1,5 +1,6 @@
-// Causal attention (the reference, and the AVX2 variant through dot_row; AVX-512 in attention_avx512.cc) with grouped-query heads and an optional sliding window, over a KV cache.
-// One (query row, head) pair per work item; scores are materialised per item (up to n_past + T floats).
+// Causal attention (the reference, and the AVX2 variant through dot_row; AVX-512 in attention_avx512.cc) with
+// grouped-query heads and an optional sliding window, over a KV cache. One (query row, head) pair per work item; scores
+// are materialised per item (up to n_past + T floats).
 #include <algorithm>
 #include <cmath>
 #include <vector>

@@ -50,7 +50,8 @@ struct FloatKern {
     if constexpr (WT == DType::F32) {
       return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
     } else if constexpr (WT == DType::F16) {
-      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+      return _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
     } else {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -90,7 +91,8 @@ struct FloatKern {
       for (int r = 0; r < R; ++r) std::memcpy(wt[r], rows[r] + k * elem, static_cast<size_t>((K - k) * elem));
       for (int j = 0; j < TT; ++j) {
         for (int64_t i = k; i < K; ++i) {
-          xt[j][i - k] = WT == DType::BF16 ? bf16_to_f32(in.xb[static_cast<size_t>((t + j) * in.Kp + i)]) : in.x[(t + j) * K + i];
+          xt[j][i - k] =
+              WT == DType::BF16 ? bf16_to_f32(in.xb[static_cast<size_t>((t + j) * in.Kp + i)]) : in.x[(t + j) * K + i];
         }
       }
       for (int r = 0; r < R; ++r) {
@@ -159,7 +161,8 @@ struct I4Kern {
         __m256i av[TT];
         for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k + 16 * half);
         for (int r = 0; r < R; ++r) {
-          const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k / 64 * 32 + 16 * half)));
+          const __m256i b = _mm256_cvtepu8_epi16(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k / 64 * 32 + 16 * half)));
           const __m256i wv = _mm256_sub_epi16(high ? _mm256_srli_epi16(b, 4) : _mm256_and_si256(b, low4), eight);
           for (int j = 0; j < TT; ++j) isum[r][j] = madd16(isum[r][j], wv, av[j]);
         }

@@ -41,7 +41,9 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
 
 // How far ahead to prefetch: the next tile's rows, but at least 4 KiB so short (4-bit) rows still cover the
 // memory latency.
-inline int64_t prefetch_distance(int64_t tile_bytes) { return tile_bytes < 4096 ? 4096 : tile_bytes; }
+inline int64_t prefetch_distance(int64_t tile_bytes) {
+  return tile_bytes < 4096 ? 4096 : tile_bytes;
+}
 
 inline int32_t hsum_epi32(__m512i v) {
   const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
@@ -66,7 +68,8 @@ struct FloatKern {
     if constexpr (WT == DType::F32) {
       return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
     } else {
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+      return _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
     }
   }
   // kMasked: rows whose length is not a multiple of 16 take a mask on every step. Only when K needs it: a mask in
@@ -322,7 +325,8 @@ struct BlockKern {
       for (int r = 0; r < R; ++r) {
         __m512i codes;
         __m512 dw;
-        prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
+        prefetch_ahead<TT>(
+            rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
         load_w<kPairs>(rows[r], b, nb, codes, dw);
         for (int j = 0; j < TT; ++j) {
           const __m512i s = _mm512_dpbusd_epi32(off[j], codes, av[j]);  // off holds minus the codes' offset

@@ -78,8 +78,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.d.resize(static_cast<size_t>(T));
       in.qsum.resize(static_cast<size_t>(T));
       for (int64_t t = 0; t < T; ++t) {
-        in.d[static_cast<size_t>(t)] = quantize_span(x + t * K, w.input_scale, K, in.q.data() + t * in.Kp,
-                                                     &in.qsum[static_cast<size_t>(t)]);
+        in.d[static_cast<size_t>(t)] =
+            quantize_span(x + t * K, w.input_scale, K, in.q.data() + t * in.Kp, &in.qsum[static_cast<size_t>(t)]);
       }
       return;
     case ActKind::Int8PerBlock: {

@@ -75,14 +75,15 @@ void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1,
     }
     return;
   }
-  std::vector<float> row(static_cast<size_t>(K));  // (K,) one weight row in f32
+  std::vector<float> row(static_cast<size_t>(K));                                // (K,) one weight row in f32
   std::vector<float> xr(in.kind == ActKind::BF16 ? static_cast<size_t>(K) : 0);  // (K,) one bf16 activation row
   for (int64_t n = n0; n < n1; ++n) {
     row_to_f32(w, n, row.data());
     for (int64_t t = 0; t < in.T; ++t) {
       const float* x = in.x + t * K;
       if (in.kind == ActKind::BF16) {
-        for (int64_t k = 0; k < K; ++k) xr[static_cast<size_t>(k)] = bf16_to_f32(in.xb[static_cast<size_t>(t * in.Kp + k)]);
+        for (int64_t k = 0; k < K; ++k)
+          xr[static_cast<size_t>(k)] = bf16_to_f32(in.xb[static_cast<size_t>(t * in.Kp + k)]);
         x = xr.data();
       }
       store_out(out, t, n, dot_f32(x, row.data(), K));

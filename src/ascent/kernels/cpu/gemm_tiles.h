@@ -1,8 +1,9 @@
 // The tiling loop shared by the SIMD matmul variants, included by gemm_avx2.cc and gemm_avx512.cc after their
 // target pragma so each gets its own copy compiled for its ISA (hence the anonymous namespace). A format kernel
 // Kern provides `template <int R, int TT> static void tile(const GemmInput&, const Tensor&, int64_t n, int64_t t,
-// float out[4][4])` computing rows n..n+R-1 (and `static constexpr int kDecodeRows`, the tile height for one token) for tokens t..t+TT-1; every (R, TT) instantiation performs the same
-// arithmetic per output, which is what makes results independent of how the work is cut (batch invariance).
+// float out[4][4])` computing rows n..n+R-1 for tokens t..t+TT-1, and `kDecodeRows`, the tile height for a single
+// token. Every (R, TT) instantiation performs the same arithmetic per output, which is what makes results
+// independent of how the work is cut (batch invariance).
 #pragma once
 
 #include "ascent/kernels/cpu/gemm.h"
@@ -10,7 +11,9 @@
 namespace ascent::kernels {
 namespace {
 
-inline int64_t tile_min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t tile_min(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
 
 template <class Kern, int R, int TT>
 void run_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {

@@ -29,9 +29,8 @@ constexpr int64_t kRowGroup = 4;  // rows per unit of thread work, the tile heig
 // Runs fn(n0, n1) over [0, N) split across the pool in whole groups of kRowGroup rows.
 template <class Fn>
 void parallel_rows(int64_t N, Fn&& fn) {
-  ThreadPool::global().parallel_for((N + kRowGroup - 1) / kRowGroup, [&](int64_t g0, int64_t g1) {
-    fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup));
-  });
+  ThreadPool::global().parallel_for((N + kRowGroup - 1) / kRowGroup,
+                                    [&](int64_t g0, int64_t g1) { fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup)); });
 }
 
 void check_weight(const Tensor& w, int64_t K, const char* what) {

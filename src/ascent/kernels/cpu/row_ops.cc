@@ -17,5 +17,4 @@ void widen_row(DType t, const void* src, float* dst, int64_t n) {
   }
 }
 
-
 }  // namespace ascent::kernels
