@@ -8,6 +8,7 @@
 #include "ascent/base/atomic_write.h"
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
+#include "ascent/model/safetensors.h"
 #include "ascent/tensor/quantize.h"
 
 namespace ascent::model {
@@ -184,20 +185,10 @@ void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::s
 AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, WeightSet& w,
                                  std::span<const uint8_t>& tokenizer) {
   auto file = std::make_shared<MappedFile>(path);
-  const auto bytes = file->bytes();
-  ASCENT_CHECK(bytes.size() >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path, bytes.size());
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  ASCENT_CHECK(header_len <= bytes.size() - 8, "{}: bad header: header length {} exceeds the file size {}", path,
-               header_len, bytes.size());
-  json header;
-  try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
-  } catch (const json::exception& e) {
-    fail("{}: bad header JSON: {}", path, e.what());
-  }
-  const uint8_t* data = bytes.data() + 8 + header_len;
-  const uint64_t data_size = bytes.size() - 8 - header_len;
+  const SafetensorsLayout layout = parse_safetensors(path, file->bytes());
+  const json& header = layout.header;
+  const uint8_t* data = layout.data;
+  const uint64_t data_size = layout.data_size;
   AscentFileInfo info;
   json tensors;
   std::string field = "__metadata__";

@@ -9,24 +9,31 @@
 
 namespace ascent::model {
 
-void read_safetensors(const std::string& path, WeightSet& out,
-                      const std::function<std::string(const std::string&)>& rename) {
-  auto file = std::make_shared<MappedFile>(path);
-  const auto bytes = file->bytes();
+SafetensorsLayout parse_safetensors(const std::string& path, std::span<const uint8_t> bytes) {
   ASCENT_CHECK(bytes.size() >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path, bytes.size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   ASCENT_CHECK(header_len <= bytes.size() - 8, "{}: bad header: header length {} exceeds the file size {}", path,
                header_len, bytes.size());
-  nlohmann::json header;
+  SafetensorsLayout l;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
+    l.header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
   } catch (const nlohmann::json::exception& e) {
     fail("{}: bad header JSON: {}", path, e.what());
   }
-  ASCENT_CHECK(header.is_object(), "{}: bad header JSON: expected an object", path);
-  const uint8_t* data = bytes.data() + 8 + header_len;
-  const uint64_t data_size = bytes.size() - 8 - header_len;
+  ASCENT_CHECK(l.header.is_object(), "{}: bad header JSON: expected an object", path);
+  l.data = bytes.data() + 8 + header_len;
+  l.data_size = bytes.size() - 8 - header_len;
+  return l;
+}
+
+void read_safetensors(const std::string& path, WeightSet& out,
+                      const std::function<std::string(const std::string&)>& rename) {
+  auto file = std::make_shared<MappedFile>(path);
+  const SafetensorsLayout layout = parse_safetensors(path, file->bytes());
+  const nlohmann::json& header = layout.header;
+  const uint8_t* data = layout.data;
+  const uint64_t data_size = layout.data_size;
 
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;

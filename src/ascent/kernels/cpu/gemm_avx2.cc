@@ -237,24 +237,8 @@ struct BlockKern {
 }  // namespace
 
 void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  switch (w.dtype) {
-    case DType::F32:
-      return drive_tiles<FloatKern<DType::F32>>(in, w, n0, n1, out, 4);
-    case DType::F16:
-      return drive_tiles<FloatKern<DType::F16>>(in, w, n0, n1, out, 4);
-    case DType::BF16:
-      return drive_tiles<FloatKern<DType::BF16>>(in, w, n0, n1, out, 2);
-    case DType::I8:
-      return drive_tiles<I8Kern>(in, w, n0, n1, out, 1);
-    case DType::I4:
-      return drive_tiles<I4Kern>(in, w, n0, n1, out, 1);
-    case DType::Q8_0:
-      return drive_tiles<BlockKern<DType::Q8_0>>(in, w, n0, n1, out, 1);
-    case DType::Q4_0:
-      return drive_tiles<BlockKern<DType::Q4_0>>(in, w, n0, n1, out, 1);
-    default:
-      return gemm_rows_ref(in, w, n0, n1, out);
-  }
+  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, FloatKern<DType::BF16>, I8Kern, I4Kern,
+                   BlockKern<DType::Q8_0>, BlockKern<DType::Q4_0>>(in, w, n0, n1, out);
 }
 
 }  // namespace ascent::kernels

@@ -19,18 +19,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,fma,f16c")
 
+#include "ascent/kernels/cpu/simd_avx512.h"
+
 #include "ascent/kernels/cpu/gemm_tiles.h"
 
 namespace ascent::kernels {
 namespace {
-
-inline float hsum(__m512 v) {
-  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  b = _mm_add_ss(b, _mm_movehdup_ps(b));
-  return _mm_cvtss_f32(b);
-}
 
 // Decode (one token) streams each weight byte once: ask for the next tile's rows (the same columns, `ahead`
 // bytes further) while this one computes, so both cores keep enough memory requests in flight.
@@ -43,14 +37,6 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
 // memory latency.
 inline int64_t prefetch_distance(int64_t tile_bytes) {
   return tile_bytes < 4096 ? 4096 : tile_bytes;
-}
-
-inline int32_t hsum_epi32(__m512i v) {
-  const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
-  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
-  return _mm_cvtsi128_si32(b);
 }
 
 // f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
@@ -351,24 +337,8 @@ struct BlockKern {
 }  // namespace
 
 void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  switch (w.dtype) {
-    case DType::F32:
-      return drive_tiles<FloatKern<DType::F32>>(in, w, n0, n1, out, 4);
-    case DType::F16:
-      return drive_tiles<FloatKern<DType::F16>>(in, w, n0, n1, out, 4);
-    case DType::BF16:
-      return drive_tiles<Bf16Kern>(in, w, n0, n1, out, 2);
-    case DType::I8:
-      return drive_tiles<I8Kern>(in, w, n0, n1, out, 1);
-    case DType::I4:
-      return drive_tiles<I4Kern>(in, w, n0, n1, out, 1);
-    case DType::Q8_0:
-      return drive_tiles<BlockKern<DType::Q8_0>>(in, w, n0, n1, out, 1);
-    case DType::Q4_0:
-      return drive_tiles<BlockKern<DType::Q4_0>>(in, w, n0, n1, out, 1);
-    default:
-      return gemm_rows_ref(in, w, n0, n1, out);
-  }
+  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, BlockKern<DType::Q8_0>,
+                   BlockKern<DType::Q4_0>>(in, w, n0, n1, out);
 }
 
 }  // namespace ascent::kernels

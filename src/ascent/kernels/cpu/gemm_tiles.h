@@ -44,7 +44,8 @@ void run_rows(int64_t tt, const GemmInput& in, const Tensor& w, int64_t n, int64
 // interleaved row streams for int8, f16, bf16, q8_0). 4-bit formats do more work per byte and need the four
 // independent rows to hide instruction latency: Kern::kDecodeRows says which.
 template <class Kern>
-void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, int64_t act_bytes) {
+void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
   const int64_t per_token = in.Kp * act_bytes;
   const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
   for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
@@ -69,6 +70,29 @@ void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, c
         }
       }
     }
+  }
+}
+
+// Runs the ISA's kernel for w's format (the reference for formats it has none for).
+template <class F32K, class F16K, class Bf16K, class I8K, class I4K, class Q8K, class Q4K>
+void dispatch_formats(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  switch (w.dtype) {
+    case DType::F32:
+      return drive_tiles<F32K>(in, w, n0, n1, out);
+    case DType::F16:
+      return drive_tiles<F16K>(in, w, n0, n1, out);
+    case DType::BF16:
+      return drive_tiles<Bf16K>(in, w, n0, n1, out);
+    case DType::I8:
+      return drive_tiles<I8K>(in, w, n0, n1, out);
+    case DType::I4:
+      return drive_tiles<I4K>(in, w, n0, n1, out);
+    case DType::Q8_0:
+      return drive_tiles<Q8K>(in, w, n0, n1, out);
+    case DType::Q4_0:
+      return drive_tiles<Q4K>(in, w, n0, n1, out);
+    default:
+      return gemm_rows_ref(in, w, n0, n1, out);
   }
 }
 
