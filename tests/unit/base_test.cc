@@ -27,6 +27,20 @@ TEST(ThreadPool, CoversTheRangeExactlyOnce) {
   }
 }
 
+TEST(ThreadPool, DynamicChunksCoverTheRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 5, 64, 1001}) {
+    for (int64_t grain : {1, 7, 64, 5000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for_dynamic(n, grain, [&](int64_t b, int64_t e) {
+        EXPECT_LE(e - b, grain);
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
+  }
+}
+
 TEST(ThreadPool, RethrowsAWorkersError) {
   ThreadPool pool(2);
   EXPECT_THROW(pool.parallel_for(100, [](int64_t b, int64_t) { ASCENT_CHECK(b == 0, "chunk {} failed", b); }), Error);

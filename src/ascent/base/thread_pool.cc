@@ -107,6 +107,19 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (err) std::rethrow_exception(err);
 }
 
+void ThreadPool::parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  std::atomic<int64_t> next{0};
+  parallel_for(n_threads_, [&](int64_t, int64_t) {
+    for (;;) {
+      const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
+      if (b >= n) return;
+      fn(b, std::min(n, b + grain));
+    }
+  });
+}
+
 ThreadPool& ThreadPool::global() {
   auto& slot = global_slot();
   if (!slot) slot = std::make_unique<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));

@@ -27,6 +27,10 @@ class ThreadPool {
   // Calls fn(begin, end) on disjoint contiguous chunks covering [0, n); the calling thread runs chunk 0.
   // Returns when all chunks are done; the first exception thrown by any chunk is rethrown here.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // Like parallel_for, but threads take `grain`-sized chunks of [0, n) in order from a shared counter until none
+  // are left, so a thread slowed down (a busy neighbour on a shared host) does less of the work. Which thread runs
+  // a chunk varies; what a chunk computes must not depend on it.
+  void parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
   static ThreadPool& global();

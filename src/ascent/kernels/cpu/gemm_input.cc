@@ -1,9 +1,11 @@
 // Activation preparation for the matmul engine (gemm.h): int8 quantization per token or per 32-element block, and
-// bf16 rounding. Scalar on purpose: it touches T * K values once per matmul, against T * K * N multiply-adds.
+// bf16 rounding. Scalar (it touches T * K values once per matmul, against T * K * N multiply-adds), threaded
+// over tokens.
 #include <algorithm>
 #include <cmath>
 
 #include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/gemm.h"
 
 namespace ascent::kernels {
@@ -61,26 +63,32 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.input_scale = in.kind == ActKind::Int8PerToken ? w.input_scale : nullptr;
   in.Kp = padded_cols(w.dtype, K);
   const auto TKp = static_cast<size_t>(T * in.Kp);
+  // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
+  auto per_token = [T](const auto& fn) {
+    ThreadPool::global().parallel_for(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) fn(t);
+    });
+  };
   switch (in.kind) {
     case ActKind::F32:
       // A zero-padded copy lets the SIMD loops read whole vectors at the row end.
       in.xf.assign(TKp, 0.0f);
-      for (int64_t t = 0; t < T; ++t) std::copy(x + t * K, x + (t + 1) * K, in.xf.begin() + t * in.Kp);
+      per_token([&](int64_t t) { std::copy(x + t * K, x + (t + 1) * K, in.xf.begin() + t * in.Kp); });
       return;
     case ActKind::BF16:
       in.xb.assign(TKp, 0);
-      for (int64_t t = 0; t < T; ++t) {
+      per_token([&](int64_t t) {
         for (int64_t k = 0; k < K; ++k) in.xb[static_cast<size_t>(t * in.Kp + k)] = f32_to_bf16(x[t * K + k]);
-      }
+      });
       return;
     case ActKind::Int8PerToken:
       in.q.assign(TKp, 0);
       in.d.resize(static_cast<size_t>(T));
       in.qsum.resize(static_cast<size_t>(T));
-      for (int64_t t = 0; t < T; ++t) {
+      per_token([&](int64_t t) {
         in.d[static_cast<size_t>(t)] =
             quantize_span(x + t * K, w.input_scale, K, in.q.data() + t * in.Kp, &in.qsum[static_cast<size_t>(t)]);
-      }
+      });
       return;
     case ActKind::Int8PerBlock: {
       ASCENT_CHECK(K % kQBlock == 0, "matmul: {} weight {} needs K a multiple of {}", dtype_name(w.dtype),
@@ -88,12 +96,12 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.assign(TKp, 0);
       const int64_t B = in.Kp / kQBlock;
       in.d.assign(static_cast<size_t>(T * B), 0.0f);
-      for (int64_t t = 0; t < T; ++t) {
+      per_token([&](int64_t t) {
         for (int64_t b = 0; b < K / kQBlock; ++b) {
           in.d[static_cast<size_t>(t * B + b)] =
               quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, in.q.data() + t * in.Kp + b * kQBlock, nullptr);
         }
-      }
+      });
       return;
     }
   }

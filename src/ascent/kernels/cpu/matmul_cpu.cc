@@ -26,11 +26,15 @@ namespace {
 
 constexpr int64_t kRowGroup = 4;  // rows per unit of thread work, the tile height
 
-// Runs fn(n0, n1) over [0, N) split across the pool in whole groups of kRowGroup rows.
+// Runs fn(n0, n1) over [0, N) in whole groups of kRowGroup rows, handed out in chunks of about 1/16 of each
+// thread's share (at least 64 rows, so a chunk still streams a long run of weights): a thread slowed down by a
+// busy neighbour takes fewer chunks. A row's result does not depend on which thread computes it.
 template <class Fn>
 void parallel_rows(int64_t N, Fn&& fn) {
-  ThreadPool::global().parallel_for((N + kRowGroup - 1) / kRowGroup,
-                                    [&](int64_t g0, int64_t g1) { fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup)); });
+  const int64_t groups = (N + kRowGroup - 1) / kRowGroup;
+  const int64_t grain = std::max<int64_t>(16, groups / (16 * ThreadPool::global().size()));
+  ThreadPool::global().parallel_for_dynamic(
+      groups, grain, [&](int64_t g0, int64_t g1) { fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup)); });
 }
 
 void check_weight(const Tensor& w, int64_t K, const char* what) {
