@@ -93,6 +93,42 @@ def _f16(b):
     return np.frombuffer(b, dtype="<f2").astype(np.float32)
 
 
+def dequant_q4_k(b):
+    """GGUF Q4_K: f16 d, f16 dmin, 12 bytes of 6-bit (scale, min) pairs for 8 sub-blocks of 32, 128 bytes of
+    nibbles (per 64 elements: 32 bytes, low nibbles first). Element = d * scale * q - dmin * min."""
+    d, dmin = _f16(b[:, 0:2].tobytes()), _f16(b[:, 2:4].tobytes())
+    s = b[:, 4:16].astype(np.int64)
+    sc = np.zeros((len(b), 8)); mn = np.zeros((len(b), 8))
+    for j in range(8):
+        if j < 4:
+            sc[:, j], mn[:, j] = s[:, j] & 63, s[:, j + 4] & 63
+        else:
+            sc[:, j] = (s[:, j + 4] & 0x0F) | ((s[:, j - 4] >> 6) << 4)
+            mn[:, j] = (s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4)
+    qs = b[:, 16:].reshape(len(b), 4, 32)
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=2).reshape(len(b), 8, 32).astype(np.float64)
+    y = d[:, None, None] * sc[:, :, None] * q - dmin[:, None, None] * mn[:, :, None]
+    return y.reshape(-1).astype(np.float32)
+
+
+def dequant_q6_k(b):
+    """GGUF Q6_K: 128 bytes low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales (one per 16), f16 d.
+    Per 128 elements (half h): from ql[64h..], qh[32h..], four runs of 32 take (low/high nibble of ql[l] or
+    ql[l+32]) | (2 bits of qh[l] << 4), minus 32."""
+    ql, qh = b[:, :128].astype(np.int64), b[:, 128:192].astype(np.int64)
+    sc = b[:, 192:208].view(np.int8).astype(np.float64)
+    d = _f16(b[:, 208:210].tobytes())
+    y = np.zeros((len(b), 256))
+    for h in range(2):
+        L, H = ql[:, 64 * h:64 * h + 64], qh[:, 32 * h:32 * h + 32]
+        q = [(L[:, :32] & 15) | ((H & 3) << 4), (L[:, 32:] & 15) | (((H >> 2) & 3) << 4),
+             (L[:, :32] >> 4) | (((H >> 4) & 3) << 4), (L[:, 32:] >> 4) | (((H >> 6) & 3) << 4)]
+        for r in range(4):
+            for l in range(32):
+                y[:, 128 * h + 32 * r + l] = d * sc[:, 8 * h + l // 16 + 2 * r] * (q[r][:, l] - 32)
+    return y.reshape(-1).astype(np.float32)
+
+
 def read_gguf(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -159,6 +195,10 @@ def read_gguf(path):
             qs = blocks[:, 2:]
             q = np.concatenate([(qs & 0x0F), (qs >> 4)], axis=1).astype(np.float32) - 8.0
             a = (d[:, None] * q).reshape(-1)
+        elif t == 12:  # Q4_K: 144-byte super-blocks of 256
+            a = dequant_q4_k(np.frombuffer(data, dtype=np.uint8, count=n // 256 * 144, offset=p).reshape(-1, 144))
+        elif t == 14:  # Q6_K: 210-byte super-blocks of 256
+            a = dequant_q6_k(np.frombuffer(data, dtype=np.uint8, count=n // 256 * 210, offset=p).reshape(-1, 210))
         else:
             raise ValueError(f"{name}: ggml type {t}")
         tensors[name] = a.reshape(shape)

@@ -128,10 +128,15 @@ DType ggml_dtype(uint32_t t, const std::string& path, const std::string& name) {
       return DType::Q4_0;
     case 8:
       return DType::Q8_0;
+    case 12:
+      return DType::Q4_K;
+    case 14:
+      return DType::Q6_K;
     case 30:
       return DType::BF16;
     default:
-      fail("{}: tensor {}: unsupported ggml type {} (supported: F32, F16, BF16, Q8_0, Q4_0)", path, name, t);
+      fail("{}: tensor {}: unsupported ggml type {} (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", path, name,
+           t);
   }
 }
 

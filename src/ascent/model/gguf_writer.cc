@@ -34,6 +34,8 @@ uint32_t ggml_type(DType t) {
     case DType::I32:
     case DType::I8:
     case DType::I4:
+    case DType::Q4_K:
+    case DType::Q6_K:
       break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));

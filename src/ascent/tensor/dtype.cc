@@ -66,6 +66,10 @@ std::string_view dtype_name(DType t) {
       return "int8";
     case DType::I4:
       return "int4";
+    case DType::Q4_K:
+      return "q4_k";
+    case DType::Q6_K:
+      return "q6_k";
   }
   return "?";
 }
@@ -80,7 +84,7 @@ DType parse_dtype(std::string_view name) {
 }
 
 int64_t block_elems(DType t) {
-  return is_quantized(t) ? kQBlock : t == DType::I4 ? 2 : 1;
+  return is_quantized(t) ? kQBlock : is_kquant(t) ? kQKBlock : t == DType::I4 ? 2 : 1;
 }
 
 int64_t block_bytes(DType t) {
@@ -100,6 +104,10 @@ int64_t block_bytes(DType t) {
     case DType::I8:
     case DType::I4:
       return 1;
+    case DType::Q4_K:
+      return sizeof(BlockQ4_K);
+    case DType::Q6_K:
+      return sizeof(BlockQ6_K);
   }
   return 0;
 }
@@ -189,6 +197,62 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::Q4_K: {
+      const auto* b = static_cast<const BlockQ4_K*>(src);
+      for (int64_t i = 0; i < n / kQKBlock; ++i) {
+        const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
+        const uint8_t* s = b[i].scales;
+        float* y = dst + i * kQKBlock;
+        // Sub-block j's 6-bit scale and minimum: j < 4 in the low 6 bits of s[j] and s[j + 4]; j >= 4 split
+        // between the nibbles of s[j + 4] and the top 2 bits of s[j - 4] and s[j].
+        auto scale_min = [s](int j, int& sc, int& m) {
+          if (j < 4) {
+            sc = s[j] & 63;
+            m = s[j + 4] & 63;
+          } else {
+            sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+            m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+          }
+        };
+        for (int c = 0; c < 4; ++c) {  // 64 elements per 32 bytes of qs
+          int sc0, m0, sc1, m1;
+          scale_min(2 * c, sc0, m0);
+          scale_min(2 * c + 1, sc1, m1);
+          const float d0 = d * static_cast<float>(sc0), mn0 = dmin * static_cast<float>(m0);
+          const float d1 = d * static_cast<float>(sc1), mn1 = dmin * static_cast<float>(m1);
+          const uint8_t* q = b[i].qs + 32 * c;
+          for (int l = 0; l < 32; ++l) {
+            y[64 * c + l] = d0 * static_cast<float>(q[l] & 0x0f) - mn0;
+            y[64 * c + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - mn1;
+          }
+        }
+      }
+      return;
+    }
+    case DType::Q6_K: {
+      const auto* b = static_cast<const BlockQ6_K*>(src);
+      for (int64_t i = 0; i < n / kQKBlock; ++i) {
+        const float d = f16_to_f32(b[i].d);
+        float* y = dst + i * kQKBlock;
+        for (int h = 0; h < 2; ++h) {  // two halves of 128 elements
+          const uint8_t* ql = b[i].ql + 64 * h;
+          const uint8_t* qh = b[i].qh + 32 * h;
+          const int8_t* sc = b[i].scales + 8 * h;
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[128 * h + l] = d * static_cast<float>(sc[is] * q1);
+            y[128 * h + l + 32] = d * static_cast<float>(sc[is + 2] * q2);
+            y[128 * h + l + 64] = d * static_cast<float>(sc[is + 4] * q3);
+            y[128 * h + l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+          }
+        }
+      }
+      return;
+    }
     case DType::I32:
     case DType::I8:
     case DType::I4:
@@ -253,9 +317,11 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::I32:
     case DType::I8:
     case DType::I4:
+    case DType::Q4_K:
+    case DType::Q6_K:
       break;
   }
-  fail("cannot convert f32 to {} row by row (use tensor/quantize.h)", dtype_name(t));
+  fail("cannot convert f32 to {} row by row (use tensor/quantize.h; K-quants are read, not written)", dtype_name(t));
 }
 
 }  // namespace ascent

@@ -13,7 +13,7 @@
 
 namespace ascent {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4 };
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K };
 
 // I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
 // kernels never need a tail.
@@ -33,6 +33,26 @@ struct BlockQ4_0 {
   uint8_t qs[kQBlock / 2];  // element j in the low nibble of qs[j], element j+16 in the high nibble
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// GGUF's K-quant super-blocks of 256 elements, read as llama.cpp writes them (Q4_K_M files mix both).
+constexpr int kQKBlock = 256;
+struct BlockQ4_K {
+  uint16_t d;                // f16 scale of the sub-block scales
+  uint16_t dmin;             // f16 scale of the sub-block minimums
+  uint8_t scales[12];        // 8 sub-blocks of 32: 6-bit scale and 6-bit minimum each, packed
+  uint8_t qs[kQKBlock / 2];  // per 64 elements: the first 32 in low nibbles, the next 32 in high nibbles
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+struct BlockQ6_K {
+  uint8_t ql[kQKBlock / 2];      // low 4 bits
+  uint8_t qh[kQKBlock / 4];      // high 2 bits
+  int8_t scales[kQKBlock / 16];  // one per 16 elements
+  uint16_t d;                    // f16 super-block scale
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+inline bool is_kquant(DType t) {
+  return t == DType::Q4_K || t == DType::Q6_K;
+}
 
 std::string_view dtype_name(DType t);
 // Parses "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive); throws naming the text otherwise.

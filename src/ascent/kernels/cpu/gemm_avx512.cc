@@ -334,9 +334,107 @@ struct BlockKern {
   }
 };
 
+// GGUF K-quants (Q4_K, Q6_K): each row's 256-element super-blocks are widened to f32 in L1 with vector code,
+// then multiplied like f32 weights (f32 activations, zero-padded). Same arithmetic per output for any tile.
+template <DType WT>
+struct KQuantKern {
+  static constexpr int kDecodeRows = 4;  // widening is most of the work: four rows keep the units busy
+
+  static void widen(const uint8_t* row, int64_t b, float* y) {
+    if constexpr (WT == DType::Q4_K) {
+      const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
+      const float d = _cvtsh_ss(blk.d), dmin = _cvtsh_ss(blk.dmin);
+      const uint8_t* s = blk.scales;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+        const __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(0x0f));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f));
+        for (int half = 0; half < 2; ++half) {  // sub-block 2c (low nibbles) and 2c + 1 (high nibbles)
+          const int j = 2 * c + half;
+          int sc, m;
+          if (j < 4) {
+            sc = s[j] & 63;
+            m = s[j + 4] & 63;
+          } else {
+            sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+            m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+          }
+          const __m512 scale = _mm512_set1_ps(d * static_cast<float>(sc));
+          const __m512 minv = _mm512_set1_ps(dmin * static_cast<float>(m));
+          const __m256i q = half == 0 ? lo : hi;
+          for (int p = 0; p < 2; ++p) {
+            const __m128i q16 = p == 0 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q16));
+            _mm512_storeu_ps(y + 64 * c + 32 * half + 16 * p, _mm512_fmsub_ps(f, scale, minv));
+          }
+        }
+      }
+    } else {
+      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
+      const float d = _cvtsh_ss(blk.d);
+      const __m128i low4 = _mm_set1_epi8(0x0f), three = _mm_set1_epi8(3);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = blk.ql + 64 * h;
+        const uint8_t* qh = blk.qh + 32 * h;
+        const int8_t* sc = blk.scales + 8 * h;
+        for (int l = 0; l < 32; l += 16) {
+          const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + l));
+          const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + l + 32));
+          const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + l));
+          const __m128i q[4] = {
+              _mm_or_si128(_mm_and_si128(a, low4), _mm_slli_epi16(_mm_and_si128(hb, three), 4)),
+              _mm_or_si128(_mm_and_si128(c, low4), _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 2), three), 4)),
+              _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4),
+                           _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 4), three), 4)),
+              _mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 4), low4),
+                           _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 6), three), 4))};
+          for (int r = 0; r < 4; ++r) {  // elements 32r + l .. + 15 of this half, scale l / 16 + 2r
+            const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q[r]), _mm512_set1_epi32(32));
+            const __m512 scale = _mm512_set1_ps(d * static_cast<float>(sc[l / 16 + 2 * r]));
+            _mm512_storeu_ps(y + 128 * h + 32 * r + l, _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale));
+          }
+        }
+      }
+    }
+  }
+
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K, Kp = in.Kp;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
+    const int64_t ahead = prefetch_distance(R * stride);
+    alignas(64) float wf[R][kQKBlock];  // the super-block of each row, widened
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const float* x = in.xf.data() + t * Kp;
+    for (int64_t b = 0; b < K / kQKBlock; ++b) {
+      for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(w0 + r * stride + b * static_cast<int64_t>(block_bytes(WT)), ahead);
+        widen(w0 + r * stride, b, wf[r]);
+      }
+      for (int c = 0; c < kQKBlock; c += 16) {
+        __m512 xv[TT];
+        for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * Kp + b * kQKBlock + c);
+        for (int r = 0; r < R; ++r) {
+          const __m512 wv = _mm512_load_ps(wf[r] + c);
+          for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
 }  // namespace
 
 void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  if (w.dtype == DType::Q4_K) return drive_tiles<KQuantKern<DType::Q4_K>>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q6_K) return drive_tiles<KQuantKern<DType::Q6_K>>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, BlockKern<DType::Q8_0>,
                    BlockKern<DType::Q4_0>>(in, w, n0, n1, out);
 }

@@ -1,0 +1,128 @@
+"""GGUF K-quants (Q4_K, Q6_K, as in llama.cpp's Q4_K_M files): a small Llama model is written here as GGUF with
+random Q4_K and Q6_K super-blocks, decoded by the NumPy readers in common.py (written from the format
+description), run through the PyTorch reference, and compared with Ascent's logits in every ISA variant; and a
+sequence's logits are bitwise the same alone or in a batch."""
+import os
+import struct
+
+import numpy as np
+import torch
+
+from common import check, finish, read_gguf, reference_logits, run, tmpdir
+
+ROOT = tmpdir()
+C, H, HKV, D, F, V, L = 256, 4, 2, 64, 512, 256, 2
+rng = np.random.default_rng(5)
+
+
+def q4_k(rows, cols):
+    n = rows * cols // 256
+    b = rng.integers(0, 256, (n, 144), dtype=np.uint8)
+    b[:, 0:2] = np.full(n, 2e-4, "<f2").view(np.uint8).reshape(n, 2)  # d
+    b[:, 2:4] = np.full(n, 1e-4, "<f2").view(np.uint8).reshape(n, 2)  # dmin
+    return b.tobytes()
+
+
+def q6_k(rows, cols):
+    n = rows * cols // 256
+    b = rng.integers(0, 256, (n, 210), dtype=np.uint8)
+    b[:, 192:208] = rng.integers(-16, 17, (n, 16)).astype(np.int8).view(np.uint8)
+    b[:, 208:210] = np.full(n, 2e-4, "<f2").view(np.uint8).reshape(n, 2)
+    return b.tobytes()
+
+
+def kv_str(s):
+    e = s.encode()
+    return struct.pack("<Q", len(e)) + e
+
+
+def write_model(path):
+    f32 = lambda *shape: (0.1 * rng.standard_normal(shape)).astype("<f4").tobytes()
+    ones = lambda n: (1.0 + 0.05 * rng.standard_normal(n)).astype("<f4").tobytes()
+    tensors = [("token_embd.weight", (V, C), 0, f32(V, C)), ("output_norm.weight", (C,), 0, ones(C)),
+               ("output.weight", (V, C), 14, q6_k(V, C))]
+    for l in range(L):
+        b = f"blk.{l}."
+        tensors += [(b + "attn_norm.weight", (C,), 0, ones(C)), (b + "attn_q.weight", (C, C), 12, q4_k(C, C)),
+                    (b + "attn_k.weight", (HKV * D, C), 12, q4_k(HKV * D, C)),
+                    (b + "attn_v.weight", (HKV * D, C), 14, q6_k(HKV * D, C)),
+                    (b + "attn_output.weight", (C, C), 12, q4_k(C, C)), (b + "ffn_norm.weight", (C,), 0, ones(C)),
+                    (b + "ffn_gate.weight", (F, C), 12, q4_k(F, C)), (b + "ffn_up.weight", (F, C), 12, q4_k(F, C)),
+                    (b + "ffn_down.weight", (C, F), 14, q6_k(C, F))]
+    meta = [("general.architecture", 8, kv_str("llama")), ("general.alignment", 4, struct.pack("<I", 32)),
+            ("llama.context_length", 4, struct.pack("<I", 128)), ("llama.embedding_length", 4, struct.pack("<I", C)),
+            ("llama.block_count", 4, struct.pack("<I", L)), ("llama.feed_forward_length", 4, struct.pack("<I", F)),
+            ("llama.attention.head_count", 4, struct.pack("<I", H)),
+            ("llama.attention.head_count_kv", 4, struct.pack("<I", HKV)),
+            ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+            ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)),
+            ("llama.rope.dimension_count", 4, struct.pack("<I", D))]
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
+    for k, t, v in meta:
+        head += kv_str(k) + struct.pack("<I", t) + v
+    offset, blobs = 0, []
+    for name, shape, t, blob in tensors:
+        head += kv_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape[::-1])
+        head += struct.pack("<IQ", t, offset)
+        pad = (32 - len(blob) % 32) % 32
+        blobs.append(blob + b"\0" * pad)
+        offset += len(blob) + pad
+    head += b"\0" * ((32 - len(head) % 32) % 32)
+    with open(path, "wb") as f:
+        f.write(head + b"".join(blobs))
+
+
+def hf_weights(tensors):
+    """GGUF names to Hugging Face ones, undoing llama.cpp's Q/K row permutation for interleaved RoPE."""
+    t = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()}
+    unperm = lambda x, heads: x.reshape(heads, D // 2, 2, x.shape[1]).transpose(1, 2).reshape(x.shape)
+    out = {"model.embed_tokens.weight": t["token_embd.weight"], "model.norm.weight": t["output_norm.weight"],
+           "lm_head.weight": t["output.weight"]}
+    for l in range(L):
+        b, p = f"blk.{l}.", f"model.layers.{l}."
+        out[p + "input_layernorm.weight"] = t[b + "attn_norm.weight"]
+        out[p + "post_attention_layernorm.weight"] = t[b + "ffn_norm.weight"]
+        out[p + "self_attn.q_proj.weight"] = unperm(t[b + "attn_q.weight"], H)
+        out[p + "self_attn.k_proj.weight"] = unperm(t[b + "attn_k.weight"], HKV)
+        out[p + "self_attn.v_proj.weight"] = t[b + "attn_v.weight"]
+        out[p + "self_attn.o_proj.weight"] = t[b + "attn_output.weight"]
+        out[p + "mlp.gate_proj.weight"] = t[b + "ffn_gate.weight"]
+        out[p + "mlp.up_proj.weight"] = t[b + "ffn_up.weight"]
+        out[p + "mlp.down_proj.weight"] = t[b + "ffn_down.weight"]
+    return out
+
+
+def main():
+    path = os.path.join(ROOT, "kq.gguf")
+    write_model(path)
+    cfg = {"model_type": "llama", "hidden_size": C, "num_attention_heads": H, "num_key_value_heads": HKV,
+           "head_dim": D, "num_hidden_layers": L, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "intermediate_size": F, "vocab_size": V}
+    _, tensors = read_gguf(path)
+    ids = [1, 17, 200, 45, 3, 99, 128, 7, 250, 31]
+    ref = reference_logits(cfg, hf_weights(tensors), ids)
+    r = run(["info", "-m", path])
+    check(r.returncode == 0 and "q4_k" in r.stdout and "q6_k" in r.stdout,
+          f"info lists the K-quant tensors ({' '.join(l for l in r.stdout.splitlines() if 'dtypes' in l)})")
+    for isa in ("ref", "avx2", "avx512"):
+        out = os.path.join(ROOT, f"{isa}.npy")
+        r = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", out],
+                env=dict(os.environ, ASCENT_ISA=isa))
+        if r.returncode != 0 and "lacks" in r.stderr:
+            continue
+        got = torch.from_numpy(np.load(out)).double() if r.returncode == 0 else None
+        d = (got - ref.double()).abs().max().item() if got is not None else float("inf")
+        check(d < 1e-4, f"{isa}: Q4_K/Q6_K model logits match PyTorch on the NumPy-decoded weights ({d:.2e} < 1e-4)")
+    alone = os.path.join(ROOT, "alone.npy")
+    run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", alone])
+    same = True
+    for n in (1, 3, 7):
+        b = os.path.join(ROOT, f"b{n}.npy")
+        r = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", b, "--beside", str(n)])
+        same = same and r.returncode == 0 and np.array_equal(np.load(alone), np.load(b))
+    check(same, "K-quant logits alone == beside 1, 3 and 7 other sequences (bitwise)")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
