@@ -142,13 +142,17 @@ def main():
                  ["cut-header.gguf", "truncated"])
     expect_error("GGUF truncated in the data", gen(variant("cut-data.gguf", data[: len(data) - 1000])),
                  ["cut-data.gguf", "outside the file"])
-    # Point the first tensor's type at Q4_K (12), which this build does not run.
+    # Point the first tensor's type at Q2_K (10), which this build does not run; then at Q4_K (12), which it runs
+    # but whose 256-element super-blocks do not fit these 64-wide rows.
     i = data.find(b"token_embd.weight")
     nd = struct.unpack_from("<I", data, i + 17)[0]
     t_at = i + 17 + 4 + 8 * nd
     expect_error("GGUF unsupported tensor type",
-                 gen(variant("qtype.gguf", data[:t_at] + struct.pack("<I", 12) + data[t_at + 4:])),
-                 ["qtype.gguf", "token_embd.weight", "ggml type 12"])
+                 gen(variant("qtype.gguf", data[:t_at] + struct.pack("<I", 10) + data[t_at + 4:])),
+                 ["qtype.gguf", "token_embd.weight", "ggml type 10"])
+    expect_error("GGUF K-quant rows that are not whole super-blocks",
+                 gen(variant("kq-rows.gguf", data[:t_at] + struct.pack("<I", 12) + data[t_at + 4:])),
+                 ["kq-rows.gguf", "token_embd.weight", "q4_k blocks"])
     expect_error("GGUF tensor offset out of range",
                  gen(variant("offset.gguf", data[:t_at + 4] + struct.pack("<Q", 1 << 40) + data[t_at + 12:])),
                  ["offset.gguf", "token_embd.weight", "outside the file"])
