@@ -9,6 +9,7 @@ own, so loading their output also cross-checks our readers.
   bench/make_model.py -o bench/models/qwen2.5-0.5b-q8_0.gguf --shape qwen2.5-0.5b --type q8_0
   bench/make_model.py -o bench/models/llama3-8b-q4_0.gguf --shape llama3-8b --type q4_0      # 4.6 GB
   bench/make_model.py -o bench/models/tl16-hf --hf --layers 16 --type f16                   # HF folder
+  bench/make_model.py -o bench/models/tl16-q4_k.gguf --layers 16 --type q4_k   # random K-quant blocks
 """
 import argparse
 import struct
@@ -22,7 +23,7 @@ SHAPES = {
     "qwen2.5-0.5b": (896, 14, 2, 4864, 151936, 24, 32768, "qwen2", 1000000.0),  # QKV bias, tied embeddings
     "llama3-8b": (4096, 32, 8, 14336, 128256, 32, 8192, "llama", 500000.0),
 }
-GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
+GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "q4_k": 12, "q6_k": 14}
 
 
 def kv_str(s):
@@ -30,7 +31,25 @@ def kv_str(s):
     return struct.pack("<Q", len(b)) + b
 
 
-def encode(t, kind):
+def random_kquant(t, kind, rng):
+    """K-quant super-blocks with random codes, scaled so values have about the weights' spread (there is no
+    K-quant quantizer here: these files are for speed, and tests/e2e/test_kquants.py checks the arithmetic)."""
+    n = t.size // 256
+    size = 144 if kind == "q4_k" else 210
+    b = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    spread = float(np.std(t)) or 1.0
+    if kind == "q4_k":  # d * scale(0..63) * q(0..15) - dmin * min(0..63)
+        b[:, 0:2] = np.full(n, spread / 150, "<f2").view(np.uint8).reshape(n, 2)
+        b[:, 2:4] = np.full(n, spread / 40, "<f2").view(np.uint8).reshape(n, 2)
+    else:  # d * scale(int8) * (q - 32)
+        b[:, 192:208] = rng.integers(-16, 17, (n, 16)).astype(np.int8).view(np.uint8)
+        b[:, 208:210] = np.full(n, spread / 150, "<f2").view(np.uint8).reshape(n, 2)
+    return b.tobytes()
+
+
+def encode(t, kind, rng=None):
+    if kind in ("q4_k", "q6_k"):
+        return random_kquant(t, kind, rng)
     if kind == "f32":
         return t.astype("<f4").tobytes()
     if kind == "f16":
@@ -56,7 +75,8 @@ def encode(t, kind):
 
 def nbytes(shape, kind):
     n = int(np.prod(shape))
-    return {"f32": 4 * n, "f16": 2 * n, "q8_0": n // 32 * 34, "q4_0": n // 32 * 18}[kind]
+    return {"f32": 4 * n, "f16": 2 * n, "q8_0": n // 32 * 34, "q4_0": n // 32 * 18, "q4_k": n // 256 * 144,
+            "q6_k": n // 256 * 210}[kind]
 
 
 HF_PARTS = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
@@ -171,6 +191,8 @@ def main():
     kinds = {}
     for name, shape in tensors:
         kind = "f32" if len(shape) == 1 else a.type
+        if kind in ("q4_k", "q6_k") and shape[-1] % 256:
+            sys.exit(f"{name}: rows of {shape[-1]} are not whole 256-element {kind} super-blocks")
         kinds[name] = kind
         head += kv_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape[::-1])
         head += struct.pack("<IQ", GGML[kind], offset)
@@ -179,7 +201,7 @@ def main():
     with open(a.output + ".tmp", "wb") as f:
         f.write(head)
         for i, (name, shape) in enumerate(tensors):
-            blob = encode(values(name, shape), kinds[name])
+            blob = encode(values(name, shape), kinds[name], rng)
             f.write(blob + b"\0" * ((32 - len(blob) % 32) % 32))
             print(f"\r{i + 1}/{len(tensors)} tensors", end="", file=sys.stderr)
     import os

@@ -412,7 +412,8 @@ struct KQuantKern {
     const float* x = in.xf.data() + t * Kp;
     for (int64_t b = 0; b < K / kQKBlock; ++b) {
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<TT>(w0 + r * stride + b * static_cast<int64_t>(block_bytes(WT)), ahead);
+        constexpr int64_t kBytes = WT == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
+        for (int64_t o = 0; o < kBytes; o += 64) prefetch_ahead<TT>(w0 + r * stride + b * kBytes + o, ahead);
         widen(w0 + r * stride, b, wf[r]);
       }
       for (int c = 0; c < kQKBlock; c += 16) {
