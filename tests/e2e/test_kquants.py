@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import torch
 
-from common import check, finish, read_gguf, reference_logits, run, tmpdir
+from common import check, finish, hf_from_gguf, read_gguf, reference_logits, run, tmpdir
 
 ROOT = tmpdir()
 C, H, HKV, D, F, V, L = 256, 4, 2, 64, 512, 256, 2
@@ -72,26 +72,6 @@ def write_model(path):
         f.write(head + b"".join(blobs))
 
 
-def hf_weights(tensors):
-    """GGUF names to Hugging Face ones, undoing llama.cpp's Q/K row permutation for interleaved RoPE."""
-    t = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()}
-    unperm = lambda x, heads: x.reshape(heads, D // 2, 2, x.shape[1]).transpose(1, 2).reshape(x.shape)
-    out = {"model.embed_tokens.weight": t["token_embd.weight"], "model.norm.weight": t["output_norm.weight"],
-           "lm_head.weight": t["output.weight"]}
-    for l in range(L):
-        b, p = f"blk.{l}.", f"model.layers.{l}."
-        out[p + "input_layernorm.weight"] = t[b + "attn_norm.weight"]
-        out[p + "post_attention_layernorm.weight"] = t[b + "ffn_norm.weight"]
-        out[p + "self_attn.q_proj.weight"] = unperm(t[b + "attn_q.weight"], H)
-        out[p + "self_attn.k_proj.weight"] = unperm(t[b + "attn_k.weight"], HKV)
-        out[p + "self_attn.v_proj.weight"] = t[b + "attn_v.weight"]
-        out[p + "self_attn.o_proj.weight"] = t[b + "attn_output.weight"]
-        out[p + "mlp.gate_proj.weight"] = t[b + "ffn_gate.weight"]
-        out[p + "mlp.up_proj.weight"] = t[b + "ffn_up.weight"]
-        out[p + "mlp.down_proj.weight"] = t[b + "ffn_down.weight"]
-    return out
-
-
 def main():
     path = os.path.join(ROOT, "kq.gguf")
     write_model(path)
@@ -100,7 +80,7 @@ def main():
            "intermediate_size": F, "vocab_size": V}
     _, tensors = read_gguf(path)
     ids = [1, 17, 200, 45, 3, 99, 128, 7, 250, 31]
-    ref = reference_logits(cfg, hf_weights(tensors), ids)
+    ref = reference_logits(cfg, hf_from_gguf(cfg, tensors), ids)
     r = run(["info", "-m", path])
     check(r.returncode == 0 and "q4_k" in r.stdout and "q6_k" in r.stdout,
           f"info lists the K-quant tensors ({' '.join(l for l in r.stdout.splitlines() if 'dtypes' in l)})")

@@ -8,7 +8,8 @@ import os
 
 import torch
 
-from common import (ACTIVATIONS, check, finish, load_npy, read_gguf, reference_logits, run, tmpdir, write_safetensors)
+from common import (ACTIVATIONS, check, finish, hf_from_gguf, load_npy, read_gguf, reference_logits, run, tmpdir,
+                    write_safetensors)
 
 torch.manual_seed(1234)
 C, F, V, T = 64, 96, 256, 24
@@ -121,55 +122,6 @@ def ascent_logits(model, ids, out, step=0, passes=None, isa=None):
         print(r.stderr)
         return None
     return load_npy(out)
-
-
-def hf_from_gguf(cfg, tensors):
-    """Maps tensors read back from GGUF to HF names (undoing llama.cpp's Q/K row permutation)."""
-    t = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()}
-    out = {}
-    if cfg["model_type"] == "gpt2":
-        out["wte.weight"], out["wpe.weight"] = t["token_embd.weight"], t["position_embd.weight"]
-        out["ln_f.weight"], out["ln_f.bias"] = t["output_norm.weight"], t["output_norm.bias"]
-        names = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj",
-                 "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
-        for l in range(cfg["n_layer"]):
-            for g, h in names.items():
-                wt = t[f"blk.{l}.{g}.weight"]
-                out[f"h.{l}.{h}.weight"] = wt if wt.dim() == 1 else wt.T
-                out[f"h.{l}.{h}.bias"] = t[f"blk.{l}.{g}.bias"]
-        return out
-    H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    D = cfg["head_dim"]
-    unpermute = cfg["model_type"] in ("llama", "mistral")
-
-    def unperm(x, heads):
-        if not unpermute:
-            return x
-        shape = x.shape
-        return x.reshape(heads, D // 2, 2, *shape[1:]).transpose(1, 2).reshape(shape)
-
-    out["model.embed_tokens.weight"] = t["token_embd.weight"]
-    out["model.norm.weight"] = t["output_norm.weight"]
-    out["lm_head.weight"] = t.get("output.weight", t["token_embd.weight"])
-    for l in range(cfg["num_hidden_layers"]):
-        b, p = f"blk.{l}.", f"model.layers.{l}."
-        out[p + "input_layernorm.weight"] = t[b + "attn_norm.weight"]
-        out[p + "post_attention_layernorm.weight"] = t[b + "ffn_norm.weight"]
-        out[p + "self_attn.q_proj.weight"] = unperm(t[b + "attn_q.weight"], H)
-        out[p + "self_attn.k_proj.weight"] = unperm(t[b + "attn_k.weight"], Hkv)
-        out[p + "self_attn.v_proj.weight"] = t[b + "attn_v.weight"]
-        out[p + "self_attn.o_proj.weight"] = t[b + "attn_output.weight"]
-        for n in ("q", "k", "v"):
-            if b + f"attn_{n}.bias" in t:
-                bias = t[b + f"attn_{n}.bias"]
-                out[p + f"self_attn.{n}_proj.bias"] = unperm(bias, H if n == "q" else Hkv) if n != "v" else bias
-        if b + "attn_q_norm.weight" in t:
-            out[p + "self_attn.q_norm.weight"] = t[b + "attn_q_norm.weight"]
-            out[p + "self_attn.k_norm.weight"] = t[b + "attn_k_norm.weight"]
-        out[p + "mlp.gate_proj.weight"] = t[b + "ffn_gate.weight"]
-        out[p + "mlp.up_proj.weight"] = t[b + "ffn_up.weight"]
-        out[p + "mlp.down_proj.weight"] = t[b + "ffn_down.weight"]
-    return out
 
 
 def rel_rms(a, b):

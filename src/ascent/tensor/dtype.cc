@@ -203,21 +203,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
         const uint8_t* s = b[i].scales;
         float* y = dst + i * kQKBlock;
-        // Sub-block j's 6-bit scale and minimum: j < 4 in the low 6 bits of s[j] and s[j + 4]; j >= 4 split
-        // between the nibbles of s[j + 4] and the top 2 bits of s[j - 4] and s[j].
-        auto scale_min = [s](int j, int& sc, int& m) {
-          if (j < 4) {
-            sc = s[j] & 63;
-            m = s[j + 4] & 63;
-          } else {
-            sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-            m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-          }
-        };
         for (int c = 0; c < 4; ++c) {  // 64 elements per 32 bytes of qs
           int sc0, m0, sc1, m1;
-          scale_min(2 * c, sc0, m0);
-          scale_min(2 * c + 1, sc1, m1);
+          q4k_scale_min(s, 2 * c, sc0, m0);
+          q4k_scale_min(s, 2 * c + 1, sc1, m1);
           const float d0 = d * static_cast<float>(sc0), mn0 = dmin * static_cast<float>(m0);
           const float d1 = d * static_cast<float>(sc1), mn1 = dmin * static_cast<float>(m1);
           const uint8_t* q = b[i].qs + 32 * c;

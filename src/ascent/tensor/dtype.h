@@ -53,6 +53,17 @@ static_assert(sizeof(BlockQ6_K) == 210);
 inline bool is_kquant(DType t) {
   return t == DType::Q4_K || t == DType::Q6_K;
 }
+// Q4_K sub-block j's 6-bit scale and minimum: j < 4 in the low 6 bits of s[j] and s[j + 4]; j >= 4 split between
+// the nibbles of s[j + 4] and the top 2 bits of s[j - 4] and s[j].
+inline void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
 
 std::string_view dtype_name(DType t);
 // Parses "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive); throws naming the text otherwise.

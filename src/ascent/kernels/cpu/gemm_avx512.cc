@@ -352,13 +352,7 @@ struct KQuantKern {
         for (int half = 0; half < 2; ++half) {  // sub-block 2c (low nibbles) and 2c + 1 (high nibbles)
           const int j = 2 * c + half;
           int sc, m;
-          if (j < 4) {
-            sc = s[j] & 63;
-            m = s[j + 4] & 63;
-          } else {
-            sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-            m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-          }
+          q4k_scale_min(s, j, sc, m);
           const __m512 scale = _mm512_set1_ps(d * static_cast<float>(sc));
           const __m512 minv = _mm512_set1_ps(dmin * static_cast<float>(m));
           const __m256i q = half == 0 ? lo : hi;
