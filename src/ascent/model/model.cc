@@ -61,7 +61,6 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
       if (embedded != nullptr) {
         embedded->bytes = tokenizer;
         embedded->kind = info.tokenizer_kind;
-        embedded->quant = info.quant;
       }
       break;
     }
@@ -103,29 +102,33 @@ void Model::set_context(int64_t n_ctx) {
   }
   n_ctx_ = n_ctx;
   kv_ = std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx, cfg_.n_kv_heads * cfg_.head_dim);
+  batch_kv_.clear();  // forward_batch makes new ones of the new length
   n_past_ = 0;
 }
 
 std::span<const float> Model::forward_batch(std::span<const std::vector<int32_t>> sequences) {
-  forward({}, /*all_logits=*/true);  // builds the all-rows graph (runs nothing for no tokens)
+  graph::Executor& ex = all_rows_executor();
   while (batch_kv_.size() < sequences.size()) {
     batch_kv_.push_back(
         std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx_, cfg_.n_kv_heads * cfg_.head_dim));
   }
   std::vector<graph::Executor::Segment> segs;
   for (size_t i = 0; i < sequences.size(); ++i) segs.push_back({sequences[i], 0, batch_kv_[i].get()});
-  return exec_all_->run_batch(segs);
+  return ex.run_batch(segs);
 }
 
-std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_logits) {
-  if (all_logits && !graph_all_) {
+graph::Executor& Model::all_rows_executor() {
+  if (!graph_all_) {
     graph_all_.emplace(graph::optimize(build_transformer(cfg_, weights_, inv_freq_, /*all_logits=*/true), passes_));
     exec_all_ = std::make_unique<graph::Executor>(*graph_all_, passes_);
     exec_all_->set_tracer(tracer_);
     exec_all_->set_matmul_observer(observer_);
   }
-  if (tokens.empty()) return {};
-  graph::Executor& ex = all_logits ? *exec_all_ : *exec_last_;
+  return *exec_all_;
+}
+
+std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_logits) {
+  graph::Executor& ex = all_logits ? all_rows_executor() : *exec_last_;
   auto out = ex.run(tokens, n_past_, *kv_);
   n_past_ += static_cast<int64_t>(tokens.size());
   return out;

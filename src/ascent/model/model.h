@@ -23,8 +23,7 @@ const char* format_name(Format f);
 // The tokenizer file an Ascent quantized model carries (model/ascent_file.h), a view into the mapped model.
 struct EmbeddedTokenizer {
   std::span<const uint8_t> bytes;
-  std::string kind;   // tokenizer.json, tokenizer.bin or gguf
-  std::string quant;  // the file's quantization (int8, int4, bf16)
+  std::string kind;  // tokenizer.json, tokenizer.bin or gguf
 };
 
 class Model {
@@ -68,6 +67,8 @@ class Model {
 
  private:
   Model() = default;
+  // The executor of the graph that keeps every row's logits, built on first use.
+  graph::Executor& all_rows_executor();
 
   std::string path_;
   Format format_ = Format::HuggingFace;

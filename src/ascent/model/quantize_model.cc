@@ -26,13 +26,18 @@ std::string read_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
+// || W - Wq || / || W ||, a row at a time (no f32 copy of the whole matrix).
 double weight_error(const Tensor& w, const Tensor& q) {
-  const Tensor a = to_f32(w), b = to_f32(q);
+  std::vector<float> a(static_cast<size_t>(w.cols())), b(a.size());
   double num = 0.0, den = 0.0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double d = static_cast<double>(a.f32()[i]) - b.f32()[i];
-    num += d * d;
-    den += static_cast<double>(a.f32()[i]) * a.f32()[i];
+  for (int64_t r = 0; r < w.rows(); ++r) {
+    row_to_f32(w, r, a.data());
+    row_to_f32(q, r, b.data());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double d = static_cast<double>(a[i]) - b[i];
+      num += d * d;
+      den += static_cast<double>(a[i]) * a[i];
+    }
   }
   return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
 }

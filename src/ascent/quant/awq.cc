@@ -44,10 +44,6 @@ void CalibRows::add(const float* rows_x, int64_t n, int64_t k) {
   seen += n;
 }
 
-double output_error(const Tensor& w, const Tensor& q, const CalibRows& c) {
-  return rel_err(outputs(to_f32(w), c), outputs(to_f32(q), c));
-}
-
 AwqResult awq_int4(const Tensor& w, int group, const CalibRows& c) {
   ASCENT_CHECK(w.shape.size() == 2 && c.K == w.shape[1] && c.rows() > 0,
                "awq: weight {} and {} calibration rows of {} values do not fit", shape_str(w.shape), c.rows(), c.K);

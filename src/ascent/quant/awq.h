@@ -23,9 +23,6 @@ struct CalibRows {
   void add(const float* rows_x, int64_t n, int64_t k);
 };
 
-// || X W^T - X Wq^T ||^2 / || X W^T ||^2 over the calibration rows (Wq read back through row_to_f32).
-double output_error(const Tensor& w, const Tensor& q, const CalibRows& c);
-
 struct AwqResult {
   Tensor q;
   float alpha = 0.0f;

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "ascent/kernels/cpu/isa.h"
 #include "ascent/tensor/tensor.h"
 
 namespace ascent::kernels {
@@ -53,9 +52,8 @@ struct GemmOut {
   int64_t n_base = 0;
 };
 
-// Computes output columns [n0, n1) of x @ w^T for every token, with the active ISA (or the one given).
+// Computes output columns [n0, n1) of x @ w^T for every token, with the active ISA.
 void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
-void gemm_rows_isa(Isa isa, const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
 
 // Per-ISA implementations (gemm_ref.cc, gemm_avx2.cc, gemm_avx512.cc).
 void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);

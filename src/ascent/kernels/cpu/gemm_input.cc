@@ -7,6 +7,7 @@
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/gemm.h"
+#include "ascent/kernels/cpu/isa.h"
 
 namespace ascent::kernels {
 namespace {
@@ -107,8 +108,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   }
 }
 
-void gemm_rows_isa(Isa isa, const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  switch (isa) {
+void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  switch (active_isa()) {
     case Isa::Ref:
       return gemm_rows_ref(in, w, n0, n1, out);
     case Isa::Avx2:
@@ -116,10 +117,6 @@ void gemm_rows_isa(Isa isa, const GemmInput& in, const Tensor& w, int64_t n0, in
     case Isa::Avx512:
       return gemm_rows_avx512(in, w, n0, n1, out);
   }
-}
-
-void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  gemm_rows_isa(active_isa(), in, w, n0, n1, out);
 }
 
 }  // namespace ascent::kernels

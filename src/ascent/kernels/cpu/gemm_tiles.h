@@ -48,9 +48,9 @@ void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, c
   const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
   const int64_t per_token = in.Kp * act_bytes;
   const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
+  const int64_t rows_per_tile = in.T == 1 ? Kern::kDecodeRows : 4;
   for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
     const int64_t t1 = tile_min(in.T, t0 + tok_block);
-    const int64_t rows_per_tile = in.T == 1 ? Kern::kDecodeRows : 4;
     for (int64_t n = n0; n < n1; n += rows_per_tile) {
       const int64_t r = tile_min(rows_per_tile, n1 - n);
       for (int64_t t = t0; t < t1; t += 4) {

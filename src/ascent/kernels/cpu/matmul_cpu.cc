@@ -45,10 +45,9 @@ void check_weight(const Tensor& w, int64_t K, const char* what) {
 }  // namespace
 
 void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y, const float* residual) {
-  ASCENT_CHECK(w.shape.size() == 2, "matmul: weight must be 2-D, got {}", shape_str(w.shape));
-  const int64_t N = w.shape[0];
   GemmInput in;
-  prepare_gemm_input(x, T, w, in);
+  prepare_gemm_input(x, T, w, in);  // checks that w is 2-D
+  const int64_t N = w.shape[0];
   const GemmOut out{y, N, bias, residual, 0};
   parallel_rows(N, [&](int64_t n0, int64_t n1) { gemm_rows(in, w, n0, n1, out); });
 }
@@ -93,7 +92,10 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   if (!shared) prepare_gemm_input(x, T, wu, uin);
   constexpr int64_t kSlice = 64;  // columns per pass: gate and up results for a slice stay in cache
   parallel_rows(N, [&](int64_t n0, int64_t n1) {
-    std::vector<float> g(static_cast<size_t>(T * kSlice)), u(static_cast<size_t>(T * kSlice));  // (T, kSlice)
+    // (T, kSlice) gate and up results; per thread, kept across calls (this runs for every chunk of every layer).
+    thread_local std::vector<float> g, u;
+    g.resize(static_cast<size_t>(T * kSlice));
+    u.resize(static_cast<size_t>(T * kSlice));
     for (int64_t s0 = n0; s0 < n1; s0 += kSlice) {
       const int64_t s1 = std::min(n1, s0 + kSlice), width = s1 - s0;
       gemm_rows(gin, wg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
