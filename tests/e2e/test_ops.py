@@ -163,6 +163,15 @@ def main():
             same &= torch.equal(op("embedding", [table, ids], isa=isa, **attrs),
                                 op("embedding", [table, ids], isa="ref", **attrs))
         check(same, f"ASCENT_ISA={isa}: embedding (every weight type) bitwise equal to ref")
+        # SiLU / SwiGLU: each ISA's own exp, checked against PyTorch over the whole float range (tails masked).
+        x = torch.cat([rand(37, scale=4.0), torch.tensor([-200.0, -88.5, -87.5, -20.0, 0.0, 20.0, 87.5, 88.5, 200.0])])
+        y = rand(x.numel())
+        for name, args, ref in (("silu", [x], torch.nn.functional.silu(x.double())),
+                                ("swiglu", [x, y], torch.nn.functional.silu(x.double()) * y.double())):
+            expect(f"ASCENT_ISA={isa}: {name} over [-200, 200] vs PyTorch", op(name, args, isa=isa), ref, 1e-6)
+        nan = op("silu", [torch.tensor([1.0, float("nan"), -1.0])], isa=isa)
+        check(nan is not None and torch.isnan(nan[1]).item() and not torch.isnan(nan[[0, 2]]).any().item(),
+              f"ASCENT_ISA={isa}: silu keeps NaN in its lane only")
         # Attention: AVX2 keeps the reference's order (bitwise); AVX-512 has its own (vector exp, FMA).
         for T, past, H, Hkv, D, window in [(17, 3, 4, 2, 37, 0), (5, 40, 8, 2, 64, 0), (9, 0, 2, 2, 128, 4),
                                            (1, 300, 4, 1, 16, 0), (3, 2, 2, 1, 8, 0)]:
@@ -174,6 +183,18 @@ def main():
             else:
                 expect(f"ASCENT_ISA={isa}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} vs ref",
                        got, ref, 2e-6)
+        # A query row's result depends only on its position and the cache: prefill rows equal the same rows run as
+        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses.
+        T, past, H, Hkv, D = 70, 29, 8, 2, 40
+        q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
+        for window in (0, 21):
+            whole = op("attention", [q, k, v], isa=isa, heads=H, kv_heads=Hkv, n_past=past, window=window)
+            same = whole is not None
+            for t in (0, 1, 17, 40, 69):
+                one = op("attention", [q[t:t + 1], k[:past + t + 1], v[:past + t + 1]], isa=isa, heads=H,
+                         kv_heads=Hkv, n_past=past + t, window=window)
+                same &= one is not None and torch.equal(one[0], whole[t])
+            check(same, f"ASCENT_ISA={isa}: attention window={window}: prefill rows == the same rows decoded alone")
     finish()
 
 

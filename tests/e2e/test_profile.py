@@ -9,7 +9,7 @@ import re
 from common import SHARED, check, finish, run, tmpdir
 
 MODEL = os.path.join(SHARED, "models", "story-656K")
-ROOF = ["--roofline-gbps", 20, "--roofline-gflops", 200]
+ROOF = ["--roofline-gbps", 20, "--roofline-gflops", 200, "--roofline-int8-gops", 800, "--roofline-bf16-gflops", 400]
 
 
 def field(text, name):

@@ -1,6 +1,7 @@
 // ascent bench: llama-bench-style throughput — prefill (ppP) and decode (tgN) tokens/s as median and range over
-// runs — with each figure as a share of this machine's roofline: prefill against the FP32 FMA peak (matmul
-// FLOPs per token), decode against read bandwidth (weight bytes streamed per token).
+// runs, after an untimed warm-up run — with each figure as a share of this machine's roofline: prefill against
+// the peak of the instruction its matmuls use (matmul operations per token), decode against read bandwidth
+// (weight bytes streamed per token).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,7 +21,7 @@ struct Options {
   std::string model;
   int64_t prefill = 512, decode = 128;
   int threads = 0, runs = 5;
-  bool jsonl = false;
+  bool jsonl = false, warmup = true;
   RooflineFlags roofline;
   RuntimeFlags runtime;
 };
@@ -75,10 +76,44 @@ void run(Options& o) {
   ASCENT_CHECK(std::max(o.prefill, o.decode + 1) <= cfg.max_seq, "-p/-n exceed the model's context {}", cfg.max_seq);
   m->set_context(std::max(o.prefill, o.decode + 1));
   o.runtime.after_load(*m);
-  o.roofline.resolve();
+  o.roofline.resolve();  // and again after the runs
   double wbytes, welems;
   DType main_type;
   weight_traffic(*m, wbytes, welems, main_type);
+  std::mt19937 rng(7);
+  auto random_ids = [&](int64_t n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab));
+    return ids;
+  };
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> pp_tps, tg_tps;
+  if (o.prefill > 0) {
+    // The warm-up run pays for first touches (the mapped weights, scratch buffers) as llama-bench's does.
+    for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
+      const auto ids = random_ids(o.prefill);
+      m->reset();
+      const auto t0 = Clock::now();
+      m->forward(ids, /*all_logits=*/false);
+      if (r >= 0)
+        pp_tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  if (o.decode > 0) {
+    for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
+      m->reset();
+      int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
+      const int64_t steps = r >= 0 ? o.decode : std::min<int64_t>(o.decode, 8);  // warm-up: a few tokens
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < steps; ++i) {
+        auto logits = m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
+        tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      if (r >= 0)
+        tg_tps.push_back(static_cast<double>(o.decode) / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  o.roofline.remeasure();
   // Prefill is judged against the peak of the instruction its matmuls use: int8 dot products (VNNI) for the
   // integer formats, bf16 dot products for bf16, FP32 FMA otherwise (and whenever the CPU lacks the former).
   std::string peak_name = "fp32 FMA";
@@ -91,39 +126,13 @@ void run(Options& o) {
     peak_name = "bf16 dot";
     peak = o.roofline.bf16_gflops;
   }
-  std::mt19937 rng(7);
-  auto random_ids = [&](int64_t n) {
-    std::vector<int32_t> ids(static_cast<size_t>(n));
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab));
-    return ids;
-  };
-  using Clock = std::chrono::steady_clock;
   std::vector<Result> results;
+  // 2 operations per weight element per token is the matmul work; attention adds little at these lengths.
   if (o.prefill > 0) {
-    std::vector<double> tps;
-    for (int r = 0; r < o.runs; ++r) {
-      const auto ids = random_ids(o.prefill);
-      m->reset();
-      const auto t0 = Clock::now();
-      m->forward(ids, /*all_logits=*/false);
-      tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    // 2 FLOPs per weight element per token is the matmul work; attention adds little at these lengths.
-    results.push_back(summarize("pp" + std::to_string(o.prefill), tps, 100.0 * 2.0 * welems / (peak * 1e9)));
+    results.push_back(summarize("pp" + std::to_string(o.prefill), pp_tps, 100.0 * 2.0 * welems / (peak * 1e9)));
   }
   if (o.decode > 0) {
-    std::vector<double> tps;
-    for (int r = 0; r < o.runs; ++r) {
-      m->reset();
-      int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
-      const auto t0 = Clock::now();
-      for (int64_t i = 0; i < o.decode; ++i) {
-        auto logits = m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
-        tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      }
-      tps.push_back(static_cast<double>(o.decode) / std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    results.push_back(summarize("tg" + std::to_string(o.decode), tps, 100.0 * wbytes / (o.roofline.gbps * 1e9)));
+    results.push_back(summarize("tg" + std::to_string(o.decode), tg_tps, 100.0 * wbytes / (o.roofline.gbps * 1e9)));
   }
   o.runtime.finish();
   if (o.jsonl) {
@@ -158,6 +167,7 @@ void add_bench(CLI::App& app) {
   c->add_option("-r,--repetitions", o->runs, "runs per test")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   c->add_flag("--jsonl", o->jsonl, "one JSON object per test");
+  c->add_flag("!--cold", o->warmup, "time every run, the first included (no untimed warm-up run)");
   o->roofline.add_to(c);
   o->runtime.add_to(c);
   c->callback([o] { run(*o); });

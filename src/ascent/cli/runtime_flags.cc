@@ -1,5 +1,8 @@
 #include "ascent/cli/runtime_flags.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/graph/passes.h"
@@ -38,15 +41,30 @@ void RuntimeFlags::finish() const {
 void RooflineFlags::add_to(CLI::App* c) {
   c->add_option("--roofline-gbps", gbps, "read bandwidth to judge against (default: measure now)");
   c->add_option("--roofline-gflops", gflops, "FP32 peak to judge against (default: measure now)");
+  c->add_option("--roofline-int8-gops", int8_gops, "int8 dot-product peak to judge against (default: measure now)");
+  c->add_option("--roofline-bf16-gflops", bf16_gflops, "bf16 dot-product peak to judge against (default: measure now)");
 }
 
 void RooflineFlags::resolve() {
-  if (gbps > 0 && gflops > 0) return;
+  for (const auto& [flag, v] :
+       {std::pair{"--roofline-gbps", gbps}, std::pair{"--roofline-gflops", gflops},
+        std::pair{"--roofline-int8-gops", int8_gops}, std::pair{"--roofline-bf16-gflops", bf16_gflops}}) {
+    ASCENT_CHECK(v >= 0, "{}: must be a positive figure, got {}", flag, v);
+  }
+  given_gbps_ = gbps > 0;
+  given_gflops_ = gflops > 0;
+  given_int8_ = int8_gops > 0;
+  given_bf16_ = bf16_gflops > 0;
+  remeasure();
+}
+
+void RooflineFlags::remeasure() {
+  if (given_gbps_ && given_gflops_ && given_int8_ && given_bf16_) return;
   const auto r = prof::measure_roofline(ThreadPool::global().size(), int64_t{256} << 20);
-  if (gbps <= 0) gbps = r.read_gbps_all;
-  if (gflops <= 0) gflops = r.fp32_gflops_all;
-  int8_gops = r.int8_gops_all;
-  bf16_gflops = r.bf16_gflops_all;
+  if (!given_gbps_) gbps = std::max(gbps, r.read_gbps_all);
+  if (!given_gflops_) gflops = std::max(gflops, r.fp32_gflops_all);
+  if (!given_int8_) int8_gops = std::max(int8_gops, r.int8_gops_all);
+  if (!given_bf16_) bf16_gflops = std::max(bf16_gflops, r.bf16_gflops_all);
 }
 
 }  // namespace ascent::cli

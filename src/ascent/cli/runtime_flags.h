@@ -31,11 +31,18 @@ struct RuntimeFlags {
 // --roofline-gbps / --roofline-gflops for the commands that judge speed against the roofline (profile, bench):
 // either given, or measured once when resolve() is called.
 struct RooflineFlags {
-  double gbps = 0, gflops = 0;
-  double int8_gops = 0, bf16_gflops = 0;  // measured only (0: not available or not measured)
+  double gbps = 0, gflops = 0;            // given by flag, else measured
+  double int8_gops = 0, bf16_gflops = 0;  // likewise (0 after measuring: the CPU lacks the instruction)
 
   void add_to(CLI::App* c);
+  // Measures what no flag gave.
   void resolve();
+  // Measures again and keeps the higher of each measured figure: a peak is only ever underestimated by a busy
+  // neighbour, so two measurements seconds apart (before and after a benchmark) are a steadier estimate.
+  void remeasure();
+
+ private:
+  bool given_gbps_ = false, given_gflops_ = false, given_int8_ = false, given_bf16_ = false;
 };
 
 }  // namespace ascent::cli

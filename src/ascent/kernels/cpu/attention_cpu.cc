@@ -18,7 +18,7 @@ void attention_forward_avx512(const float* q, const float* k, const float* v, co
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
-  if (active_isa() == Isa::Avx512 && d.head_dim <= 256) return attention_forward_avx512(q, k, v, d, out);
+  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
   ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {

@@ -1,9 +1,11 @@
-// Reference element-wise ops and softmax. Element-wise loops are split in contiguous chunks across threads.
+// Element-wise ops and softmax (SiLU and SwiGLU through the ISA's row loop, row_ops.h; the rest reference).
+// Element-wise loops are split in contiguous chunks across threads.
 #include <algorithm>
 #include <cmath>
 
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
 namespace {
@@ -38,9 +40,7 @@ void softmax_forward(const float* x, int64_t R, int64_t C, float* y) {
 }
 
 void silu_forward(const float* x, int64_t n, float* y) {
-  for_each_chunk(n, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
-  });
+  for_each_chunk(n, [&](int64_t a, int64_t b) { silu_row(x + a, b - a, y + a); });
 }
 
 void gelu_tanh_forward(const float* x, int64_t n, float* y) {
@@ -54,9 +54,7 @@ void gelu_tanh_forward(const float* x, int64_t n, float* y) {
 }
 
 void swiglu_forward(const float* gate, const float* up, int64_t n, float* y) {
-  for_each_chunk(n, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  });
+  for_each_chunk(n, [&](int64_t a, int64_t b) { swiglu_row(gate + a, up + a, b - a, y + a); });
 }
 
 void add_forward(const float* a, const float* b, int64_t n, float* y) {

@@ -1,6 +1,7 @@
 // Activation preparation for the matmul engine (gemm.h): int8 quantization per token or per 32-element block, and
 // bf16 rounding. Scalar (it touches T * K values once per matmul, against T * K * N multiply-adds), threaded
-// over tokens.
+// over tokens. Buffers are resized, not reassigned, and only the padding is zeroed: callers keep a GemmInput
+// across calls, so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <cmath>
 
@@ -73,35 +74,46 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   switch (in.kind) {
     case ActKind::F32:
       // A zero-padded copy lets the SIMD loops read whole vectors at the row end.
-      in.xf.assign(TKp, 0.0f);
-      per_token([&](int64_t t) { std::copy(x + t * K, x + (t + 1) * K, in.xf.begin() + t * in.Kp); });
+      in.xf.resize(TKp);
+      per_token([&](int64_t t) {
+        float* row = in.xf.data() + t * in.Kp;
+        std::copy(x + t * K, x + (t + 1) * K, row);
+        std::fill(row + K, row + in.Kp, 0.0f);
+      });
       return;
     case ActKind::BF16:
-      in.xb.assign(TKp, 0);
+      in.xb.resize(TKp);
       per_token([&](int64_t t) {
-        for (int64_t k = 0; k < K; ++k) in.xb[static_cast<size_t>(t * in.Kp + k)] = f32_to_bf16(x[t * K + k]);
+        uint16_t* row = in.xb.data() + t * in.Kp;
+        for (int64_t k = 0; k < K; ++k) row[k] = f32_to_bf16(x[t * K + k]);
+        std::fill(row + K, row + in.Kp, uint16_t{0});
       });
       return;
     case ActKind::Int8PerToken:
-      in.q.assign(TKp, 0);
+      in.q.resize(TKp);
       in.d.resize(static_cast<size_t>(T));
       in.qsum.resize(static_cast<size_t>(T));
       per_token([&](int64_t t) {
+        int8_t* row = in.q.data() + t * in.Kp;
         in.d[static_cast<size_t>(t)] =
-            quantize_span(x + t * K, w.input_scale, K, in.q.data() + t * in.Kp, &in.qsum[static_cast<size_t>(t)]);
+            quantize_span(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
+        std::fill(row + K, row + in.Kp, int8_t{0});
       });
       return;
     case ActKind::Int8PerBlock: {
       ASCENT_CHECK(K % kQBlock == 0, "matmul: {} weight {} needs K a multiple of {}", dtype_name(w.dtype),
                    shape_str(w.shape), kQBlock);
-      in.q.assign(TKp, 0);
+      in.q.resize(TKp);
       const int64_t B = in.Kp / kQBlock;
-      in.d.assign(static_cast<size_t>(T * B), 0.0f);
+      in.d.resize(static_cast<size_t>(T * B));
       per_token([&](int64_t t) {
+        int8_t* row = in.q.data() + t * in.Kp;
+        float* d = in.d.data() + t * B;
         for (int64_t b = 0; b < K / kQBlock; ++b) {
-          in.d[static_cast<size_t>(t * B + b)] =
-              quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, in.q.data() + t * in.Kp + b * kQBlock, nullptr);
+          d[b] = quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock, nullptr);
         }
+        std::fill(row + K, row + in.Kp, int8_t{0});
+        std::fill(d + K / kQBlock, d + B, 0.0f);
       });
       return;
     }

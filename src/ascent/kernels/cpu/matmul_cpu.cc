@@ -2,6 +2,7 @@
 // then output columns are split over the thread pool in groups of four rows, so decode (T = 1) streams the
 // weights from every core. Also the embedding lookup and the fixed-order f32 dot product.
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -37,6 +38,14 @@ void parallel_rows(int64_t N, Fn&& fn) {
       groups, grain, [&](int64_t g0, int64_t g1) { fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup)); });
 }
 
+// Activation buffers kept per calling thread across matmuls (slot 0 for matmul_forward, 0-1 for swiglu, 0..n for
+// matmul_multi): a fresh prefill-sized buffer per matmul cost ~10% of prefill in page faults and clearing.
+GemmInput& scratch_input(size_t slot) {
+  thread_local std::vector<std::unique_ptr<GemmInput>> inputs;
+  while (inputs.size() <= slot) inputs.push_back(std::make_unique<GemmInput>());
+  return *inputs[slot];
+}
+
 void check_weight(const Tensor& w, int64_t K, const char* what) {
   ASCENT_CHECK(w.shape.size() == 2 && w.shape[1] == K, "{}: weight has shape {}, expected (N, {})", what,
                shape_str(w.shape), K);
@@ -45,7 +54,7 @@ void check_weight(const Tensor& w, int64_t K, const char* what) {
 }  // namespace
 
 void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y, const float* residual) {
-  GemmInput in;
+  GemmInput& in = scratch_input(0);
   prepare_gemm_input(x, T, w, in);  // checks that w is 2-D
   const int64_t N = w.shape[0];
   const GemmOut out{y, N, bias, residual, 0};
@@ -58,16 +67,16 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
                "matmul_multi: {} weights, {} biases, {} outputs", ws.size(), biases.size(), outs.size());
   const int64_t K = ws[0]->shape.size() == 2 ? ws[0]->shape[1] : -1;
   std::vector<int64_t> first(ws.size() + 1, 0);  // global output column where each weight starts (row groups)
-  std::vector<GemmInput> inputs;
+  std::vector<GemmInput*> inputs;
   std::vector<size_t> input_of(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) {
     check_weight(*ws[i], K, "matmul_multi");
     first[i + 1] = first[i] + (ws[i]->shape[0] + kRowGroup - 1) / kRowGroup * kRowGroup;
     size_t j = 0;
-    while (j < inputs.size() && !gemm_input_fits(inputs[j], *ws[i])) ++j;
+    while (j < inputs.size() && !gemm_input_fits(*inputs[j], *ws[i])) ++j;
     if (j == inputs.size()) {
-      inputs.emplace_back();
-      prepare_gemm_input(x, T, *ws[i], inputs.back());
+      inputs.push_back(&scratch_input(j));
+      prepare_gemm_input(x, T, *ws[i], *inputs.back());
     }
     input_of[i] = j;
   }
@@ -77,7 +86,7 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
       const int64_t hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i];
       if (lo >= hi) continue;
       const GemmOut out{outs[i], ws[i]->shape[0], biases[i], nullptr, 0};
-      gemm_rows(inputs[input_of[i]], *ws[i], lo, hi, out);
+      gemm_rows(*inputs[input_of[i]], *ws[i], lo, hi, out);
     }
   });
 }
@@ -86,7 +95,8 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   ASCENT_CHECK(wg.shape == wu.shape && wg.shape.size() == 2, "matmul_swiglu: gate {} and up {} differ",
                shape_str(wg.shape), shape_str(wu.shape));
   const int64_t N = wg.shape[0];
-  GemmInput gin, uin;
+  GemmInput& gin = scratch_input(0);
+  GemmInput& uin = scratch_input(1);
   prepare_gemm_input(x, T, wg, gin);
   const bool shared = gemm_input_fits(gin, wu);
   if (!shared) prepare_gemm_input(x, T, wu, uin);
@@ -100,11 +110,8 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
       const int64_t s1 = std::min(n1, s0 + kSlice), width = s1 - s0;
       gemm_rows(gin, wg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
       gemm_rows(shared ? gin : uin, wu, s0, s1, GemmOut{u.data(), width, nullptr, nullptr, s0});
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t c = 0; c < width; ++c) {
-          const float gv = g[static_cast<size_t>(t * width + c)], uv = u[static_cast<size_t>(t * width + c)];
-          y[t * N + s0 + c] = gv / (1.0f + std::exp(-gv)) * uv;  // the same expression as swiglu_forward
-        }
+      for (int64_t t = 0; t < T; ++t) {  // the same row function as swiglu_forward: fusion changes no bits
+        swiglu_row(g.data() + t * width, u.data() + t * width, width, y + t * N + s0);
       }
     }
   });

@@ -1,5 +1,7 @@
 #include "ascent/kernels/cpu/row_ops.h"
 
+#include <cmath>
+
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 
@@ -14,6 +16,28 @@ void widen_row(DType t, const void* src, float* dst, int64_t n) {
     dequantize_row(t, src, dst, n);
   } else {
     dequantize_row_avx2(t, src, dst, n);
+  }
+}
+
+void silu_row(const float* x, int64_t n, float* y) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return silu_row_avx512(x, n, y);
+    case Isa::Avx2:
+      return silu_row_avx2(x, n, y);
+    case Isa::Ref:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+  }
+}
+
+void swiglu_row(const float* gate, const float* up, int64_t n, float* y) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return swiglu_row_avx512(gate, up, n, y);
+    case Isa::Avx2:
+      return swiglu_row_avx2(gate, up, n, y);
+    case Isa::Ref:
+      for (int64_t i = 0; i < n; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }
 }
 
