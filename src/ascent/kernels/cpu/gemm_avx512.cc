@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "ascent/kernels/cpu/gemm.h"
 
@@ -250,6 +251,109 @@ struct I4Kern {
         return body<R, TT, 64>(in, w, n, t, out);
       default:
         return body<R, TT, 128>(in, w, n, t, out);
+    }
+  }
+
+  // Prefill: a row tile's nibbles are unpacked once into signed bytes (code - 8) that stay in L1 for every token
+  // tile, and activations are read as unsigned (a + 128, one xor). Each lane then starts from -128 x the sum of
+  // its own weights in the span, so it ends holding sum a * (code - 8) over its columns: the very integers the
+  // streaming kernel above forms, hence the same bits.
+  struct RowCache {
+    std::vector<int8_t> w;     // (R, Kp) code - 8
+    std::vector<int32_t> off;  // (R, spans, 16) per-lane -128 * sum of the span's weights
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    switch (w.group) {
+      case 32:
+        return fill_g<R, 32>(in, w, n, c);
+      case 64:
+        return fill_g<R, 64>(in, w, n, c);
+      default:
+        return fill_g<R, 128>(in, w, n, c);
+    }
+  }
+  template <int R, int GROUP>
+  static void fill_g(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;
+    const int64_t Kp = in.Kp, spans = Kp / (64 * kSteps);
+    c.w.resize(static_cast<size_t>(4 * Kp));
+    c.off.resize(static_cast<size_t>(4 * spans * 16));
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m512i eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi8(1);
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w.row_ptr(n) + r * stride;
+      for (int64_t sp = 0; sp < spans; ++sp) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int st = 0; st < kSteps; ++st) {
+          const int64_t k = (sp * kSteps + st) * 64;
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k / 2));
+          const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
+                                                   _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
+          const __m512i sw = _mm512_sub_epi8(codes, eight);
+          _mm512_storeu_si512(c.w.data() + r * Kp + k, sw);
+          sum = _mm512_dpbusd_epi32(sum, ones, sw);
+        }
+        _mm512_storeu_si512(c.off.data() + (r * spans + sp) * 16,
+                            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    switch (w.group) {
+      case 32:
+        return cached_body<R, TT, 32>(in, w, c, n, t, out);
+      case 64:
+        return cached_body<R, TT, 64>(in, w, c, n, t, out);
+      default:
+        return cached_body<R, TT, 128>(in, w, c, n, t, out);
+    }
+  }
+  template <int R, int TT, int GROUP>
+  static void cached_body(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;
+    constexpr int64_t kSpan = 64 * kSteps;
+    const int64_t Kp = in.Kp, G = Kp / GROUP, spans = Kp / kSpan;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    const int8_t* wc = c.w.data();
+    const int32_t* off = c.off.data();
+    for (int64_t sp = 0; sp < spans; ++sp) {
+      const int64_t k0 = sp * kSpan;
+      __m512i au[kSteps][TT];
+      for (int j = 0; j < TT; ++j) {
+        for (int st = 0; st < kSteps; ++st) {
+          au[st][j] = _mm512_xor_si512(_mm512_loadu_si512(a + j * Kp + k0 + 64 * st), flip);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        __m512i wv[kSteps];
+        for (int st = 0; st < kSteps; ++st) wv[st] = _mm512_loadu_si512(wc + r * Kp + k0 + 64 * st);
+        const float* s = w.scales + (n + r) * G;
+        __m512 sv;
+        if constexpr (GROUP == 32) {
+          sv = _mm512_insertf32x8(_mm512_set1_ps(s[k0 / 32]), _mm256_set1_ps(s[k0 / 32 + 1]), 1);
+        } else {
+          sv = _mm512_set1_ps(s[k0 / GROUP]);
+        }
+        const __m512i o = _mm512_loadu_si512(off + (r * spans + sp) * 16);
+        for (int j = 0; j < TT; ++j) {
+          __m512i is = o;
+          for (int st = 0; st < kSteps; ++st) is = _mm512_dpbusd_epi32(is, au[st][j], wv[st]);
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
     }
   }
 };
