@@ -148,8 +148,8 @@ def main():
     for wt, quant in (("q8_0", q8_0), ("q4_0", q4_0)):
         table, ids = rand(17, 64), torch.randint(0, 17, (5,), dtype=torch.int32)
         expect(f"embedding {wt}", op("embedding", [table, ids], wtype=wt), quant(table)[ids.long()], 1e-6)
-    # Embedding and attention run row loops whose SIMD variants keep the reference's summation order, so every ISA
-    # variant gives bitwise the reference's results (matmul variants: test_kernels.py, with per-format tolerances).
+    # Embedding runs row loops whose SIMD variants keep the reference's summation order, so every ISA variant gives
+    # bitwise the reference's results (matmul variants: test_kernels.py, with per-format tolerances).
     supported = [isa for isa in ("avx2", "avx512")
                  if subprocess.run([OP_RUNNER, "silu", os.path.join(DIR, "probe.npy"), save(rand(3))],
                                    env=dict(os.environ, ASCENT_ISA=isa), capture_output=True).returncode == 0]
@@ -172,17 +172,14 @@ def main():
         nan = op("silu", [torch.tensor([1.0, float("nan"), -1.0])], isa=isa)
         check(nan is not None and torch.isnan(nan[1]).item() and not torch.isnan(nan[[0, 2]]).any().item(),
               f"ASCENT_ISA={isa}: silu keeps NaN in its lane only")
-        # Attention: AVX2 keeps the reference's order (bitwise); AVX-512 has its own (vector exp, FMA).
+        # Attention: the SIMD variants are flash-style (online softmax over tiles of 8 or 16 keys, vector exp, FMA).
         for T, past, H, Hkv, D, window in [(17, 3, 4, 2, 37, 0), (5, 40, 8, 2, 64, 0), (9, 0, 2, 2, 128, 4),
                                            (1, 300, 4, 1, 16, 0), (3, 2, 2, 1, 8, 0)]:
             q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
             a = dict(heads=H, kv_heads=Hkv, n_past=past, window=window)
             got, ref = op("attention", [q, k, v], isa=isa, **a), op("attention", [q, k, v], isa="ref", **a)
-            if isa == "avx2":
-                check(torch.equal(got, ref), f"ASCENT_ISA=avx2: attention T={T} past={past} D={D} bitwise equal to ref")
-            else:
-                expect(f"ASCENT_ISA={isa}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} vs ref",
-                       got, ref, 2e-6)
+            expect(f"ASCENT_ISA={isa}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} vs ref",
+                   got, ref, 2e-6)
         # A query row's result depends only on its position and the cache: prefill rows equal the same rows run as
         # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses.
         T, past, H, Hkv, D = 70, 29, 8, 2, 40

@@ -1,6 +1,6 @@
-// Causal attention (the reference, and the AVX2 variant through dot_row; AVX-512 in attention_avx512.cc) with
-// grouped-query heads and an optional sliding window, over a KV cache. One (query row, head) pair per work item; scores
-// are materialised per item (up to n_past + T floats).
+// Causal attention with grouped-query heads and an optional sliding window, over a KV cache: the reference (one
+// (query row, head) pair per work item, scores materialised, sums in double), and the dispatch to the flash-style
+// SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,16 +9,17 @@
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
-#include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
 
 void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
+void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
 
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
   if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
+  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
   ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {
@@ -30,7 +31,7 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       const float* qh = q + t * q_stride + h * D;
       float mx = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
-        scores[j] = dot_row(qh, k + j * kv_stride + kvh * D, D) * d.scale;
+        scores[j] = dot_f32(qh, k + j * kv_stride + kvh * D, D) * d.scale;
         mx = std::max(mx, scores[j]);
       }
       double sum = 0.0;

@@ -1,7 +1,5 @@
-// AVX2/F16C variants of the row loops attention and the embedding lookup run: widening a stored row to f32 and
-// the f32 dot product. Both give bitwise the reference's results — conversions are exact, and the dot keeps the
-// reference's eight partial sums with separate multiply and add (no FMA contraction) and its final reduction order.
-// (Matmuls have their own engine, gemm.h.)
+// AVX2/F16C row widening for the embedding lookup: bitwise the reference's results, since the conversions are
+// exact. (Matmuls have their own engine, gemm.h; attention its own, attention_flash.h.)
 #include <immintrin.h>
 
 #include <cstring>
@@ -9,16 +7,6 @@
 #include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
-
-__attribute__((target("avx2"))) float dot_f32_avx2(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  alignas(32) float p[8];
-  _mm256_store_ps(p, acc);
-  for (int j = 0; i < n; ++i, ++j) p[j] += a[i] * b[i];
-  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
-}
 
 namespace {
 

@@ -7,10 +7,6 @@
 
 namespace ascent::kernels {
 
-float dot_row(const float* a, const float* b, int64_t n) {
-  return active_isa() == Isa::Ref ? dot_f32(a, b, n) : dot_f32_avx2(a, b, n);
-}
-
 void widen_row(DType t, const void* src, float* dst, int64_t n) {
   if (active_isa() == Isa::Ref) {
     dequantize_row(t, src, dst, n);

@@ -1,6 +1,6 @@
-// Row loops dispatched by ISA (isa.h): widening a stored row to f32 and the f32 dot product (every variant bitwise
-// the reference's), and the SiLU / SwiGLU activations (SIMD variants use a vector exp: within 2 ulp of the
-// reference, and the same bits wherever the same ISA runs them, fused or not).
+// Row loops dispatched by ISA (isa.h): widening a stored row to f32 (every variant bitwise the reference's), and
+// the SiLU / SwiGLU activations (SIMD variants use a vector exp: within 2 ulp of the reference, and the same bits
+// wherever the same ISA runs them, fused or not).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,6 @@
 
 namespace ascent::kernels {
 
-float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n);
 void silu_row_avx2(const float* x, int64_t n, float* y);
 void swiglu_row_avx2(const float* gate, const float* up, int64_t n, float* y);
@@ -17,7 +16,6 @@ void silu_row_avx512(const float* x, int64_t n, float* y);
 void swiglu_row_avx512(const float* gate, const float* up, int64_t n, float* y);
 
 // Dispatching entry points used by the kernels.
-float dot_row(const float* a, const float* b, int64_t n);
 void widen_row(DType t, const void* src, float* dst, int64_t n);
 // y = x / (1 + e^-x)
 void silu_row(const float* x, int64_t n, float* y);

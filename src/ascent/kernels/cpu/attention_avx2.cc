@@ -1,0 +1,54 @@
+// AVX2 flash attention: the algorithm in attention_flash.h over 8-lane vectors (tiles of 8 keys).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/ops.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+#include "ascent/kernels/cpu/simd_avx2.h"
+
+#include "ascent/kernels/cpu/attention_flash.h"
+
+namespace ascent::kernels {
+namespace {
+
+struct V256 {
+  using F = __m256;
+  static constexpr int64_t kLanes = 8;
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F exp(F x) { return exp8(x); }
+  static float reduce_max(F x) { return hmax8(x); }
+  static float hsum(F x) { return hsum8(x); }
+  static F scores(F acc, float scale, int64_t key0, int64_t first, int64_t last) {
+    const __m256i lane =
+        _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(key0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i valid =
+        _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(first)), lane),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(last) + 1), lane));
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_mul_ps(acc, _mm256_set1_ps(scale)),
+                            _mm256_castsi256_ps(valid));
+  }
+};
+
+}  // namespace
+
+void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+  flash_attention<V256>(q, k, v, d, out);
+}
+
+}  // namespace ascent::kernels
+
+#pragma GCC pop_options

@@ -1,0 +1,195 @@
+// Flash-style causal attention with grouped-query heads and sliding window, written once over a SIMD traits type V
+// and included by attention_avx512.cc and attention_avx2.cc after their target pragma (each gets its own copy,
+// hence the anonymous namespace). V provides: F (a vector of kLanes floats), zero, set1, load, store, add, sub, mul,
+// fma, exp (0 below -87, so e^-inf = 0), reduce_max, hsum, and scores(acc, scale, first_lane_key, first, last):
+// acc * scale in lanes whose key lies in [first, last], -inf elsewhere.
+//
+// Keys go in tiles of W = kLanes (one score per lane), online softmax (running max and sum per query row), no
+// score matrix. Matches the reference (attention_cpu.cc) to rounding; any head size (rows zero-padded).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/ops.h"
+
+namespace ascent::kernels {
+namespace {
+
+constexpr int64_t kRowsPerItem = 64;        // query rows (tokens x heads of one kv head) sharing each K/V tile copy
+constexpr float kNoMax = -3.402823466e38f;  // running max before any key: finite, so a masked tile is a no-op
+
+// The K/V tiles of one work item (keys [tile_lo * W, (tile_hi + 1) * W) of one kv head, W = V::kLanes) and the
+// running state of its query rows. Per thread, kept across calls.
+struct FlashScratch {
+  std::vector<float> kt;  // (tiles, D2, W): K transposed, so W scores come out of one FMA chain
+  std::vector<float> vt;  // (tiles * W, Dp): V rows zero-padded to whole vectors
+  std::vector<float> qs;  // (rows, D2): query rows, zero-padded to even length
+  std::vector<float> o;   // (rows, Dp): unnormalised outputs
+  std::vector<float> l;   // (rows, W): lane-wise sums of probabilities
+  std::vector<float> m;   // (rows,): running max score
+  std::vector<float> p;   // (4, W): one tile's probabilities for a group of rows
+};
+
+// Adds NC vectors of a tile's value rows, weighted by p, to rows' outputs (columns c0 .. c0 + W NC), after
+// scaling them by alpha: o = o * alpha + p @ V.
+template <class V, int R, int NC>
+inline void tile_pv(const float* vt, int64_t Dp, int64_t c0, const float* p, const typename V::F alpha[R],
+                    float* const o[R]) {
+  constexpr int64_t kKeyTile = V::kLanes;
+  typename V::F acc[R][NC];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < NC; ++c) acc[r][c] = V::mul(V::load(o[r] + c0 + kKeyTile * c), alpha[r]);
+  }
+  for (int64_t j = 0; j < kKeyTile; ++j) {
+    typename V::F v[NC];
+    for (int c = 0; c < NC; ++c) v[c] = V::load(vt + j * Dp + c0 + kKeyTile * c);
+    for (int r = 0; r < R; ++r) {
+      const typename V::F pj = V::set1(p[r * kKeyTile + j]);
+      for (int c = 0; c < NC; ++c) acc[r][c] = V::fma(pj, v[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < NC; ++c) V::store(o[r] + c0 + kKeyTile * c, acc[r][c]);
+  }
+}
+
+// One key tile for R query rows: scores, online-softmax update of max and sum, and o = o * alpha + p @ V.
+// Lanes outside a row's keys [first[r], last[r]] score -inf; a tile with none of them leaves the row's state
+// bitwise unchanged (alpha = e^0 = 1, p = 0), so a row's result does not depend on which rows share its group.
+template <class V, int R>
+void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, int64_t tile, int64_t tile_lo, const int64_t rows[R],
+                const int64_t first[R], const int64_t last[R], float scale) {
+  using F = typename V::F;
+  constexpr int64_t kKeyTile = V::kLanes;
+  const float* kt = s.kt.data() + (tile - tile_lo) * D2 * kKeyTile;
+  const float* vt = s.vt.data() + (tile - tile_lo) * kKeyTile * Dp;
+  // Scores: two accumulators per row (even and odd d) so eight FMA chains are in flight.
+  F acc0[R], acc1[R];
+  const float* q[R];
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = acc1[r] = V::zero();
+    q[r] = s.qs.data() + rows[r] * D2;
+  }
+  for (int64_t d = 0; d < D2; d += 2) {
+    const F k0 = V::load(kt + d * kKeyTile), k1 = V::load(kt + (d + 1) * kKeyTile);
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = V::fma(V::set1(q[r][d]), k0, acc0[r]);
+      acc1[r] = V::fma(V::set1(q[r][d + 1]), k1, acc1[r]);
+    }
+  }
+  F alpha[R];
+  float* o[R];
+  for (int r = 0; r < R; ++r) {
+    // Scaled scores, -inf outside the row's keys.
+    const F sc = V::scores(V::add(acc0[r], acc1[r]), scale, tile * kKeyTile, first[r], last[r]);
+    float& m = s.m[static_cast<size_t>(rows[r])];
+    const float m_new = std::max(m, V::reduce_max(sc));
+    alpha[r] = V::exp(V::set1(m - m_new));
+    m = m_new;
+    const F p = V::exp(V::sub(sc, V::set1(m_new)));
+    V::store(s.p.data() + r * kKeyTile, p);
+    float* l = s.l.data() + rows[r] * kKeyTile;
+    V::store(l, V::fma(V::load(l), alpha[r], p));
+    o[r] = s.o.data() + rows[r] * Dp;
+  }
+  // Values, four vectors of columns at a time (R * 4 accumulators stay in registers).
+  int64_t c0 = 0;
+  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4>(vt, Dp, c0, s.p.data(), alpha, o);
+  switch ((Dp - c0) / kKeyTile) {
+    case 3:
+      return tile_pv<V, R, 3>(vt, Dp, c0, s.p.data(), alpha, o);
+    case 2:
+      return tile_pv<V, R, 2>(vt, Dp, c0, s.p.data(), alpha, o);
+    case 1:
+      return tile_pv<V, R, 1>(vt, Dp, c0, s.p.data(), alpha, o);
+    default:
+      return;
+  }
+}
+
+// Flash-style attention: work items are (block of query tokens, kv head), so the query heads that share a kv head
+// (GQA) and neighbouring tokens reuse each K/V tile while it is in L1. Keys go in tiles of W aligned at absolute
+// positions; each row keeps a running max, lane-wise sum and unnormalised output (online softmax), so no score
+// vector is materialised. A row's arithmetic depends only on its position and the cache (not on T or on the rows
+// it is grouped with): prefill and decode give the same bits for the same row, and batches are invariant.
+template <class V>
+void flash_attention(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+  constexpr int64_t kKeyTile = V::kLanes;
+  const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
+  const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
+  const int64_t D2 = (D + 1) / 2 * 2, Dp = (D + kKeyTile - 1) / kKeyTile * kKeyTile;
+  const int64_t block = std::max<int64_t>(1, kRowsPerItem / group);  // query tokens per item
+  const int64_t n_blocks = (d.n_tokens + block - 1) / block;
+  auto first_key = [&](int64_t pos) { return d.window > 0 ? std::max<int64_t>(0, pos - d.window + 1) : 0; };
+  // Items with later tokens (more keys) first, so the dynamic schedule ends on short ones.
+  ThreadPool::global().parallel_for_dynamic(n_blocks * d.n_kv_heads, 1, [&](int64_t i0, int64_t i1) {
+    thread_local FlashScratch s;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t b = n_blocks - 1 - item / d.n_kv_heads, kvh = item % d.n_kv_heads;
+      const int64_t t0 = b * block, t1 = std::min(d.n_tokens, t0 + block);
+      const int64_t n_rows = (t1 - t0) * group;
+      const int64_t key_lo = first_key(d.n_past + t0), key_hi = d.n_past + t1 - 1;
+      const int64_t tile_lo = key_lo / kKeyTile, tile_hi = key_hi / kKeyTile, tiles = tile_hi - tile_lo + 1;
+      s.kt.assign(static_cast<size_t>(tiles * D2 * kKeyTile), 0.0f);
+      s.vt.assign(static_cast<size_t>(tiles * kKeyTile * Dp), 0.0f);
+      for (int64_t j = key_lo; j <= key_hi; ++j) {
+        const float* kj = k + j * kv_stride + kvh * D;
+        const float* vj = v + j * kv_stride + kvh * D;
+        const int64_t tj = j / kKeyTile - tile_lo, lane = j % kKeyTile;
+        float* ktj = s.kt.data() + tj * D2 * kKeyTile + lane;
+        for (int64_t c = 0; c < D; ++c) ktj[c * kKeyTile] = kj[c];
+        std::copy(vj, vj + D, s.vt.data() + (j - tile_lo * kKeyTile) * Dp);
+      }
+      // Row i is token t0 + i / group, head kvh * group + i % group.
+      s.qs.assign(static_cast<size_t>(n_rows * D2), 0.0f);
+      for (int64_t i = 0; i < n_rows; ++i) {
+        const float* qi = q + (t0 + i / group) * q_stride + (kvh * group + i % group) * D;
+        std::copy(qi, qi + D, s.qs.data() + i * D2);
+      }
+      s.o.assign(static_cast<size_t>(n_rows * Dp), 0.0f);
+      s.l.assign(static_cast<size_t>(n_rows * kKeyTile), 0.0f);
+      s.m.assign(static_cast<size_t>(n_rows), kNoMax);
+      s.p.resize(4 * kKeyTile);
+      for (int64_t tile = tile_lo; tile <= tile_hi; ++tile) {
+        for (int64_t i = 0; i < n_rows; i += 4) {
+          const int64_t R = std::min<int64_t>(4, n_rows - i);
+          int64_t rows[4], first[4], last[4];
+          bool any = false;
+          for (int64_t r = 0; r < R; ++r) {
+            const int64_t pos = d.n_past + t0 + (i + r) / group;
+            rows[r] = i + r;
+            first[r] = first_key(pos);
+            last[r] = pos;
+            any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
+          }
+          if (!any) continue;  // only a no-op for every row: skipping it changes nothing
+          switch (R) {
+            case 4:
+              flash_tile<V, 4>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+              break;
+            case 3:
+              flash_tile<V, 3>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+              break;
+            case 2:
+              flash_tile<V, 2>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+              break;
+            default:
+              flash_tile<V, 1>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+          }
+        }
+      }
+      for (int64_t i = 0; i < n_rows; ++i) {
+        const float inv = 1.0f / V::hsum(V::load(s.l.data() + i * kKeyTile));
+        const float* oi = s.o.data() + i * Dp;
+        float* dst = out + (t0 + i / group) * q_stride + (kvh * group + i % group) * D;
+        for (int64_t c = 0; c < D; ++c) dst[c] = oi[c] * inv;
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ascent::kernels
