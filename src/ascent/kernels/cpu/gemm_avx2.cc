@@ -10,17 +10,12 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+#include "ascent/kernels/cpu/simd_avx2.h"
+
 #include "ascent/kernels/cpu/gemm_tiles.h"
 
 namespace ascent::kernels {
 namespace {
-
-inline float hsum8(__m256 v) {
-  __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  b = _mm_add_ss(b, _mm_movehdup_ps(b));
-  return _mm_cvtss_f32(b);
-}
 
 inline int32_t hsum8_epi32(__m256i v) {
   __m128i b = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
