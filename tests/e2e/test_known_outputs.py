@@ -72,6 +72,8 @@ def main():
     r61 = run(["generate", "-m", bin_path, "--tokenizer", tok, "--temp", 0, "-n", 61])
     check(r61.returncode == 0 and r61.stdout.rstrip("\n") == KNOWN_260,
           f"stories260K -n 61 prints the known greedy text exactly: {r61.stdout.strip()!r}")
+    r = run(["generate", "-m", bin_path, "--tokenizer", tok, "--temp", 0, "-n", 61, "--no-mmap"])
+    check(r.returncode == 0 and r.stdout.rstrip("\n") == KNOWN_260, "--no-mmap (model read into memory): same text")
     r60 = run(["generate", "-m", bin_path, "--tokenizer", tok, "--temp", 0, "-n", 60])
     check(r60.returncode == 0 and r60.stdout.rstrip("\n") == KNOWN_260[:-1],
           "stories260K -n 60 prints the known text up to its 61st token (the final '.')")
@@ -89,6 +91,8 @@ def main():
     r = run(["generate", "-m", S656, "--temp", 0, "-n", 12, "--prompt-ids", 1, "--print-ids"])
     got = [int(x) for x in r.stdout.split()]
     check(r.returncode == 0 and got[:12] == KNOWN_656, f"story-656K -n 12 --print-ids starts with the known ids {got}")
+    r = run(["generate", "-m", S656, "--temp", 0, "-n", 12, "--prompt-ids", 1, "--print-ids", "--no-mmap"])
+    check(r.returncode == 0 and [int(x) for x in r.stdout.split()] == got, "story-656K --no-mmap: the same ids")
     r = run(["generate", "-m", S656, "--temp", 0, "-n", 11, "--prompt-ids", 1, "--print-ids"])
     check(r.stdout.split() == [str(x) for x in KNOWN_656], "story-656K -n 11 prints exactly the 12 known ids")
     cfg = json.load(open(os.path.join(S656, "config.json")))

@@ -12,6 +12,11 @@
 #include "ascent/base/error.h"
 
 namespace ascent {
+namespace {
+
+bool copy_files = false;
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -31,6 +36,11 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     fail("{}: file is empty", path);
   }
   size_ = static_cast<size_t>(st.st_size);
+  if (copy_files) {
+    read_copy(fd);
+    return;
+  }
+  mapped_ = size_;
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);
@@ -38,8 +48,40 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   data_ = static_cast<const uint8_t*>(p);
 }
 
+void MappedFile::read_copy(int fd) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  mapped_ = (size_ + kHuge - 1) / kHuge * kHuge;
+  void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    fail("{}: cannot allocate {} bytes to read it into (--no-mmap): {}", path_, mapped_, std::strerror(err));
+  }
+  ::madvise(p, mapped_, MADV_HUGEPAGE);  // a hint: without transparent huge pages the copy still works
+  auto* dst = static_cast<uint8_t*>(p);
+  size_t got = 0;
+  while (got < size_) {
+    const ssize_t r = ::pread(fd, dst + got, size_ - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int err = r < 0 ? errno : 0;
+      ::close(fd);
+      ::munmap(p, mapped_);
+      fail("{}: read failed at byte {} of {}: {}", path_, got, size_, err != 0 ? std::strerror(err) : "file shrank");
+    }
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  ::mprotect(p, mapped_, PROT_READ);  // read-only, as a mapping would be
+  data_ = dst;
+}
+
+void MappedFile::set_copy_files(bool copy) {
+  copy_files = copy;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_);
 }
 
 size_t resident_bytes() {

