@@ -181,6 +181,19 @@ def main():
     outs = [run([x, w], isa, wtype="int8") for isa in supported]
     check(all(o is not None and np.array_equal(o, outs[0]) for o in outs),
           f"int8: {', '.join(supported)} bitwise equal")
+    # The same with activations that stress the quantizer (AVX-512 has its own, meant to give the scalar one's
+    # bits): exact rounding ties (x.5 after scaling by 127 / amax), an all-zero row, values 1e30 apart, a row of one
+    # value. (q8_0 shares the quantizer, but its per-block float sums are ordered per ISA, so it is not bitwise.)
+    x = np.zeros((5, 333), f32)
+    x[0] = (np.arange(333) % 255 - 127) / 2.0 * (127 / 63.5) / 127 * 63.5  # codes at exact halves
+    x[2] = rng.standard_normal(333) * np.where(np.arange(333) % 7 == 0, 1e15, 1e-15)
+    x[3] = 0.25
+    x[4] = rng.standard_normal(333)
+    x[4, ::11] = 0.0
+    w = rng.standard_normal((9, 333)).astype(f32)
+    outs = [run([x, w], isa, wtype="int8") for isa in supported]
+    check(all(o is not None and np.array_equal(o, outs[0]) for o in outs),
+          f"int8: {', '.join(supported)} bitwise equal on quantizer edge cases (ties, zeros, 1e30 range)")
     # Activation-aware scaling: the input_scale multiplies activations and divides weight columns.
     s = rng.uniform(0.25, 4.0, 200).astype(f32)
     x, w = rng.standard_normal((4, 200)).astype(f32), rng.standard_normal((6, 200)).astype(f32)

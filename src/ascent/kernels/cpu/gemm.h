@@ -55,6 +55,10 @@ struct GemmOut {
 // Computes output columns [n0, n1) of x @ w^T for every token, with the active ISA.
 void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
 
+// Quantizes n values (times s where given) to int8 with d = amax / 127, rounding to nearest even; returns d and,
+// with sum, the codes' sum. The AVX-512 variant (gemm_input_avx512.cc) gives the same bits.
+float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
+
 // Per-ISA implementations (gemm_ref.cc, gemm_avx2.cc, gemm_avx512.cc).
 void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
 void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);

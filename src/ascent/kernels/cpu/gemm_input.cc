@@ -33,6 +33,10 @@ float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_
   return d;
 }
 
+float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
+  return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
+}
+
 }  // namespace
 
 ActKind act_kind(DType weight) {
@@ -95,8 +99,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.qsum.resize(static_cast<size_t>(T));
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
-        in.d[static_cast<size_t>(t)] =
-            quantize_span(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
+        in.d[static_cast<size_t>(t)] = quantize_any(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
         std::fill(row + K, row + in.Kp, int8_t{0});
       });
       return;
@@ -110,7 +113,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         int8_t* row = in.q.data() + t * in.Kp;
         float* d = in.d.data() + t * B;
         for (int64_t b = 0; b < K / kQBlock; ++b) {
-          d[b] = quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock, nullptr);
+          d[b] = quantize_any(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock, nullptr);
         }
         std::fill(row + K, row + in.Kp, int8_t{0});
         std::fill(d + K / kQBlock, d + B, 0.0f);
