@@ -40,6 +40,17 @@ void run_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const 
   store_tile<R>(o, t, TT, n, res);
 }
 
+// Tokens per register tile: Kern::kTokens where a kernel sets it (AVX2 has 16 vector registers, too few for
+// 4 x 4 accumulators plus operands), else 4.
+template <class Kern>
+constexpr int64_t tile_tokens() {
+  if constexpr (requires { Kern::kTokens; }) {
+    return Kern::kTokens;
+  } else {
+    return 4;
+  }
+}
+
 template <class Kern, int R>
 void run_rows(int64_t tt, const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {
   switch (tt) {
@@ -84,13 +95,14 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
       return;
     }
   }
-  for (int64_t t = t0; t < t1; t += 4) run_rows<Kern, R>(tile_min(4, t1 - t), in, w, n, t, o);
+  constexpr int64_t kTokens = tile_tokens<Kern>();
+  for (int64_t t = t0; t < t1; t += kTokens) run_rows<Kern, R>(tile_min(kTokens, t1 - t), in, w, n, t, o);
 }
 
 // Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
-// rows by four tokens at a time. A single token (decode) takes one row at a time instead: each thread then reads
-// its weights as one sequential stream, which the prefetchers follow best (measured: +30-50% bandwidth over four
-// interleaved row streams for int8, f16, bf16, q8_0). 4-bit formats do more work per byte and need the four
+// rows by tile_tokens<Kern>() tokens at a time. A single token (decode) takes one row at a time instead: each thread
+// then reads its weights as one sequential stream, which the prefetchers follow best (measured: +30-50% bandwidth over
+// four interleaved row streams for int8, f16, bf16, q8_0). 4-bit formats do more work per byte and need the four
 // independent rows to hide instruction latency: Kern::kDecodeRows says which.
 template <class Kern>
 void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
