@@ -29,8 +29,8 @@ struct RuntimeFlags {
   std::unique_ptr<prof::Tracer> tracer;
 };
 
-// --roofline-gbps / --roofline-gflops for the commands that judge speed against the roofline (profile, bench):
-// either given, or measured once when resolve() is called.
+// --roofline-gbps / -gflops / -int8-gops / -bf16-gflops for the commands that judge speed against the roofline
+// (profile, bench): each either given, or measured by resolve() (and again by remeasure()).
 struct RooflineFlags {
   double gbps = 0, gflops = 0;            // given by flag, else measured
   double int8_gops = 0, bf16_gflops = 0;  // likewise (0 after measuring: the CPU lacks the instruction)

@@ -213,6 +213,18 @@ struct I4Kern {
       return _mm512_set1_ps(row_scales[k0 / GROUP]);
     }
   }
+  // Calls fn.template operator()<GROUP>() for w's group size (32, 64, else 128).
+  template <class Fn>
+  static void with_group(const Tensor& w, Fn&& fn) {
+    switch (w.group) {
+      case 32:
+        return fn.template operator()<32>();
+      case 64:
+        return fn.template operator()<64>();
+      default:
+        return fn.template operator()<128>();
+    }
+  }
   // One scale span (a group, or two groups of 32) at a time, with the group size a template parameter so the span
   // loop is fixed and unrolled: a run-time "group finished?" test inside the K loop made GCC spill.
   template <int R, int TT, int GROUP>
@@ -260,14 +272,7 @@ struct I4Kern {
   }
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    switch (w.group) {
-      case 32:
-        return body<R, TT, 32>(in, w, n, t, out);
-      case 64:
-        return body<R, TT, 64>(in, w, n, t, out);
-      default:
-        return body<R, TT, 128>(in, w, n, t, out);
-    }
+    with_group(w, [&]<int GROUP>() { body<R, TT, GROUP>(in, w, n, t, out); });
   }
 
   // Prefill: a row tile's nibbles are unpacked once into signed bytes (code - 8) that stay in L1 for every token
@@ -280,14 +285,7 @@ struct I4Kern {
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
-    switch (w.group) {
-      case 32:
-        return fill_g<R, 32>(in, w, n, c);
-      case 64:
-        return fill_g<R, 64>(in, w, n, c);
-      default:
-        return fill_g<R, 128>(in, w, n, c);
-    }
+    with_group(w, [&]<int GROUP>() { fill_g<R, GROUP>(in, w, n, c); });
   }
   template <int R, int GROUP>
   static void fill_g(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -315,14 +313,7 @@ struct I4Kern {
   template <int R, int TT>
   static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
-    switch (w.group) {
-      case 32:
-        return cached_body<R, TT, 32>(in, w, c, n, t, out);
-      case 64:
-        return cached_body<R, TT, 64>(in, w, c, n, t, out);
-      default:
-        return cached_body<R, TT, 128>(in, w, c, n, t, out);
-    }
+    with_group(w, [&]<int GROUP>() { cached_body<R, TT, GROUP>(in, w, c, n, t, out); });
   }
   template <int R, int TT, int GROUP>
   static void cached_body(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,

@@ -15,16 +15,23 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
 
 namespace ascent::kernels {
+namespace {
+
+// Elements k..k+15 of x (times s where given), zero past n.
+inline __m512 load_scaled(const float* x, const float* s, int64_t n, int64_t k) {
+  const auto m = static_cast<__mmask16>(n - k >= 16 ? 0xffff : (1u << (n - k)) - 1);
+  const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+  return s != nullptr ? _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, s + k)) : v;
+}
+
+}  // namespace
 
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   __m512 amax = _mm512_setzero_ps();
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t k = 0; k < n; k += 16) {
     // max(|v|, amax) with |v| first: a NaN value is skipped, as std::max(amax, |v|) skips it.
-    const __mmask16 m = static_cast<__mmask16>(n - k >= 16 ? 0xffff : (1u << (n - k)) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-    if (s != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, s + k));
-    amax = _mm512_max_ps(_mm512_and_ps(v, abs_mask), amax);
+    amax = _mm512_max_ps(_mm512_and_ps(load_scaled(x, s, n, k), abs_mask), amax);
   }
   const float d = _mm512_reduce_max_ps(amax) / 127.0f;
   const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
@@ -32,10 +39,8 @@ float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q,
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   __m512i total = _mm512_setzero_si512();
   for (int64_t k = 0; k < n; k += 16) {
-    const __mmask16 m = static_cast<__mmask16>(n - k >= 16 ? 0xffff : (1u << (n - k)) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-    if (s != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, s + k));
-    v = _mm512_mul_ps(v, id);
+    const auto m = static_cast<__mmask16>(n - k >= 16 ? 0xffff : (1u << (n - k)) - 1);
+    const __m512 v = _mm512_mul_ps(load_scaled(x, s, n, k), id);
     const __m512i r = _mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(v, round), round));
     const __m512i c = _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
     _mm_mask_storeu_epi8(q + k, m, _mm512_cvtepi32_epi8(c));

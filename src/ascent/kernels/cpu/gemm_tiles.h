@@ -51,17 +51,19 @@ constexpr int64_t tile_tokens() {
   }
 }
 
-template <class Kern, int R>
-void run_rows(int64_t tt, const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {
-  switch (tt) {
+// Calls fn.template operator()<N>() with N = v for v in 2..4, else N = 1: turns a run-time tile size into the
+// compile-time one the kernels are instantiated for (rows per tile, tokens per tile).
+template <class Fn>
+inline void with_tile_size(int64_t v, Fn&& fn) {
+  switch (v) {
     case 4:
-      return run_tile<Kern, R, 4>(in, w, n, t, o);
+      return fn.template operator()<4>();
     case 3:
-      return run_tile<Kern, R, 3>(in, w, n, t, o);
+      return fn.template operator()<3>();
     case 2:
-      return run_tile<Kern, R, 2>(in, w, n, t, o);
+      return fn.template operator()<2>();
     default:
-      return run_tile<Kern, R, 1>(in, w, n, t, o);
+      return fn.template operator()<1>();
   }
 }
 
@@ -77,26 +79,16 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
       for (int64_t t = t0; t < t1; t += 4) {
         float res[4][4];
         const int64_t tt = tile_min(4, t1 - t);
-        switch (tt) {
-          case 4:
-            Kern::template cached_tile<R, 4>(in, w, cache, n, t, res);
-            break;
-          case 3:
-            Kern::template cached_tile<R, 3>(in, w, cache, n, t, res);
-            break;
-          case 2:
-            Kern::template cached_tile<R, 2>(in, w, cache, n, t, res);
-            break;
-          default:
-            Kern::template cached_tile<R, 1>(in, w, cache, n, t, res);
-        }
+        with_tile_size(tt, [&]<int TT>() { Kern::template cached_tile<R, TT>(in, w, cache, n, t, res); });
         store_tile<R>(o, t, tt, n, res);
       }
       return;
     }
   }
   constexpr int64_t kTokens = tile_tokens<Kern>();
-  for (int64_t t = t0; t < t1; t += kTokens) run_rows<Kern, R>(tile_min(kTokens, t1 - t), in, w, n, t, o);
+  for (int64_t t = t0; t < t1; t += kTokens) {
+    with_tile_size(tile_min(kTokens, t1 - t), [&]<int TT>() { run_tile<Kern, R, TT>(in, w, n, t, o); });
+  }
 }
 
 // Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
@@ -113,19 +105,7 @@ void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, c
   for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
     const int64_t t1 = tile_min(in.T, t0 + tok_block);
     for (int64_t n = n0; n < n1; n += rows_per_tile) {
-      switch (tile_min(rows_per_tile, n1 - n)) {
-        case 4:
-          run_row_tile<Kern, 4>(in, w, n, t0, t1, o);
-          break;
-        case 3:
-          run_row_tile<Kern, 3>(in, w, n, t0, t1, o);
-          break;
-        case 2:
-          run_row_tile<Kern, 2>(in, w, n, t0, t1, o);
-          break;
-        default:
-          run_row_tile<Kern, 1>(in, w, n, t0, t1, o);
-      }
+      with_tile_size(tile_min(rows_per_tile, n1 - n), [&]<int R>() { run_row_tile<Kern, R>(in, w, n, t0, t1, o); });
     }
   }
 }
