@@ -93,7 +93,7 @@ def _f16(b):
     return np.frombuffer(b, dtype="<f2").astype(np.float32)
 
 
-def dequant_q4_k(b):
+def dequant_q4_k(b, dtype=np.float32):
     """GGUF Q4_K: f16 d, f16 dmin, 12 bytes of 6-bit (scale, min) pairs for 8 sub-blocks of 32, 128 bytes of
     nibbles (per 64 elements: 32 bytes, low nibbles first). Element = d * scale * q - dmin * min."""
     d, dmin = _f16(b[:, 0:2].tobytes()), _f16(b[:, 2:4].tobytes())
@@ -108,10 +108,10 @@ def dequant_q4_k(b):
     qs = b[:, 16:].reshape(len(b), 4, 32)
     q = np.concatenate([qs & 0x0F, qs >> 4], axis=2).reshape(len(b), 8, 32).astype(np.float64)
     y = d[:, None, None] * sc[:, :, None] * q - dmin[:, None, None] * mn[:, :, None]
-    return y.reshape(-1).astype(np.float32)
+    return y.reshape(-1).astype(dtype)
 
 
-def dequant_q6_k(b):
+def dequant_q6_k(b, dtype=np.float32):
     """GGUF Q6_K: 128 bytes low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales (one per 16), f16 d.
     Per 128 elements (half h): from ql[64h..], qh[32h..], four runs of 32 take (low/high nibble of ql[l] or
     ql[l+32]) | (2 bits of qh[l] << 4), minus 32."""
@@ -126,7 +126,7 @@ def dequant_q6_k(b):
         for r in range(4):
             for l in range(32):
                 y[:, 128 * h + 32 * r + l] = d * sc[:, 8 * h + l // 16 + 2 * r] * (q[r][:, l] - 32)
-    return y.reshape(-1).astype(np.float32)
+    return y.reshape(-1).astype(dtype)
 
 
 def read_gguf(path):
@@ -294,6 +294,7 @@ ACTIVATIONS = {
     "f32": None, "f16": None,
     "bf16": lambda x: x.to(torch.bfloat16).to(x.dtype),
     "q8_0": lambda x: fake_quant(x, 32), "q4_0": lambda x: fake_quant(x, 32),
+    "q4_k": lambda x: fake_quant(x, 32), "q6_k": lambda x: fake_quant(x, 32),
     "int8": lambda x: fake_quant(x, x.shape[-1]), "int4": lambda x: fake_quant(x, x.shape[-1]),
 }
 

@@ -1,8 +1,8 @@
 """The matmul engine in every ISA variant (ref, avx2, avx512: each one this CPU runs, so the AVX2 path is tested on
 AVX-512 machines too) against NumPy references of each weight format's arithmetic, written here from the format
 descriptions in src/ascent/kernels/cpu/gemm.h and tensor/quantize.h: bf16-rounded activations for bf16 weights,
-per-token int8 activations for int8/int4, per-32-block int8 activations for GGUF q8_0/q4_0, exact integer dot
-products, float64 scaling. Odd shapes (K not a multiple of the vector width, T past the token block), a tolerance
+per-token int8 activations for int8/int4, per-32-block int8 activations for GGUF q8_0/q4_0/q4_k/q6_k, exact
+integer dot products, float64 scaling. Odd shapes (K not a multiple of the vector width, T past the token block), a tolerance
 per format, integer formats bitwise equal across ISAs, and batch invariance: a row's output is bitwise the same
 whether it runs alone or among other rows."""
 import os
@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 
-from common import OP_RUNNER, check, finish, tmpdir
+from common import OP_RUNNER, check, dequant_q4_k, dequant_q6_k, finish, tmpdir
 
 rng = np.random.default_rng(0)
 DIR = tmpdir()
@@ -128,6 +128,31 @@ def ref_q4_0(x, w):
     return (dots * wd16[None] * xd[:, None, :]).sum(axis=2)
 
 
+# GGUF K-quant weights as random super-blocks (no quantizer to make them from floats): every code, scale and
+# minimum bit pattern occurs; d and dmin fixed so the values stay O(0.1).
+def q4_k_blocks(n, k):
+    b = rng.integers(0, 256, (n * k // 256, 144), dtype=np.uint8)
+    b[:, 0:2] = np.frombuffer(np.float16(2e-4).tobytes(), np.uint8)
+    b[:, 2:4] = np.frombuffer(np.float16(1e-4).tobytes(), np.uint8)
+    return b
+
+
+def q6_k_blocks(n, k):
+    b = rng.integers(0, 256, (n * k // 256, 210), dtype=np.uint8)
+    b[:, 208:210] = np.frombuffer(np.float16(3e-4).tobytes(), np.uint8)
+    return b
+
+
+def ref_kquant(x, blocks, dequant):
+    """Per-32-block int8 activations times the exactly (float64) dequantized weights: the K-quant formulas of
+    gemm.h regrouped (d * scale * code - dmin * min per element)."""
+    T, K = x.shape
+    w = dequant(blocks, np.float64).reshape(-1, K)
+    xq, xd = quant_rows(x, 32)
+    dots = np.einsum("tbk,nbk->tnb", xq.reshape(T, K // 32, 32).astype(np.float64), w.reshape(len(w), K // 32, 32))
+    return (dots * xd[:, None, :]).sum(axis=2)
+
+
 def scaled_err(got, ref):
     if got is None or got.shape != ref.shape:
         return float("inf")
@@ -174,6 +199,26 @@ def main():
             w = rng.standard_normal((11, 4160)).astype(f32)
             full = run([x, w], isa, **attrs)
             same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
+                                            for t in (0, 4, 8))
+            check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+    # GGUF K-quants, given as super-blocks (rows of uint16 pairs of bytes): K a multiple of 256, decode (T = 1) and
+    # tiles of tokens, rows alone bitwise equal to the same rows in a batch.
+    for name, make, dequant in (("q4_k", q4_k_blocks, dequant_q4_k), ("q6_k", q6_k_blocks, dequant_q6_k)):
+        for isa in supported:
+            worst, ok = 0.0, True
+            for T, K, N in [(1, 256, 1), (1, 2048, 37), (3, 512, 5), (17, 256, 13), (5, 768, 3), (131, 256, 6)]:
+                x = rng.standard_normal((T, K)).astype(f32)
+                blocks = make(N, K)
+                err = scaled_err(run([x, blocks.view("<u2").reshape(N, -1)], isa, wtype=name),
+                                 ref_kquant(x, blocks, dequant))
+                worst = max(worst, err)
+                ok &= err < 2e-5
+            check(ok, f"{name:9s} {isa:6s} matches the NumPy reference over 6 shapes (worst scaled err {worst:.1e} "
+                      f"< 2e-05)")
+            x = rng.standard_normal((9, 1024)).astype(f32)
+            w = make(11, 1024).view("<u2").reshape(11, -1)
+            full = run([x, w], isa, wtype=name)
+            same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, wtype=name), full[t:t + 1])
                                             for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
     # Integer formats have exact integer sums, so every ISA gives bitwise the reference's int8 results.

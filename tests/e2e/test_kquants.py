@@ -1,14 +1,15 @@
 """GGUF K-quants (Q4_K, Q6_K, as in llama.cpp's Q4_K_M files): a small Llama model is written here as GGUF with
 random Q4_K and Q6_K super-blocks, decoded by the NumPy readers in common.py (written from the format
-description), run through the PyTorch reference, and compared with Ascent's logits in every ISA variant; and a
-sequence's logits are bitwise the same alone or in a batch."""
+description), run through the PyTorch reference with the kernels' activation rounding (int8 per 32-element block,
+src/ascent/kernels/cpu/gemm.h), and compared with Ascent's logits in every ISA variant; and a sequence's logits
+are bitwise the same alone or in a batch."""
 import os
 import struct
 
 import numpy as np
 import torch
 
-from common import check, finish, hf_from_gguf, read_gguf, reference_logits, run, tmpdir
+from common import ACTIVATIONS, check, finish, hf_from_gguf, read_gguf, reference_logits, run, tmpdir
 
 ROOT = tmpdir()
 C, H, HKV, D, F, V, L = 256, 4, 2, 64, 512, 256, 2
@@ -80,7 +81,9 @@ def main():
            "intermediate_size": F, "vocab_size": V}
     _, tensors = read_gguf(path)
     ids = [1, 17, 200, 45, 3, 99, 128, 7, 250, 31]
-    ref = reference_logits(cfg, hf_from_gguf(cfg, tensors), ids)
+    weights = hf_from_gguf(cfg, tensors)
+    ref = reference_logits(cfg, weights, ids, act=ACTIVATIONS["q4_k"]).double()
+    rel_rms = lambda a, b: ((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt()).item()
     r = run(["info", "-m", path])
     check(r.returncode == 0 and "q4_k" in r.stdout and "q6_k" in r.stdout,
           f"info lists the K-quant tensors ({' '.join(l for l in r.stdout.splitlines() if 'dtypes' in l)})")
@@ -91,8 +94,11 @@ def main():
         if r.returncode != 0 and "lacks" in r.stderr:
             continue
         got = torch.from_numpy(np.load(out)).double() if r.returncode == 0 else None
-        d = (got - ref.double()).abs().max().item() if got is not None else float("inf")
-        check(d < 1e-4, f"{isa}: Q4_K/Q6_K model logits match PyTorch on the NumPy-decoded weights ({d:.2e} < 1e-4)")
+        # The bound and its reason are test_models.py's: int8 rounding in f32 here and f64 there can move a value
+        # within an ulp of a rounding boundary to the neighbouring code; a wrong scale or code order costs > 10%.
+        d = rel_rms(got, ref) if got is not None else float("inf")
+        check(d < 1e-2, f"{isa}: Q4_K/Q6_K model logits match PyTorch on the NumPy-decoded weights with int8 "
+                        f"activations (relative RMS {d:.1e} < 1e-2)")
     alone = os.path.join(ROOT, "alone.npy")
     run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", alone])
     same = True
@@ -101,6 +107,16 @@ def main():
         r = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", b, "--beside", str(n)])
         same = same and r.returncode == 0 and np.array_equal(np.load(alone), np.load(b))
     check(same, "K-quant logits alone == beside 1, 3 and 7 other sequences (bitwise)")
+    # Decode (one token per step, the kernels' single-token path) gives the prompt's logits bitwise.
+    for isa in ("avx2", "avx512"):
+        env = dict(os.environ, ASCENT_ISA=isa)
+        whole, inc = os.path.join(ROOT, f"whole-{isa}.npy"), os.path.join(ROOT, f"step1-{isa}.npy")
+        r0 = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", whole], env=env)
+        r1 = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", inc, "--step", "1"], env=env)
+        if "lacks" in r0.stderr:
+            continue
+        check(r0.returncode == 0 and r1.returncode == 0 and np.array_equal(np.load(whole), np.load(inc)),
+              f"{isa}: K-quant logits fed one token at a time == the whole prompt at once (bitwise)")
     finish()
 
 

@@ -3,7 +3,8 @@
 //   op_runner OP OUT.npy IN.npy... [key=value...]
 // Activation inputs given as f16/bf16 arrays are widened to f32 (the kernels' activation type); matmul and
 // embedding weights are used in their storage type, and wtype=q8_0|q4_0|int8|int4 (group=G, input_scale=1)
-// quantizes an f32 weight first.
+// quantizes an f32 weight first. wtype=q4_k|q6_k takes the weight as GGUF super-blocks instead (we have no
+// K-quant quantizer): a uint16 array (N, row bytes / 2) holding each row's blocks, for K = x's columns.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -66,7 +67,13 @@ int run(int argc, char** argv) {
     if (has_input_scale) input_scale = as_f32(in.at(2));
     if (attr.count("wtype")) {
       const std::string wt = attr["wtype"];
-      if (wt == "int8") {
+      if (wt == "q4_k" || wt == "q6_k") {
+        const DType kt = wt == "q4_k" ? DType::Q4_K : DType::Q6_K;
+        const Shape shape{w.shape.at(0), cols};
+        ASCENT_CHECK(w.nbytes() == shape[0] * row_bytes(kt, cols), "matmul: {} blocks of {} bytes for {} weight {}",
+                     w.shape[0], w.nbytes(), wt, shape_str(shape));
+        w = Tensor{kt, shape, w.data, w.owner};
+      } else if (wt == "int8") {
         w = quantize_int8(w, input_scale);
       } else if (wt == "int4") {
         w = quantize_int4(w, static_cast<int>(inum("group")), input_scale);

@@ -7,6 +7,9 @@
 //   i8, i4     activations quantized to int8 with one scale per token (after input_scale); integer dot products;
 //              i8 scaled per row, i4 per group.
 //   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
+//   q4_k, q6_k the same per-block int8 activations (llama.cpp uses one scale per 256, Q8_K: ours is finer); integer
+//              dot per sub-block (32 elements for q4_k, minus dmin * min * the block's activation sum; 16 for
+//              q6_k), scaled by the super-block's f16 scale times the sub-block's integer scale.
 //
 // Batch invariance: a row's result depends only on that row of x; every variant computes each (token, output)
 // with the same instruction sequence whatever the tile, token count or thread count.
@@ -33,8 +36,13 @@ struct GemmInput {
   std::vector<int8_t> q;               // (T, Kp) int8, zero past K
   std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
   std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
-  std::vector<uint16_t> xb;            // (T, Kp) bf16, zero past K
-  std::vector<float> xf;               // (T, Kp) f32, zero past K (f32 and f16 weights)
+  // Decode only (T == 1, per-block kind): per-token work the K-quant kernels would otherwise redo for every row
+  // tile. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane multiplies; lane_d[i] =
+  // d[4i / 32], that lane's block scale.
+  std::vector<int32_t> lane_sum;  // (Kp / 4,)
+  std::vector<float> lane_d;      // (Kp / 4,)
+  std::vector<uint16_t> xb;       // (T, Kp) bf16, zero past K
+  std::vector<float> xf;          // (T, Kp) f32, zero past K (f32 and f16 weights)
 };
 
 // Prepares x for weight w (throws naming the weight shape when K differs).

@@ -49,6 +49,15 @@ inline int64_t prefetch_distance(int64_t tile_bytes) {
   return tile_bytes < 4096 ? 4096 : tile_bytes;
 }
 
+// The 64 codes of 32 packed bytes (I4 and Q4_K layout): low nibbles (columns 0-31) in the low half, high nibbles
+// in the high half.
+inline __m512i unpack_nibbles(const uint8_t* p) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
+                            _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
+}
+
 // f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
 template <DType WT>
 struct FloatKern {
@@ -197,13 +206,6 @@ struct I8Kern {
 // two scales per step (low and high half of the register).
 struct I4Kern {
   static constexpr int kDecodeRows = 4;
-  // The 64 codes of 32 packed bytes: low nibbles (columns 0-31) in the low half, high nibbles in the high half.
-  static __m512i unpack_nibbles(const uint8_t* p) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
-                              _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
-  }
   // The scales of the span starting at column k0, one per lane: groups of 32 take two (low and high half).
   template <int GROUP>
   static __m512 span_scales(const float* row_scales, int64_t k0) {
@@ -435,88 +437,181 @@ struct BlockKern {
   }
 };
 
-// GGUF K-quants (Q4_K, Q6_K): each row's 256-element super-blocks are widened to f32 in L1 with vector code,
-// then multiplied like f32 weights (f32 activations, zero-padded). Same arithmetic per output for any tile.
-template <DType WT>
+// GGUF K-quants against per-32-block int8 activations, one 64-column chunk (two activation blocks) per step. Each
+// lane's vpdpbusd sum covers 4 columns of one sub-block, so the sub-block scales are applied lane-wise in f32: the
+// lanes of a chunk carry 2 (Q4_K, 32 columns each) or 4 (Q6_K, 16 each) scales, gathered with one permute from the
+// super-block's scale vector.
 struct KQuantKern {
-  static constexpr int kDecodeRows = 4;  // widening is most of the work: four rows keep the units busy
-
-  static void widen(const uint8_t* row, int64_t b, float* y) {
-    if constexpr (WT == DType::Q4_K) {
-      const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
-      const float d = _cvtsh_ss(blk.d), dmin = _cvtsh_ss(blk.dmin);
-      const uint8_t* s = blk.scales;
-      for (int c = 0; c < 4; ++c) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-        const __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(0x0f));
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f));
-        for (int half = 0; half < 2; ++half) {  // sub-block 2c (low nibbles) and 2c + 1 (high nibbles)
-          const int j = 2 * c + half;
-          int sc, m;
-          q4k_scale_min(s, j, sc, m);
-          const __m512 scale = _mm512_set1_ps(d * static_cast<float>(sc));
-          const __m512 minv = _mm512_set1_ps(dmin * static_cast<float>(m));
-          const __m256i q = half == 0 ? lo : hi;
-          for (int p = 0; p < 2; ++p) {
-            const __m128i q16 = p == 0 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
-            const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q16));
-            _mm512_storeu_ps(y + 64 * c + 32 * half + 16 * p, _mm512_fmsub_ps(f, scale, minv));
-          }
-        }
-      }
-    } else {
-      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
-      const float d = _cvtsh_ss(blk.d);
-      const __m128i low4 = _mm_set1_epi8(0x0f), three = _mm_set1_epi8(3);
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* ql = blk.ql + 64 * h;
-        const uint8_t* qh = blk.qh + 32 * h;
-        const int8_t* sc = blk.scales + 8 * h;
-        for (int l = 0; l < 32; l += 16) {
-          const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + l));
-          const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + l + 32));
-          const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + l));
-          const __m128i q[4] = {
-              _mm_or_si128(_mm_and_si128(a, low4), _mm_slli_epi16(_mm_and_si128(hb, three), 4)),
-              _mm_or_si128(_mm_and_si128(c, low4), _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 2), three), 4)),
-              _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4),
-                           _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 4), three), 4)),
-              _mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 4), low4),
-                           _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 6), three), 4))};
-          for (int r = 0; r < 4; ++r) {  // elements 32r + l .. + 15 of this half, scale l / 16 + 2r
-            const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q[r]), _mm512_set1_epi32(32));
-            const __m512 scale = _mm512_set1_ps(d * static_cast<float>(sc[l / 16 + 2 * r]));
-            _mm512_storeu_ps(y + 128 * h + 32 * r + l, _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale));
-          }
-        }
-      }
-    }
+  // Token j's activation block scales for the chunk at column k: lanes 0-7 block k / 32, lanes 8-15 the next.
+  static __m512 block_scales(const GemmInput& in, int64_t t, int64_t k) {
+    const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
+    return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
   }
+  // Prefetches a super-block of `bytes` at p, `ahead` bytes on (decode only, see prefetch_ahead).
+  template <int TT>
+  static void prefetch_block(const uint8_t* p, int64_t bytes, int64_t ahead) {
+    for (int64_t o = 0; o < bytes; o += 64) prefetch_ahead<TT>(p + o, ahead);
+  }
+};
 
+// Q4_K: lane value = d * scale_j * sum(a * code) - dmin * min_j * sum(a), times the activation block scale.
+struct Q4KKern : KQuantKern {
+  static constexpr int kDecodeRows = 4;
+  // The 8 sub-block scales and minimums of a super-block times d and dmin. The 12 packed bytes hold 6-bit values:
+  // scales 0-3 and minimums 0-3 in the low 6 bits of bytes 0-3 and 4-7; scales and minimums 4-7 in the low and
+  // high nibbles of bytes 8-11, with their top 2 bits in the top 2 bits of bytes 0-3 and 4-7.
+  static void scales(const BlockQ4_K& b, __m512& dsc, __m512& dmn) {
+    uint32_t u[3];
+    std::memcpy(u, b.scales, sizeof(u));
+    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+    const uint64_t sc = (u[0] & kLow6) | static_cast<uint64_t>((u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4)) << 32;
+    const uint64_t mn = (u[1] & kLow6) | static_cast<uint64_t>(((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4))
+                                             << 32;
+    dsc = times(_cvtsh_ss(b.d), sc);
+    dmn = times(_cvtsh_ss(b.dmin), mn);
+  }
+  // f times 8 unsigned bytes, in lanes 0-7 (a function, not a lambda: lambdas miss the file's target pragma).
+  static __m512 times(float f, uint64_t bytes) {
+    const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(bytes));
+    return _mm512_mul_ps(_mm512_set1_ps(f), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
+  }
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t K = in.K, Kp = in.Kp;
+    if (in.T == 1) {
+      body<R, TT, true>(in, w, n, t, out);
+    } else {
+      body<R, TT, false>(in, w, n, t, out);
+    }
+  }
+  // kDecode: one token, whose lane sums and block scales prepare_gemm_input has laid out (the same values the
+  // other branch computes; a run-time test inside the loop made GCC 12 spill the accumulators).
+  template <int R, int TT, bool kDecode>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    alignas(64) float wf[R][kQKBlock];  // the super-block of each row, widened
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // sub-block of a lane
     __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
-    const float* x = in.xf.data() + t * Kp;
-    for (int64_t b = 0; b < K / kQKBlock; ++b) {
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
+      __m512 dsc[R], dmn[R];
       for (int r = 0; r < R; ++r) {
-        constexpr int64_t kBytes = WT == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
-        for (int64_t o = 0; o < kBytes; o += 64) prefetch_ahead<TT>(w0 + r * stride + b * kBytes + o, ahead);
-        widen(w0 + r * stride, b, wf[r]);
+        const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
+        prefetch_block<TT>(reinterpret_cast<const uint8_t*>(blk), sizeof(BlockQ4_K), ahead);
+        scales(*blk, dsc[r], dmn[r]);
       }
-      for (int c = 0; c < kQKBlock; c += 16) {
-        __m512 xv[TT];
-        for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * Kp + b * kQKBlock + c);
+      for (int c = 0; c < 4; ++c) {
+        const int64_t k = sb * kQKBlock + 64 * c;
+        __m512i av[TT];
+        __m512 da[TT], asum[TT];  // block scales; da * the lane's activation sum
+        for (int j = 0; j < TT; ++j) {
+          av[j] = _mm512_loadu_si512(a + j * Kp + k);
+          if constexpr (kDecode) {
+            da[j] = _mm512_loadu_ps(in.lane_d.data() + k / 4);
+            asum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(in.lane_sum.data() + k / 4)), da[j]);
+          } else {
+            da[j] = block_scales(in, t + j, k);
+            asum[j] =
+                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, av[j])), da[j]);
+          }
+        }
+        const __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32(2 * c));
         for (int r = 0; r < R; ++r) {
-          const __m512 wv = _mm512_load_ps(wf[r] + c);
-          for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
+          const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
+          const __m512i codes = unpack_nibbles(blk->qs + 32 * c);
+          const __m512 sc = _mm512_permutexvar_ps(idx, dsc[r]), mn = _mm512_permutexvar_ps(idx, dmn[r]);
+          for (int j = 0; j < TT; ++j) {
+            const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sc, da[j]), acc[r][j]);
+            acc[r][j] = _mm512_fnmadd_ps(asum[j], mn, acc[r][j]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
+// Q6_K: lane value = d * scale_s * sum(a * (code - 32)) over 4 columns of 16-column sub-block s, times the
+// activation block scale. The -32 enters as -32 * sum(a) per lane before the products, so sums stay exact.
+struct Q6KKern : KQuantKern {
+  static constexpr int kDecodeRows = 4;
+  // Chunk cc (0, 1) of half h: 64 six-bit codes from 64 bytes of low nibbles and 32 bytes of high bit pairs.
+  // Columns 0-31 of the half take ql[l] low nibbles and qh[l] bits 0-1, 32-63 ql[l + 32] and bits 2-3; chunk 1
+  // (columns 64-127) the high nibbles and bits 4-5, 6-7.
+  static __m512i codes(const BlockQ6_K& b, int h, int cc) {
+    const __m512i x = _mm512_loadu_si512(b.ql + 64 * h);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    if (cc == 0) {
+      return _mm512_or_si512(_mm512_and_si512(x, low4), _mm512_and_si512(_mm512_slli_epi16(hh, 4), bits45));
+    }
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), low4), _mm512_and_si512(hh, bits45));
+  }
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    if (in.T == 1) {
+      body<R, TT, true>(in, w, n, t, out);
+    } else {
+      body<R, TT, false>(in, w, n, t, out);
+    }
+  }
+  // kDecode: as Q4KKern's.
+  template <int R, int TT, bool kDecode>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
+    const int64_t ahead = prefetch_distance(R * stride);
+    const __m512i thirty_two = _mm512_set1_epi8(32);
+    const __m512i quarter = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);  // sub-block of a lane
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
+      __m512 dsc[R];  // d * the 16 sub-block scales
+      for (int r = 0; r < R; ++r) {
+        const auto* blk = reinterpret_cast<const BlockQ6_K*>(w0 + r * stride) + sb;
+        prefetch_block<TT>(reinterpret_cast<const uint8_t*>(blk), sizeof(BlockQ6_K), ahead);
+        dsc[r] = _mm512_mul_ps(
+            _mm512_set1_ps(_cvtsh_ss(blk->d)),
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)))));
+      }
+      for (int c = 0; c < 4; ++c) {
+        const int64_t k = sb * kQKBlock + 64 * c;
+        __m512i av[TT], neg[TT];
+        __m512 da[TT];
+        for (int j = 0; j < TT; ++j) {
+          av[j] = _mm512_loadu_si512(a + j * Kp + k);
+          if constexpr (kDecode) {
+            da[j] = _mm512_loadu_ps(in.lane_d.data() + k / 4);
+            neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                      _mm512_slli_epi32(_mm512_loadu_si512(in.lane_sum.data() + k / 4), 5));
+          } else {
+            da[j] = block_scales(in, t + j, k);
+            neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                      _mm512_dpbusd_epi32(_mm512_setzero_si512(), thirty_two, av[j]));
+          }
+        }
+        const __m512i idx = _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c));
+        for (int r = 0; r < R; ++r) {
+          const auto* blk = reinterpret_cast<const BlockQ6_K*>(w0 + r * stride) + sb;
+          const __m512i q = codes(*blk, c / 2, c % 2);
+          const __m512 sc = _mm512_permutexvar_ps(idx, dsc[r]);
+          for (int j = 0; j < TT; ++j) {
+            const __m512i is = _mm512_dpbusd_epi32(neg[j], q, av[j]);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sc, da[j]), acc[r][j]);
+          }
         }
       }
     }
@@ -529,8 +624,8 @@ struct KQuantKern {
 }  // namespace
 
 void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  if (w.dtype == DType::Q4_K) return drive_tiles<KQuantKern<DType::Q4_K>>(in, w, n0, n1, out);
-  if (w.dtype == DType::Q6_K) return drive_tiles<KQuantKern<DType::Q6_K>>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, BlockKern<DType::Q8_0>,
                    BlockKern<DType::Q4_0>>(in, w, n0, n1, out);
 }

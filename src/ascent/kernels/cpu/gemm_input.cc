@@ -48,6 +48,8 @@ ActKind act_kind(DType weight) {
       return ActKind::Int8PerToken;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
       return ActKind::Int8PerBlock;
     default:
       return ActKind::F32;
@@ -102,7 +104,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         in.d[static_cast<size_t>(t)] = quantize_any(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
         std::fill(row + K, row + in.Kp, int8_t{0});
       });
-      return;
+      break;
     case ActKind::Int8PerBlock: {
       ASCENT_CHECK(K % kQBlock == 0, "matmul: {} weight {} needs K a multiple of {}", dtype_name(w.dtype),
                    shape_str(w.shape), kQBlock);
@@ -118,7 +120,18 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         std::fill(row + K, row + in.Kp, int8_t{0});
         std::fill(d + K / kQBlock, d + B, 0.0f);
       });
-      return;
+      break;
+    }
+  }
+  // A single token also gets the per-lane vectors that the K-quant decode kernels read (gemm.h).
+  if (T == 1 && in.kind == ActKind::Int8PerBlock) {
+    const int64_t lanes = in.Kp / 4;
+    in.lane_sum.resize(static_cast<size_t>(lanes));
+    in.lane_d.resize(static_cast<size_t>(lanes));
+    for (int64_t i = 0; i < lanes; ++i) {
+      const int8_t* q = in.q.data() + 4 * i;
+      in.lane_sum[static_cast<size_t>(i)] = q[0] + q[1] + q[2] + q[3];
+      in.lane_d[static_cast<size_t>(i)] = in.d[static_cast<size_t>(4 * i / kQBlock)];
     }
   }
 }
