@@ -115,10 +115,11 @@ void run(Options& o) {
   }
   o.roofline.remeasure();
   // Prefill is judged against the peak of the instruction its matmuls use: int8 dot products (VNNI) for the
-  // integer formats, bf16 dot products for bf16, FP32 FMA otherwise (and whenever the CPU lacks the former).
+  // integer formats (GGUF block and K-quants included), bf16 dot products for bf16, FP32 FMA otherwise (and
+  // whenever the CPU lacks the former).
   std::string peak_name = "fp32 FMA";
   double peak = o.roofline.gflops;
-  const bool integer = is_int_weight(main_type) || is_quantized(main_type);
+  const bool integer = is_int_weight(main_type) || is_quantized(main_type) || is_kquant(main_type);
   if (integer && o.roofline.int8_gops > 0) {
     peak_name = "int8 dot (VNNI)";
     peak = o.roofline.int8_gops;
