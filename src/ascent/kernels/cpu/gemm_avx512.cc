@@ -441,7 +441,19 @@ struct BlockKern {
 // lane's vpdpbusd sum covers 4 columns of one sub-block, so the sub-block scales are applied lane-wise in f32: the
 // lanes of a chunk carry 2 (Q4_K, 32 columns each) or 4 (Q6_K, 16 each) scales, gathered with one permute from the
 // super-block's scale vector.
+// K is the format's kernel (Q4KKern, Q6KKern) with body<R, TT, kDecode>: kDecode for one token, whose lane sums and
+// block scales prepare_gemm_input has laid out (the same values the other branch computes; a run-time test
+// inside the loop made GCC 12 spill the accumulators).
+template <class K>
 struct KQuantKern {
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    if (in.T == 1) {
+      K::template body<R, TT, true>(in, w, n, t, out);
+    } else {
+      K::template body<R, TT, false>(in, w, n, t, out);
+    }
+  }
   // Token j's activation block scales for the chunk at column k: lanes 0-7 block k / 32, lanes 8-15 the next.
   static __m512 block_scales(const GemmInput& in, int64_t t, int64_t k) {
     const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
@@ -455,7 +467,7 @@ struct KQuantKern {
 };
 
 // Q4_K: lane value = d * scale_j * sum(a * code) - dmin * min_j * sum(a), times the activation block scale.
-struct Q4KKern : KQuantKern {
+struct Q4KKern : KQuantKern<Q4KKern> {
   static constexpr int kDecodeRows = 4;
   // The 8 sub-block scales and minimums of a super-block times d and dmin. The 12 packed bytes hold 6-bit values:
   // scales 0-3 and minimums 0-3 in the low 6 bits of bytes 0-3 and 4-7; scales and minimums 4-7 in the low and
@@ -475,16 +487,6 @@ struct Q4KKern : KQuantKern {
     const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(bytes));
     return _mm512_mul_ps(_mm512_set1_ps(f), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
   }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    if (in.T == 1) {
-      body<R, TT, true>(in, w, n, t, out);
-    } else {
-      body<R, TT, false>(in, w, n, t, out);
-    }
-  }
-  // kDecode: one token, whose lane sums and block scales prepare_gemm_input has laid out (the same values the
-  // other branch computes; a run-time test inside the loop made GCC 12 spill the accumulators).
   template <int R, int TT, bool kDecode>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
@@ -541,7 +543,7 @@ struct Q4KKern : KQuantKern {
 
 // Q6_K: lane value = d * scale_s * sum(a * (code - 32)) over 4 columns of 16-column sub-block s, times the
 // activation block scale. The -32 enters as -32 * sum(a) per lane before the products, so sums stay exact.
-struct Q6KKern : KQuantKern {
+struct Q6KKern : KQuantKern<Q6KKern> {
   static constexpr int kDecodeRows = 4;
   // Chunk cc (0, 1) of half h: 64 six-bit codes from 64 bytes of low nibbles and 32 bytes of high bit pairs.
   // Columns 0-31 of the half take ql[l] low nibbles and qh[l] bits 0-1, 32-63 ql[l + 32] and bits 2-3; chunk 1
@@ -556,15 +558,6 @@ struct Q6KKern : KQuantKern {
     }
     return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), low4), _mm512_and_si512(hh, bits45));
   }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    if (in.T == 1) {
-      body<R, TT, true>(in, w, n, t, out);
-    } else {
-      body<R, TT, false>(in, w, n, t, out);
-    }
-  }
-  // kDecode: as Q4KKern's.
   template <int R, int TT, bool kDecode>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
