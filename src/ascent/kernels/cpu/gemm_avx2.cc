@@ -233,16 +233,23 @@ struct BlockKern {
   }
 };
 
-// GGUF K-quants against per-32-block int8 activations (gemm.h): per sub-block, int16 codes times int16
-// activations with vpmaddwd (exact), then the sub-block's scale (and for Q4_K its minimum times the activation
-// sum) applied as one broadcast f32 factor per token.
+// GGUF K-quants against per-32-block int8 activations (gemm.h): 32 columns per step with vpmaddubsw (unsigned
+// codes times signed activations), exact here, unlike for int8 weights: a pair of products is at most
+// 2 * 63 * 127 = 16002, inside int16; vpmaddwd with ones then widens each 4 columns to an int32 lane. The
+// sub-block scales (and Q4_K's minimums times the activation sums) are applied lane-wise in f32.
+//
+// Each lane's sum over its 4 columns of u8 codes times s8 activations, exact.
+inline __m256i dot_u8s8(__m256i codes, __m256i a, __m256i ones16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), ones16);
+}
+
 struct Q4KKern {
   static constexpr int kDecodeRows = 4;
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators leave registers for codes and activations
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, B = Kp / kQBlock;
-    const __m256i low4 = _mm256_set1_epi16(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     __m256 acc[R][TT];
     const BlockQ4_K* rows[R];
     for (int r = 0; r < R; ++r) {
@@ -253,13 +260,11 @@ struct Q4KKern {
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
       for (int sub = 0; sub < 8; ++sub) {  // 32 columns: low (even sub) or high (odd) nibbles of 32 bytes
         const int64_t k = sb * kQKBlock + 32 * sub, b = k / kQBlock;
-        __m256i a0[TT], a1[TT];
-        __m256 asum[TT];
+        __m256i av[TT];
+        __m256 asum[TT];  // each lane's activation sum
         for (int j = 0; j < TT; ++j) {
-          a0[j] = s8_16(a + j * Kp + k);
-          a1[j] = s8_16(a + j * Kp + k + 16);
-          asum[j] =
-              _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(ones, a0[j]), _mm256_madd_epi16(ones, a1[j])));
+          av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + k));
+          asum[j] = _mm256_cvtepi32_ps(dot_u8s8(ones8, av[j], ones16));
         }
         for (int r = 0; r < R; ++r) {
           const BlockQ4_K& blk = rows[r][sb];
@@ -267,15 +272,11 @@ struct Q4KKern {
           q4k_scale_min(blk.scales, sub, sc, m);
           const float dsc = _cvtsh_ss(blk.d) * static_cast<float>(sc),
                       dmn = _cvtsh_ss(blk.dmin) * static_cast<float>(m);
-          const uint8_t* q = blk.qs + 32 * (sub / 2);
-          const __m256i b0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-          const __m256i b1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
-          const bool high = sub % 2 != 0;
-          const __m256i w0 = high ? _mm256_srli_epi16(b0, 4) : _mm256_and_si256(b0, low4);
-          const __m256i w1 = high ? _mm256_srli_epi16(b1, 4) : _mm256_and_si256(b1, low4);
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * (sub / 2)));
+          const __m256i codes = _mm256_and_si256(sub % 2 != 0 ? _mm256_srli_epi16(raw, 4) : raw, low4);
           for (int j = 0; j < TT; ++j) {
             const float da = in.d[static_cast<size_t>((t + j) * B + b)];
-            const __m256i is = _mm256_add_epi32(_mm256_madd_epi16(w0, a0[j]), _mm256_madd_epi16(w1, a1[j]));
+            const __m256i is = dot_u8s8(codes, av[j], ones16);
             acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dsc * da), acc[r][j]);
             acc[r][j] = _mm256_fnmadd_ps(asum[j], _mm256_set1_ps(dmn * da), acc[r][j]);
           }
@@ -291,21 +292,20 @@ struct Q4KKern {
 struct Q6KKern {
   static constexpr int kDecodeRows = 4;
   static constexpr int64_t kTokens = 2;
-  // Signed values (code - 32) of the 16 columns 16 * s .. + 15 of a super-block: in half h = s / 8, run r of 32,
-  // the low (r < 2) or high nibble of ql[64h + 32 (r % 2) + l] under bits 2r, 2r + 1 of qh[32h + l].
-  static __m256i values(const BlockQ6_K& b, int s) {
-    const int h = s / 8, r = s % 8 / 2, l0 = 16 * (s % 2);
-    const __m256i ql =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.ql + 64 * h + 32 * (r % 2) + l0)));
-    const __m256i qh = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh + 32 * h + l0)));
-    const __m256i nib = r < 2 ? _mm256_and_si256(ql, _mm256_set1_epi16(0x0f)) : _mm256_srli_epi16(ql, 4);
-    const __m256i top =
-        _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * r)), _mm256_set1_epi16(3)), 4);
-    return _mm256_sub_epi16(_mm256_or_si256(nib, top), _mm256_set1_epi16(32));
+  // Codes (0..63) of run r (32 columns) of half h: in 32 * r + l, the low (r < 2) or high nibble of
+  // ql[64h + 32 (r % 2) + l] under bits 2r, 2r + 1 of qh[32h + l].
+  static __m256i codes(const BlockQ6_K& b, int h, int r) {
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (r % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i nib = _mm256_and_si256(r < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0f));
+    // Bits 2r, 2r + 1 moved to bits 4, 5 (shifts of 16-bit lanes; the mask drops what crossed a byte).
+    const __m256i top = r == 3 ? _mm256_srli_epi16(qh, 2) : _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * r));
+    return _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
   }
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, B = Kp / kQBlock;
+    const __m256i ones16 = _mm256_set1_epi16(1), thirty_two = _mm256_set1_epi8(32);
     __m256 acc[R][TT];
     const BlockQ6_K* rows[R];
     for (int r = 0; r < R; ++r) {
@@ -314,18 +314,23 @@ struct Q6KKern {
     }
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-      for (int s = 0; s < 16; ++s) {  // 16-column sub-blocks
-        const int64_t k = sb * kQKBlock + 16 * s, b = k / kQBlock;
-        __m256i av[TT];
-        for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k);
+      for (int run = 0; run < 8; ++run) {  // 32 columns: two 16-column sub-blocks, lanes 0-3 and 4-7
+        const int64_t k = sb * kQKBlock + 32 * run, b = k / kQBlock;
+        __m256i av[TT], off[TT];  // activations; 32 * each lane's activation sum
+        for (int j = 0; j < TT; ++j) {
+          av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + k));
+          off[j] = dot_u8s8(thirty_two, av[j], ones16);
+        }
         for (int r = 0; r < R; ++r) {
           const BlockQ6_K& blk = rows[r][sb];
-          const float dsc = _cvtsh_ss(blk.d) * static_cast<float>(blk.scales[s]);
-          const __m256i v = values(blk, s);
+          const float d = _cvtsh_ss(blk.d);
+          const __m256 sc = _mm256_setr_m128(_mm_set1_ps(d * static_cast<float>(blk.scales[2 * run])),
+                                             _mm_set1_ps(d * static_cast<float>(blk.scales[2 * run + 1])));
+          const __m256i q = codes(blk, run / 4, run % 4);
           for (int j = 0; j < TT; ++j) {
             const float da = in.d[static_cast<size_t>((t + j) * B + b)];
-            acc[r][j] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(v, av[j])), _mm256_set1_ps(dsc * da), acc[r][j]);
+            const __m256i is = _mm256_sub_epi32(dot_u8s8(q, av[j], ones16), off[j]);  // sum of a * (code - 32)
+            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(sc, _mm256_set1_ps(da)), acc[r][j]);
           }
         }
       }
