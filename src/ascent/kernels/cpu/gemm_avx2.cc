@@ -243,6 +243,12 @@ inline __m256i dot_u8s8(__m256i codes, __m256i a, __m256i ones16) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), ones16);
 }
 
+// Prefetches a super-block of `bytes` at p, `ahead` bytes on (decode only, see prefetch_ahead).
+template <int TT>
+inline void prefetch_block(const void* p, int64_t bytes, int64_t ahead) {
+  for (int64_t o = 0; o < bytes; o += 64) prefetch_ahead<TT>(static_cast<const uint8_t*>(p) + o, ahead);
+}
+
 struct Q4KKern {
   static constexpr int kDecodeRows = 4;
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators leave registers for codes and activations
@@ -256,8 +262,10 @@ struct Q4KKern {
       rows[r] = reinterpret_cast<const BlockQ4_K*>(w.row_ptr(n + r));
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
+      for (int r = 0; r < R; ++r) prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ4_K), ahead);
       for (int sub = 0; sub < 8; ++sub) {  // 32 columns: low (even sub) or high (odd) nibbles of 32 bytes
         const int64_t k = sb * kQKBlock + 32 * sub, b = k / kQBlock;
         __m256i av[TT];
@@ -312,8 +320,10 @@ struct Q6KKern {
       rows[r] = reinterpret_cast<const BlockQ6_K*>(w.row_ptr(n + r));
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
+      for (int r = 0; r < R; ++r) prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ6_K), ahead);
       for (int run = 0; run < 8; ++run) {  // 32 columns: two 16-column sub-blocks, lanes 0-3 and 4-7
         const int64_t k = sb * kQKBlock + 32 * run, b = k / kQBlock;
         __m256i av[TT], off[TT];  // activations; 32 * each lane's activation sum

@@ -36,19 +36,6 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
-// Decode (one token) streams each weight byte once: ask for the next tile's rows (the same columns, `ahead`
-// bytes further) while this one computes, so both cores keep enough memory requests in flight.
-template <int TT>
-inline void prefetch_ahead(const void* p, int64_t ahead) {
-  if constexpr (TT == 1) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
-}
-
-// How far ahead to prefetch: the next tile's rows, but at least 4 KiB so short (4-bit) rows still cover the
-// memory latency.
-inline int64_t prefetch_distance(int64_t tile_bytes) {
-  return tile_bytes < 4096 ? 4096 : tile_bytes;
-}
-
 // The 64 codes of 32 packed bytes (I4 and Q4_K layout): low nibbles (columns 0-31) in the low half, high nibbles
 // in the high half.
 inline __m512i unpack_nibbles(const uint8_t* p) {

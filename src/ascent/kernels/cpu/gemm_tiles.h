@@ -6,6 +6,8 @@
 // independent of how the work is cut (batch invariance).
 #pragma once
 
+#include <immintrin.h>
+
 #include "ascent/kernels/cpu/gemm.h"
 
 namespace ascent::kernels {
@@ -31,6 +33,19 @@ inline void store_tile(const GemmOut& o, int64_t t, int64_t tt, int64_t n, const
       for (int r = 0; r < R; ++r) y[r] = res[r][j] + bias[r];
     }
   }
+}
+
+// Decode (one token) streams each weight byte once: ask for the next tile's rows (the same columns, `ahead`
+// bytes further) while this one computes, so both cores keep enough memory requests in flight.
+template <int TT>
+inline void prefetch_ahead(const void* p, int64_t ahead) {
+  if constexpr (TT == 1) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
+}
+
+// How far ahead to prefetch: the next tile's rows, but at least 4 KiB so short (4-bit) rows still cover the
+// memory latency.
+inline int64_t prefetch_distance(int64_t tile_bytes) {
+  return tile_bytes < 4096 ? 4096 : tile_bytes;
 }
 
 template <class Kern, int R, int TT>
