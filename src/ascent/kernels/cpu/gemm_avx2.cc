@@ -72,11 +72,13 @@ struct FloatKern {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
       __m256 xv[TT];
       for (int j = 0; j < TT; ++j) xv[j] = widen_x(in, t + j, k);
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(rows[r] + k * elem, ahead);
         const __m256 wv = widen(rows[r], k);
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
       }
@@ -116,11 +118,13 @@ struct I8Kern {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_si256();
     }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t k = 0; k < Kp; k += 16) {
       __m256i av[TT];
       for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k);
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead<TT>(rows[r] + k, ahead);
         const __m256i wv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k)));
         for (int j = 0; j < TT; ++j) acc[r][j] = madd16(acc[r][j], wv, av[j]);
       }
@@ -153,6 +157,7 @@ struct I4Kern {
         isum[r][j] = _mm256_setzero_si256();
       }
     }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t k = 0; k < Kp; k += 32) {
       const bool high = k % 64 != 0;
@@ -160,6 +165,7 @@ struct I4Kern {
         __m256i av[TT];
         for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k + 16 * half);
         for (int r = 0; r < R; ++r) {
+          prefetch_ahead<TT>(rows[r] + k / 64 * 32 + 16 * half, ahead);
           const __m256i b = _mm256_cvtepu8_epi16(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k / 64 * 32 + 16 * half)));
           const __m256i wv = _mm256_sub_epi16(high ? _mm256_srli_epi16(b, 4) : _mm256_and_si256(b, low4), eight);
@@ -209,6 +215,8 @@ struct BlockKern {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    constexpr int64_t kBlockBytes = WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i a0[TT], a1[TT];
@@ -219,6 +227,7 @@ struct BlockKern {
       for (int r = 0; r < R; ++r) {
         __m256i w0, w1;
         float dw;
+        prefetch_ahead<TT>(rows[r] + b * kBlockBytes, ahead);
         load_w(rows[r], b, w0, w1, dw);
         for (int j = 0; j < TT; ++j) {
           const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, a0[j]), _mm256_madd_epi16(w1, a1[j]));
