@@ -1,5 +1,6 @@
-// AVX2/FMA/F16C matmul engine for CPUs without AVX-512 (and tested on AVX-512 machines too): FMA for f32/f16/bf16,
-// and for the integer formats 16-bit widening with vpmaddwd, which is exact (no vpmaddubsw saturation).
+// AVX2/FMA/F16C matmul engine for CPUs without AVX-512 (and tested on AVX-512 machines too): FMA for f32/f16/bf16;
+// for int8 weights 16-bit widening with vpmaddwd (vpmaddubsw would saturate), for 4- and 6-bit codes vpmaddubsw
+// (exact there, see dot_u8s8).
 // Same tiling and the same per-output arithmetic order for every tile shape as the AVX-512 variant.
 #include <immintrin.h>
 
@@ -31,6 +32,12 @@ inline __m256i load16(const void* p) {
 // Sums w * a over 16 int16 pairs into 8 int32 lanes.
 inline __m256i madd16(__m256i acc, __m256i w16, __m256i a16) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(w16, a16));
+}
+
+// Each lane's sum over its 4 columns of u8 codes times s8 activations with vpmaddubsw + vpmaddwd: exact only while
+// a pair of products fits int16, i.e. for codes of at most 6 bits (2 * 63 * 127 = 16002), not for int8 weights.
+inline __m256i dot_u8s8(__m256i codes, __m256i a, __m256i ones16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), ones16);
 }
 
 inline __m256i s8_16(const int8_t* p) {
@@ -140,13 +147,14 @@ struct I8Kern {
 };
 
 // I4: each 64-column chunk is 32 bytes; the low nibbles are columns 0..31 and the high nibbles 32..63, so a
-// chunk is two 32-column halves, each inside one group.
+// chunk is two 32-column halves, each inside one group. Codes times activations with vpmaddubsw (exact for 4-bit
+// codes), minus 8 * each lane's activation sum.
 struct I4Kern {
   static constexpr int kDecodeRows = 4;
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
-    const __m256i low4 = _mm256_set1_epi16(0x0f), eight = _mm256_set1_epi16(8);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8), ones16 = _mm256_set1_epi16(1);
     __m256 acc[R][TT];
     __m256i isum[R][TT];
     const uint8_t* rows[R];
@@ -160,16 +168,18 @@ struct I4Kern {
     const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t k = 0; k < Kp; k += 32) {
-      const bool high = k % 64 != 0;
-      for (int half = 0; half < 2; ++half) {  // columns k + 16 * half .. + 15
-        __m256i av[TT];
-        for (int j = 0; j < TT; ++j) av[j] = s8_16(a + j * Kp + k + 16 * half);
-        for (int r = 0; r < R; ++r) {
-          prefetch_ahead<TT>(rows[r] + k / 64 * 32 + 16 * half, ahead);
-          const __m256i b = _mm256_cvtepu8_epi16(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k / 64 * 32 + 16 * half)));
-          const __m256i wv = _mm256_sub_epi16(high ? _mm256_srli_epi16(b, 4) : _mm256_and_si256(b, low4), eight);
-          for (int j = 0; j < TT; ++j) isum[r][j] = madd16(isum[r][j], wv, av[j]);
+      __m256i av[TT], off[TT];  // activations of columns k .. k + 31; 8 * each lane's activation sum
+      for (int j = 0; j < TT; ++j) {
+        av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + k));
+        off[j] = dot_u8s8(eight, av[j], ones16);
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = rows[r] + k / 64 * 32;
+        prefetch_ahead<TT>(p, ahead);
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        const __m256i codes = _mm256_and_si256(k % 64 != 0 ? _mm256_srli_epi16(raw, 4) : raw, low4);
+        for (int j = 0; j < TT; ++j) {
+          isum[r][j] = _mm256_add_epi32(isum[r][j], _mm256_sub_epi32(dot_u8s8(codes, av[j], ones16), off[j]));
         }
       }
       if ((k + 32) % group == 0) {
@@ -247,10 +257,6 @@ struct BlockKern {
 // 2 * 63 * 127 = 16002, inside int16; vpmaddwd with ones then widens each 4 columns to an int32 lane. The
 // sub-block scales (and Q4_K's minimums times the activation sums) are applied lane-wise in f32.
 //
-// Each lane's sum over its 4 columns of u8 codes times s8 activations, exact.
-inline __m256i dot_u8s8(__m256i codes, __m256i a, __m256i ones16) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), ones16);
-}
 
 // Prefetches a super-block of `bytes` at p, `ahead` bytes on (decode only, see prefetch_ahead).
 template <int TT>
