@@ -198,23 +198,15 @@ struct I4Kern {
   }
 };
 
-template <DType WT>
-struct BlockKern {
-  static constexpr int kDecodeRows = WT == DType::Q4_0 ? 4 : 1;
+// GGUF Q8_0: signed weights and activations, so 16-bit widening with vpmaddwd as for int8.
+struct Q80Kern {
+  static constexpr int kDecodeRows = 1;
   // Signed int16 weights of columns 0..15 and 16..31 of block b.
   static void load_w(const uint8_t* row, int64_t b, __m256i& w0, __m256i& w1, float& d) {
-    if constexpr (WT == DType::Q8_0) {
-      const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-      w0 = s8_16(blk.qs);
-      w1 = s8_16(blk.qs + 16);
-      d = _cvtsh_ss(blk.d);
-    } else {
-      const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-      const __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
-      w0 = _mm256_sub_epi16(_mm256_and_si256(q, _mm256_set1_epi16(0x0f)), _mm256_set1_epi16(8));
-      w1 = _mm256_sub_epi16(_mm256_srli_epi16(q, 4), _mm256_set1_epi16(8));
-      d = _cvtsh_ss(blk.d);
-    }
+    const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+    w0 = s8_16(blk.qs);
+    w1 = s8_16(blk.qs + 16);
+    d = _cvtsh_ss(blk.d);
   }
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
@@ -226,7 +218,7 @@ struct BlockKern {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
     const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
-    constexpr int64_t kBlockBytes = WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+    constexpr int64_t kBlockBytes = sizeof(BlockQ8_0);
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i a0[TT], a1[TT];
@@ -241,6 +233,48 @@ struct BlockKern {
         load_w(rows[r], b, w0, w1, dw);
         for (int j = 0; j < TT; ++j) {
           const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, a0[j]), _mm256_madd_epi16(w1, a1[j]));
+          const __m256 scale = _mm256_set1_ps(dw * in.d[static_cast<size_t>((t + j) * B + b)]);
+          acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+    }
+  }
+};
+
+// GGUF Q4_0 with vpmaddubsw (exact for 4-bit codes): a block's 32 codes (low nibbles columns 0-15, high 16-31)
+// times its activations, minus 8 * each lane's activation sum.
+struct Q40Kern {
+  static constexpr int kDecodeRows = 4;
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m256i eight = _mm256_set1_epi8(8), ones16 = _mm256_set1_epi16(1);
+    __m256 acc[R][TT];
+    const BlockQ4_0* rows[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = reinterpret_cast<const BlockQ4_0*>(w.row_ptr(n + r));
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+    }
+    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i av[TT], off[TT];  // the block's activations; 8 * each lane's activation sum
+      for (int j = 0; j < TT; ++j) {
+        av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + b * kQBlock));
+        off[j] = dot_u8s8(eight, av[j], ones16);
+      }
+      for (int r = 0; r < R; ++r) {
+        const BlockQ4_0& blk = rows[r][b];
+        prefetch_ahead<TT>(&blk, ahead);
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+        const __m256i codes = _mm256_setr_m128i(_mm_and_si128(q, low4), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+        const float dw = _cvtsh_ss(blk.d);
+        for (int j = 0; j < TT; ++j) {
+          const __m256i s = _mm256_sub_epi32(dot_u8s8(codes, av[j], ones16), off[j]);
           const __m256 scale = _mm256_set1_ps(dw * in.d[static_cast<size_t>((t + j) * B + b)]);
           acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[r][j]);
         }
@@ -371,8 +405,8 @@ struct Q6KKern {
 void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
   if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
-  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, FloatKern<DType::BF16>, I8Kern, I4Kern,
-                   BlockKern<DType::Q8_0>, BlockKern<DType::Q4_0>>(in, w, n0, n1, out);
+  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, FloatKern<DType::BF16>, I8Kern, I4Kern, Q80Kern,
+                   Q40Kern>(in, w, n0, n1, out);
 }
 
 }  // namespace ascent::kernels
