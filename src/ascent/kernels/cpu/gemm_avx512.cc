@@ -545,8 +545,33 @@ struct Q6KKern : KQuantKern<Q6KKern> {
     }
     return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), low4), _mm512_and_si512(hh, bits45));
   }
-  template <int R, int TT, bool kDecode>
-  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  // Prefill: a row tile's codes are assembled once into L1 for every token tile (the same bytes `codes` gives, so
+  // the same bits as decode).
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (4, K) six-bit codes in column order
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    c.codes.resize(static_cast<size_t>(4 * in.K));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(w.row_ptr(n) + r * stride);
+      for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
+        for (int ch = 0; ch < 4; ++ch) {
+          _mm512_storeu_si512(c.codes.data() + r * in.K + sb * kQKBlock + 64 * ch, codes(blk[sb], ch / 2, ch % 2));
+        }
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    body<R, TT, /*kDecode=*/false, /*kCached=*/true>(in, w, n, t, out, c.codes.data());
+  }
+  // kCached: codes read from a RowCache's rows (cached) instead of assembled from the blocks.
+  template <int R, int TT, bool kDecode, bool kCached = false>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
+                   const uint8_t* cached = nullptr) {
     const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
@@ -585,8 +610,12 @@ struct Q6KKern : KQuantKern<Q6KKern> {
         }
         const __m512i idx = _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c));
         for (int r = 0; r < R; ++r) {
-          const auto* blk = reinterpret_cast<const BlockQ6_K*>(w0 + r * stride) + sb;
-          const __m512i q = codes(*blk, c / 2, c % 2);
+          __m512i q;
+          if constexpr (kCached) {
+            q = _mm512_loadu_si512(cached + r * in.K + k);
+          } else {
+            q = codes(*(reinterpret_cast<const BlockQ6_K*>(w0 + r * stride) + sb), c / 2, c % 2);
+          }
           const __m512 sc = _mm512_permutexvar_ps(idx, dsc[r]);
           for (int j = 0; j < TT; ++j) {
             const __m512i is = _mm512_dpbusd_epi32(neg[j], q, av[j]);
