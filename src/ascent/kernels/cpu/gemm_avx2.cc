@@ -218,7 +218,6 @@ struct Q80Kern {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
     const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
-    constexpr int64_t kBlockBytes = sizeof(BlockQ8_0);
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i a0[TT], a1[TT];
@@ -229,7 +228,7 @@ struct Q80Kern {
       for (int r = 0; r < R; ++r) {
         __m256i w0, w1;
         float dw;
-        prefetch_ahead<TT>(rows[r] + b * kBlockBytes, ahead);
+        prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(sizeof(BlockQ8_0)), ahead);
         load_w(rows[r], b, w0, w1, dw);
         for (int j = 0; j < TT; ++j) {
           const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, a0[j]), _mm256_madd_epi16(w1, a1[j]));
@@ -286,18 +285,9 @@ struct Q40Kern {
   }
 };
 
-// GGUF K-quants against per-32-block int8 activations (gemm.h): 32 columns per step with vpmaddubsw (unsigned
-// codes times signed activations), exact here, unlike for int8 weights: a pair of products is at most
-// 2 * 63 * 127 = 16002, inside int16; vpmaddwd with ones then widens each 4 columns to an int32 lane. The
-// sub-block scales (and Q4_K's minimums times the activation sums) are applied lane-wise in f32.
-//
-
-// Prefetches a super-block of `bytes` at p, `ahead` bytes on (decode only, see prefetch_ahead).
-template <int TT>
-inline void prefetch_block(const void* p, int64_t bytes, int64_t ahead) {
-  for (int64_t o = 0; o < bytes; o += 64) prefetch_ahead<TT>(static_cast<const uint8_t*>(p) + o, ahead);
-}
-
+// GGUF K-quants against per-32-block int8 activations (gemm.h): 32 columns per step with dot_u8s8 (exact for
+// their codes), each lane's int32 sum covering 4 columns; the sub-block scales (and Q4_K's minimums times the
+// activation sums) are applied lane-wise in f32.
 struct Q4KKern {
   static constexpr int kDecodeRows = 4;
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators leave registers for codes and activations

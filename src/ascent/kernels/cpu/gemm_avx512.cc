@@ -441,15 +441,25 @@ struct KQuantKern {
       K::template body<R, TT, false>(in, w, n, t, out);
     }
   }
-  // Token j's activation block scales for the chunk at column k: lanes 0-7 block k / 32, lanes 8-15 the next.
-  static __m512 block_scales(const GemmInput& in, int64_t t, int64_t k) {
-    const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
-    return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
+  // For token t's activations av at column k (a 64-column chunk): each lane's block scale (lanes 0-7 block k / 32,
+  // lanes 8-15 the next) and each lane's sum of its 4 activations. Decode reads both as prepare_gemm_input laid
+  // them out (lane_d, lane_sum); otherwise they are formed here, to the same values.
+  template <bool kDecode>
+  static __m512 lane_scales(const GemmInput& in, int64_t t, int64_t k) {
+    if constexpr (kDecode) {
+      return _mm512_loadu_ps(in.lane_d.data() + k / 4);
+    } else {
+      const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
+      return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
+    }
   }
-  // Prefetches a super-block of `bytes` at p, `ahead` bytes on (decode only, see prefetch_ahead).
-  template <int TT>
-  static void prefetch_block(const uint8_t* p, int64_t bytes, int64_t ahead) {
-    for (int64_t o = 0; o < bytes; o += 64) prefetch_ahead<TT>(p + o, ahead);
+  template <bool kDecode>
+  static __m512i lane_sums(const GemmInput& in, __m512i av, int64_t k) {
+    if constexpr (kDecode) {
+      return _mm512_loadu_si512(in.lane_sum.data() + k / 4);
+    } else {
+      return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), av);
+    }
   }
 };
 
@@ -480,7 +490,6 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    const __m512i ones = _mm512_set1_epi8(1);
     const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // sub-block of a lane
     __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
@@ -491,7 +500,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
       __m512 dsc[R], dmn[R];
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
-        prefetch_block<TT>(reinterpret_cast<const uint8_t*>(blk), sizeof(BlockQ4_K), ahead);
+        prefetch_block<TT>(blk, sizeof(BlockQ4_K), ahead);
         scales(*blk, dsc[r], dmn[r]);
       }
       for (int c = 0; c < 4; ++c) {
@@ -500,14 +509,8 @@ struct Q4KKern : KQuantKern<Q4KKern> {
         __m512 da[TT], asum[TT];  // block scales; da * the lane's activation sum
         for (int j = 0; j < TT; ++j) {
           av[j] = _mm512_loadu_si512(a + j * Kp + k);
-          if constexpr (kDecode) {
-            da[j] = _mm512_loadu_ps(in.lane_d.data() + k / 4);
-            asum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(in.lane_sum.data() + k / 4)), da[j]);
-          } else {
-            da[j] = block_scales(in, t + j, k);
-            asum[j] =
-                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, av[j])), da[j]);
-          }
+          da[j] = lane_scales<kDecode>(in, t + j, k);
+          asum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(lane_sums<kDecode>(in, av[j], k)), da[j]);
         }
         const __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32(2 * c));
         for (int r = 0; r < R; ++r) {
@@ -576,7 +579,6 @@ struct Q6KKern : KQuantKern<Q6KKern> {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    const __m512i thirty_two = _mm512_set1_epi8(32);
     const __m512i quarter = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);  // sub-block of a lane
     __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
@@ -587,7 +589,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
       __m512 dsc[R];  // d * the 16 sub-block scales
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const BlockQ6_K*>(w0 + r * stride) + sb;
-        prefetch_block<TT>(reinterpret_cast<const uint8_t*>(blk), sizeof(BlockQ6_K), ahead);
+        prefetch_block<TT>(blk, sizeof(BlockQ6_K), ahead);
         dsc[r] = _mm512_mul_ps(
             _mm512_set1_ps(_cvtsh_ss(blk->d)),
             _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)))));
@@ -598,15 +600,8 @@ struct Q6KKern : KQuantKern<Q6KKern> {
         __m512 da[TT];
         for (int j = 0; j < TT; ++j) {
           av[j] = _mm512_loadu_si512(a + j * Kp + k);
-          if constexpr (kDecode) {
-            da[j] = _mm512_loadu_ps(in.lane_d.data() + k / 4);
-            neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                      _mm512_slli_epi32(_mm512_loadu_si512(in.lane_sum.data() + k / 4), 5));
-          } else {
-            da[j] = block_scales(in, t + j, k);
-            neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                      _mm512_dpbusd_epi32(_mm512_setzero_si512(), thirty_two, av[j]));
-          }
+          da[j] = lane_scales<kDecode>(in, t + j, k);
+          neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lane_sums<kDecode>(in, av[j], k), 5));
         }
         const __m512i idx = _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c));
         for (int r = 0; r < R; ++r) {

@@ -42,6 +42,12 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
   if constexpr (TT == 1) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
 }
 
+// prefetch_ahead for each cache line of a block of `bytes` at p (GGUF K-quant super-blocks span several).
+template <int TT>
+inline void prefetch_block(const void* p, int64_t bytes, int64_t ahead) {
+  for (int64_t o = 0; o < bytes; o += 64) prefetch_ahead<TT>(static_cast<const uint8_t*>(p) + o, ahead);
+}
+
 // How far ahead to prefetch: the next tile's rows, but at least 4 KiB so short (4-bit) rows still cover the
 // memory latency.
 inline int64_t prefetch_distance(int64_t tile_bytes) {
@@ -109,8 +115,9 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
 // Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
 // rows by tile_tokens<Kern>() tokens at a time. A single token (decode) takes one row at a time instead: each thread
 // then reads its weights as one sequential stream, which the prefetchers follow best (measured: +30-50% bandwidth over
-// four interleaved row streams for int8, f16, bf16, q8_0). 4-bit formats do more work per byte and need the four
-// independent rows to hide instruction latency: Kern::kDecodeRows says which.
+// four interleaved row streams for int8, f16, bf16, q8_0). The 4-bit and K-quant formats do more work per byte and
+// run faster sharing each step's activation work over four rows (one-row tiles measured equal or slower, even with
+// that work precomputed): Kern::kDecodeRows says which.
 template <class Kern>
 void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
   const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
