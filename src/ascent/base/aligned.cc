@@ -1,5 +1,7 @@
 #include "ascent/base/aligned.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -16,6 +18,16 @@ AlignedPtr aligned_alloc_bytes(size_t bytes, bool zero) {
   void* p = std::aligned_alloc(kAlignment, n);
   if (p == nullptr) fail("out of memory allocating {} bytes", n);
   if (zero) std::memset(p, 0, n);
+  return AlignedPtr(static_cast<uint8_t*>(p));
+}
+
+AlignedPtr huge_alloc_bytes(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t n = align_up(bytes == 0 ? 1 : bytes, kHuge);
+  void* p = std::aligned_alloc(kHuge, n);
+  if (p == nullptr) fail("out of memory allocating {} bytes", n);
+  ::madvise(p, n, MADV_HUGEPAGE);  // a hint: without transparent huge pages the buffer is still usable
+  std::memset(p, 0, n);
   return AlignedPtr(static_cast<uint8_t*>(p));
 }
 
