@@ -110,32 +110,38 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, int64_t tile, int64_t t
   }
 }
 
-// Flash-style attention: work items are (block of query tokens, kv head), so the query heads that share a kv head
-// (GQA) and neighbouring tokens reuse each K/V tile while it is in L1. Keys go in tiles of W aligned at absolute
-// positions; each row keeps a running max, lane-wise sum and unnormalised output (online softmax), so no score
-// vector is materialised. A row's arithmetic depends only on its position and the cache (not on T or on the rows
-// it is grouped with): prefill and decode give the same bits for the same row, and batches are invariant.
+// Flash-style attention. A work item is a run of consecutive blocks of query tokens of one kv head: it packs the
+// K/V tiles of its keys once and reuses them for every block of the run, and within a block the query heads that
+// share the kv head (GQA) and neighbouring tokens reuse each tile while it is in L1. (Packing per block instead
+// copied the same keys once per block: a quarter of a 512-token prefill's attention time.) Keys go in tiles of W
+// aligned at absolute positions; each row keeps a running max, lane-wise sum and unnormalised output (online
+// softmax), so no score vector is materialised. A row's arithmetic depends only on its position and the cache
+// (not on T, on the rows it is grouped with or on what else its item packed: lanes outside its keys are masked to
+// -inf and weigh an exact +0): prefill and decode give the same bits for the same row, and batches are invariant.
 template <class V>
 void flash_attention(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   constexpr int64_t kKeyTile = V::kLanes;
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
   const int64_t D2 = (D + 1) / 2 * 2, Dp = (D + kKeyTile - 1) / kKeyTile * kKeyTile;
-  const int64_t block = std::max<int64_t>(1, kRowsPerItem / group);  // query tokens per item
+  const int64_t block = std::max<int64_t>(1, kRowsPerItem / group);  // query tokens per block
   const int64_t n_blocks = (d.n_tokens + block - 1) / block;
+  // Runs per kv head: enough items for two per thread; one run per head when there are more heads than that.
+  const int64_t threads = ThreadPool::global().size();
+  const int64_t runs = std::min(n_blocks, std::max<int64_t>(1, (2 * threads + d.n_kv_heads - 1) / d.n_kv_heads));
   auto first_key = [&](int64_t pos) { return d.window > 0 ? std::max<int64_t>(0, pos - d.window + 1) : 0; };
   // Items with later tokens (more keys) first, so the dynamic schedule ends on short ones.
-  ThreadPool::global().parallel_for_dynamic(n_blocks * d.n_kv_heads, 1, [&](int64_t i0, int64_t i1) {
+  ThreadPool::global().parallel_for_dynamic(runs * d.n_kv_heads, 1, [&](int64_t i0, int64_t i1) {
     thread_local FlashScratch s;
     for (int64_t item = i0; item < i1; ++item) {
-      const int64_t b = n_blocks - 1 - item / d.n_kv_heads, kvh = item % d.n_kv_heads;
-      const int64_t t0 = b * block, t1 = std::min(d.n_tokens, t0 + block);
-      const int64_t n_rows = (t1 - t0) * group;
-      const int64_t key_lo = first_key(d.n_past + t0), key_hi = d.n_past + t1 - 1;
-      const int64_t tile_lo = key_lo / kKeyTile, tile_hi = key_hi / kKeyTile, tiles = tile_hi - tile_lo + 1;
+      const int64_t run = runs - 1 - item / d.n_kv_heads, kvh = item % d.n_kv_heads;
+      const int64_t b0 = run * n_blocks / runs, b1 = (run + 1) * n_blocks / runs;  // blocks [b0, b1)
+      const int64_t run_lo = first_key(d.n_past + b0 * block);
+      const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;
+      const int64_t tile_lo = run_lo / kKeyTile, tiles = run_hi / kKeyTile - tile_lo + 1;
       s.kt.assign(static_cast<size_t>(tiles * D2 * kKeyTile), 0.0f);
       s.vt.assign(static_cast<size_t>(tiles * kKeyTile * Dp), 0.0f);
-      for (int64_t j = key_lo; j <= key_hi; ++j) {
+      for (int64_t j = run_lo; j <= run_hi; ++j) {
         const float* kj = k + j * kv_stride + kvh * D;
         const float* vj = v + j * kv_stride + kvh * D;
         const int64_t tj = j / kKeyTile - tile_lo, lane = j % kKeyTile;
@@ -143,49 +149,54 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         for (int64_t c = 0; c < D; ++c) ktj[c * kKeyTile] = kj[c];
         std::copy(vj, vj + D, s.vt.data() + (j - tile_lo * kKeyTile) * Dp);
       }
-      // Row i is token t0 + i / group, head kvh * group + i % group.
-      s.qs.assign(static_cast<size_t>(n_rows * D2), 0.0f);
-      for (int64_t i = 0; i < n_rows; ++i) {
-        const float* qi = q + (t0 + i / group) * q_stride + (kvh * group + i % group) * D;
-        std::copy(qi, qi + D, s.qs.data() + i * D2);
-      }
-      s.o.assign(static_cast<size_t>(n_rows * Dp), 0.0f);
-      s.l.assign(static_cast<size_t>(n_rows * kKeyTile), 0.0f);
-      s.m.assign(static_cast<size_t>(n_rows), kNoMax);
-      s.p.resize(4 * kKeyTile);
-      for (int64_t tile = tile_lo; tile <= tile_hi; ++tile) {
-        for (int64_t i = 0; i < n_rows; i += 4) {
-          const int64_t R = std::min<int64_t>(4, n_rows - i);
-          int64_t rows[4], first[4], last[4];
-          bool any = false;
-          for (int64_t r = 0; r < R; ++r) {
-            const int64_t pos = d.n_past + t0 + (i + r) / group;
-            rows[r] = i + r;
-            first[r] = first_key(pos);
-            last[r] = pos;
-            any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
-          }
-          if (!any) continue;  // only a no-op for every row: skipping it changes nothing
-          switch (R) {
-            case 4:
-              flash_tile<V, 4>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
-              break;
-            case 3:
-              flash_tile<V, 3>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
-              break;
-            case 2:
-              flash_tile<V, 2>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
-              break;
-            default:
-              flash_tile<V, 1>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+      for (int64_t b = b1 - 1; b >= b0; --b) {
+        const int64_t t0 = b * block, t1 = std::min(d.n_tokens, t0 + block);
+        const int64_t n_rows = (t1 - t0) * group;
+        const int64_t key_lo = first_key(d.n_past + t0), key_hi = d.n_past + t1 - 1;
+        // Row i is token t0 + i / group, head kvh * group + i % group.
+        s.qs.assign(static_cast<size_t>(n_rows * D2), 0.0f);
+        for (int64_t i = 0; i < n_rows; ++i) {
+          const float* qi = q + (t0 + i / group) * q_stride + (kvh * group + i % group) * D;
+          std::copy(qi, qi + D, s.qs.data() + i * D2);
+        }
+        s.o.assign(static_cast<size_t>(n_rows * Dp), 0.0f);
+        s.l.assign(static_cast<size_t>(n_rows * kKeyTile), 0.0f);
+        s.m.assign(static_cast<size_t>(n_rows), kNoMax);
+        s.p.resize(4 * kKeyTile);
+        for (int64_t tile = key_lo / kKeyTile; tile <= key_hi / kKeyTile; ++tile) {
+          for (int64_t i = 0; i < n_rows; i += 4) {
+            const int64_t R = std::min<int64_t>(4, n_rows - i);
+            int64_t rows[4], first[4], last[4];
+            bool any = false;
+            for (int64_t r = 0; r < R; ++r) {
+              const int64_t pos = d.n_past + t0 + (i + r) / group;
+              rows[r] = i + r;
+              first[r] = first_key(pos);
+              last[r] = pos;
+              any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
+            }
+            if (!any) continue;  // only a no-op for every row: skipping it changes nothing
+            switch (R) {
+              case 4:
+                flash_tile<V, 4>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                break;
+              case 3:
+                flash_tile<V, 3>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                break;
+              case 2:
+                flash_tile<V, 2>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                break;
+              default:
+                flash_tile<V, 1>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+            }
           }
         }
-      }
-      for (int64_t i = 0; i < n_rows; ++i) {
-        const float inv = 1.0f / V::hsum(V::load(s.l.data() + i * kKeyTile));
-        const float* oi = s.o.data() + i * Dp;
-        float* dst = out + (t0 + i / group) * q_stride + (kvh * group + i % group) * D;
-        for (int64_t c = 0; c < D; ++c) dst[c] = oi[c] * inv;
+        for (int64_t i = 0; i < n_rows; ++i) {
+          const float inv = 1.0f / V::hsum(V::load(s.l.data() + i * kKeyTile));
+          const float* oi = s.o.data() + i * Dp;
+          float* dst = out + (t0 + i / group) * q_stride + (kvh * group + i % group) * D;
+          for (int64_t c = 0; c < D; ++c) dst[c] = oi[c] * inv;
+        }
       }
     }
   });
