@@ -32,6 +32,25 @@ struct V256 {
   static F exp(F x) { return exp8(x); }
   static float reduce_max(F x) { return hmax8(x); }
   static float hsum(F x) { return hsum8(x); }
+  // dst[c * 8 + i] = src[i * ld + c] for i, c < 8: 8 keys' 8 dimensions into 8 lane-per-key vectors.
+  static void transpose(const float* src, int64_t ld, float* dst) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; ++j) {
+      _mm256_storeu_ps(dst + j * 8, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+      _mm256_storeu_ps(dst + (j + 4) * 8, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    }
+  }
   static F scores(F acc, float scale, int64_t key0, int64_t first, int64_t last) {
     const __m256i lane =
         _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(key0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -36,6 +36,32 @@ struct V512 {
   static F exp(F x) { return exp_ps(x); }
   static float reduce_max(F x) { return _mm512_reduce_max_ps(x); }
   static float hsum(F x) { return kernels::hsum(x); }
+  // dst[c * 16 + i] = src[i * ld + c] for i, c < 16: 16 keys' 16 dimensions into 16 lane-per-key vectors.
+  static void transpose(const float* src, int64_t ld, float* dst) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld);
+    for (int i = 0; i < 16; i += 2) {  // pairs of keys interleaved by element
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // four keys per 128-bit lane: dimensions 4m .. 4m + 3
+      r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 16; i += 8) {  // then 128-bit lanes across groups of four keys
+      for (int j = 0; j < 4; ++j) {
+        t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+        t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+      r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+    for (int j = 0; j < 16; ++j) _mm512_storeu_ps(dst + j * 16, r[j]);  // r[j]: dimension j of the 16 keys
+  }
   static F scores(F acc, float scale, int64_t key0, int64_t first, int64_t last) {
     const __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(key0)),
                                           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));

@@ -1,8 +1,9 @@
 // Flash-style causal attention with grouped-query heads and sliding window, written once over a SIMD traits type V
 // and included by attention_avx512.cc and attention_avx2.cc after their target pragma (each gets its own copy,
 // hence the anonymous namespace). V provides: F (a vector of kLanes floats), zero, set1, load, store, add, sub, mul,
-// fma, exp (0 below -87, so e^-inf = 0), reduce_max, hsum, and scores(acc, scale, first_lane_key, first, last):
-// acc * scale in lanes whose key lies in [first, last], -inf elsewhere.
+// fma, exp (0 below -87, so e^-inf = 0), reduce_max, hsum, scores(acc, scale, first_lane_key, first, last):
+// acc * scale in lanes whose key lies in [first, last], -inf elsewhere, and transpose(src, ld, dst): a W x W block
+// of keys' dimensions into W lane-per-key vectors.
 //
 // Keys go in tiles of W = kLanes (one score per lane), online softmax (running max and sum per query row), no
 // score matrix. Matches the reference (attention_cpu.cc) to rounding; any head size (rows zero-padded).
@@ -25,7 +26,9 @@ constexpr float kNoMax = -3.402823466e38f;  // running max before any key: finit
 // running state of its query rows. Per thread, kept across calls.
 struct FlashScratch {
   std::vector<float> kt;  // (tiles, D2, W): K transposed, so W scores come out of one FMA chain
-  std::vector<float> vt;  // (tiles * W, Dp): V rows zero-padded to whole vectors
+  // V rows zero-padded to whole vectors, (tiles * W, Dp). When rows already are whole vectors (Dp == D) they are
+  // read in place from the cache, and only a last tile reaching past the cache's rows is copied here, (W, Dp).
+  std::vector<float> vt;
   std::vector<float> qs;  // (rows, D2): query rows, zero-padded to even length
   std::vector<float> o;   // (rows, Dp): unnormalised outputs
   std::vector<float> l;   // (rows, W): lane-wise sums of probabilities
@@ -33,10 +36,10 @@ struct FlashScratch {
   std::vector<float> p;   // (4, W): one tile's probabilities for a group of rows
 };
 
-// Adds NC vectors of a tile's value rows, weighted by p, to rows' outputs (columns c0 .. c0 + W NC), after
-// scaling them by alpha: o = o * alpha + p @ V.
+// Adds NC vectors of a tile's value rows (row stride ldv), weighted by p, to rows' outputs (columns c0 ..
+// c0 + W NC), after scaling them by alpha: o = o * alpha + p @ V.
 template <class V, int R, int NC>
-inline void tile_pv(const float* vt, int64_t Dp, int64_t c0, const float* p, const typename V::F alpha[R],
+inline void tile_pv(const float* vt, int64_t ldv, int64_t c0, const float* p, const typename V::F alpha[R],
                     float* const o[R]) {
   constexpr int64_t kKeyTile = V::kLanes;
   typename V::F acc[R][NC];
@@ -45,7 +48,7 @@ inline void tile_pv(const float* vt, int64_t Dp, int64_t c0, const float* p, con
   }
   for (int64_t j = 0; j < kKeyTile; ++j) {
     typename V::F v[NC];
-    for (int c = 0; c < NC; ++c) v[c] = V::load(vt + j * Dp + c0 + kKeyTile * c);
+    for (int c = 0; c < NC; ++c) v[c] = V::load(vt + j * ldv + c0 + kKeyTile * c);
     for (int r = 0; r < R; ++r) {
       const typename V::F pj = V::set1(p[r * kKeyTile + j]);
       for (int c = 0; c < NC; ++c) acc[r][c] = V::fma(pj, v[c], acc[r][c]);
@@ -59,13 +62,12 @@ inline void tile_pv(const float* vt, int64_t Dp, int64_t c0, const float* p, con
 // One key tile for R query rows: scores, online-softmax update of max and sum, and o = o * alpha + p @ V.
 // Lanes outside a row's keys [first[r], last[r]] score -inf; a tile with none of them leaves the row's state
 // bitwise unchanged (alpha = e^0 = 1, p = 0), so a row's result does not depend on which rows share its group.
+// kt: the tile's (D2, W) transposed keys; vt: its W value rows, ldv apart.
 template <class V, int R>
-void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, int64_t tile, int64_t tile_lo, const int64_t rows[R],
-                const int64_t first[R], const int64_t last[R], float scale) {
+void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const float* vt, int64_t ldv, int64_t tile,
+                const int64_t rows[R], const int64_t first[R], const int64_t last[R], float scale) {
   using F = typename V::F;
   constexpr int64_t kKeyTile = V::kLanes;
-  const float* kt = s.kt.data() + (tile - tile_lo) * D2 * kKeyTile;
-  const float* vt = s.vt.data() + (tile - tile_lo) * kKeyTile * Dp;
   // Scores: two accumulators per row (even and odd d) so eight FMA chains are in flight.
   F acc0[R], acc1[R];
   const float* q[R];
@@ -97,16 +99,42 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, int64_t tile, int64_t t
   }
   // Values, four vectors of columns at a time (R * 4 accumulators stay in registers).
   int64_t c0 = 0;
-  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4>(vt, Dp, c0, s.p.data(), alpha, o);
+  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4>(vt, ldv, c0, s.p.data(), alpha, o);
   switch ((Dp - c0) / kKeyTile) {
     case 3:
-      return tile_pv<V, R, 3>(vt, Dp, c0, s.p.data(), alpha, o);
+      return tile_pv<V, R, 3>(vt, ldv, c0, s.p.data(), alpha, o);
     case 2:
-      return tile_pv<V, R, 2>(vt, Dp, c0, s.p.data(), alpha, o);
+      return tile_pv<V, R, 2>(vt, ldv, c0, s.p.data(), alpha, o);
     case 1:
-      return tile_pv<V, R, 1>(vt, Dp, c0, s.p.data(), alpha, o);
+      return tile_pv<V, R, 1>(vt, ldv, c0, s.p.data(), alpha, o);
     default:
       return;
+  }
+}
+
+// Keys [lo, hi] of one kv head (k: its first key's row, ld floats between keys) transposed into kt, (tiles, D2, W)
+// from tile lo / W: lanes outside [lo, hi] and the odd-D padding dimension are zero. Whole tiles go W x W through
+// V::transpose, the rest one value at a time.
+template <class V>
+void pack_keys(const float* k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi, std::vector<float>& kt) {
+  constexpr int64_t W = V::kLanes;
+  const int64_t tile_lo = lo / W, tile_hi = hi / W;
+  kt.resize(static_cast<size_t>((tile_hi - tile_lo + 1) * D2 * W));
+  for (int64_t tile = tile_lo; tile <= tile_hi; ++tile) {
+    float* dst = kt.data() + (tile - tile_lo) * D2 * W;
+    const int64_t key0 = tile * W;
+    const float* src = k + key0 * ld;
+    int64_t c0 = 0;
+    if (key0 >= lo && key0 + W - 1 <= hi) {
+      for (; c0 + W <= D; c0 += W) V::transpose(src + c0, ld, dst + c0 * W);
+    } else {
+      std::fill(dst, dst + D2 * W, 0.0f);
+    }
+    const int64_t j0 = std::max(lo, key0), j1 = std::min(hi, key0 + W - 1);
+    for (int64_t c = c0; c < D; ++c) {
+      for (int64_t j = j0; j <= j1; ++j) dst[c * W + (j - key0)] = k[j * ld + c];
+    }
+    if (D2 > D) std::fill(dst + D * W, dst + D2 * W, 0.0f);
   }
 }
 
@@ -138,17 +166,36 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       const int64_t b0 = run * n_blocks / runs, b1 = (run + 1) * n_blocks / runs;  // blocks [b0, b1)
       const int64_t run_lo = first_key(d.n_past + b0 * block);
       const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;
-      const int64_t tile_lo = run_lo / kKeyTile, tiles = run_hi / kKeyTile - tile_lo + 1;
-      s.kt.assign(static_cast<size_t>(tiles * D2 * kKeyTile), 0.0f);
-      s.vt.assign(static_cast<size_t>(tiles * kKeyTile * Dp), 0.0f);
-      for (int64_t j = run_lo; j <= run_hi; ++j) {
-        const float* kj = k + j * kv_stride + kvh * D;
-        const float* vj = v + j * kv_stride + kvh * D;
-        const int64_t tj = j / kKeyTile - tile_lo, lane = j % kKeyTile;
-        float* ktj = s.kt.data() + tj * D2 * kKeyTile + lane;
-        for (int64_t c = 0; c < D; ++c) ktj[c * kKeyTile] = kj[c];
-        std::copy(vj, vj + D, s.vt.data() + (j - tile_lo * kKeyTile) * Dp);
+      const int64_t tile_lo = run_lo / kKeyTile, tile_hi = run_hi / kKeyTile, tiles = tile_hi - tile_lo + 1;
+      pack_keys<V>(k + kvh * D, kv_stride, D, D2, run_lo, run_hi, s.kt);
+      // Values in place when rows are whole vectors, except a last tile reaching past the cache's valid rows.
+      const bool v_in_place = Dp == D;
+      const bool last_partial = (tile_hi + 1) * kKeyTile - 1 > run_hi;
+      if (!v_in_place) {
+        s.vt.assign(static_cast<size_t>(tiles * kKeyTile * Dp), 0.0f);
+        for (int64_t j = run_lo; j <= run_hi; ++j) {
+          const float* vj = v + j * kv_stride + kvh * D;
+          std::copy(vj, vj + D, s.vt.data() + (j - tile_lo * kKeyTile) * Dp);
+        }
+      } else if (last_partial) {
+        s.vt.assign(static_cast<size_t>(kKeyTile * Dp), 0.0f);
+        for (int64_t j = std::max(run_lo, tile_hi * kKeyTile); j <= run_hi; ++j) {
+          const float* vj = v + j * kv_stride + kvh * D;
+          std::copy(vj, vj + D, s.vt.data() + (j - tile_hi * kKeyTile) * Dp);
+        }
       }
+      auto values = [&](int64_t tile, int64_t& ldv) -> const float* {
+        if (!v_in_place) {
+          ldv = Dp;
+          return s.vt.data() + (tile - tile_lo) * kKeyTile * Dp;
+        }
+        if (tile == tile_hi && last_partial) {
+          ldv = Dp;
+          return s.vt.data();
+        }
+        ldv = kv_stride;
+        return v + tile * kKeyTile * kv_stride + kvh * D;
+      };
       for (int64_t b = b1 - 1; b >= b0; --b) {
         const int64_t t0 = b * block, t1 = std::min(d.n_tokens, t0 + block);
         const int64_t n_rows = (t1 - t0) * group;
@@ -176,18 +223,21 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
               any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
             }
             if (!any) continue;  // only a no-op for every row: skipping it changes nothing
+            const float* kt = s.kt.data() + (tile - tile_lo) * D2 * kKeyTile;
+            int64_t ldv = 0;
+            const float* vt = values(tile, ldv);
             switch (R) {
               case 4:
-                flash_tile<V, 4>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                flash_tile<V, 4>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
                 break;
               case 3:
-                flash_tile<V, 3>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                flash_tile<V, 3>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
                 break;
               case 2:
-                flash_tile<V, 2>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                flash_tile<V, 2>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
                 break;
               default:
-                flash_tile<V, 1>(s, D2, Dp, tile, tile_lo, rows, first, last, d.scale);
+                flash_tile<V, 1>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
             }
           }
         }
