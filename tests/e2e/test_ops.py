@@ -174,24 +174,27 @@ def main():
               f"ASCENT_ISA={isa}: silu keeps NaN in its lane only")
         # Attention: the SIMD variants are flash-style (online softmax over tiles of 8 or 16 keys, vector exp, FMA).
         for T, past, H, Hkv, D, window in [(17, 3, 4, 2, 37, 0), (5, 40, 8, 2, 64, 0), (9, 0, 2, 2, 128, 4),
-                                           (1, 300, 4, 1, 16, 0), (3, 2, 2, 1, 8, 0)]:
+                                           (1, 300, 4, 1, 16, 0), (3, 2, 2, 1, 8, 0), (150, 90, 8, 2, 64, 0),
+                                           (150, 90, 8, 2, 64, 70)]:
             q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
             a = dict(heads=H, kv_heads=Hkv, n_past=past, window=window)
             got, ref = op("attention", [q, k, v], isa=isa, **a), op("attention", [q, k, v], isa="ref", **a)
             expect(f"ASCENT_ISA={isa}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} vs ref",
                    got, ref, 2e-6)
         # A query row's result depends only on its position and the cache: prefill rows equal the same rows run as
-        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses.
-        T, past, H, Hkv, D = 70, 29, 8, 2, 40
-        q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
-        for window in (0, 21):
+        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses. D = 40 has
+        # value rows copied into whole vectors (AVX-512), D = 64 read in place from the cache.
+        T, past, H, Hkv = 70, 29, 8, 2
+        for D, window in ((40, 0), (40, 21), (64, 0), (64, 21)):
+            q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
             whole = op("attention", [q, k, v], isa=isa, heads=H, kv_heads=Hkv, n_past=past, window=window)
             same = whole is not None
             for t in (0, 1, 17, 40, 69):
                 one = op("attention", [q[t:t + 1], k[:past + t + 1], v[:past + t + 1]], isa=isa, heads=H,
                          kv_heads=Hkv, n_past=past + t, window=window)
                 same &= one is not None and torch.equal(one[0], whole[t])
-            check(same, f"ASCENT_ISA={isa}: attention window={window}: prefill rows == the same rows decoded alone")
+            check(same, f"ASCENT_ISA={isa}: attention D={D} window={window}: prefill rows == the same rows decoded "
+                  "alone")
     finish()
 
 
