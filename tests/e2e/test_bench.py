@@ -1,5 +1,6 @@
 """`ascent bench` reports prefill and decode throughput like llama-bench: with --jsonl one object per test with
-the median, range and share of the roofline; bad flags are refused with one line."""
+the median, range and share of the roofline; -d runs each test after that many tokens in the KV cache; bad flags
+are refused with one line."""
 import json
 import os
 
@@ -20,13 +21,34 @@ def main():
     check(all(set(o) == keys for o in objs), "each object has exactly the documented keys")
     check(all(0 < o["tps_min"] <= o["tps_median"] <= o["tps_max"] and o["roofline_pct"] > 0 for o in objs),
           "min <= median <= max, roofline share positive")
+    with open(os.path.join(MODEL, "config.json")) as f:
+        cfg = json.load(f)
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv_row = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * 4  # K and V, f32, per position
     if len(objs) == 2:
-        # f32 matrices: prefill against the FP32 peak given (200 GFLOP/s), decode against 20 GB/s; both shares
-        # scale with the median by one model constant, so their ratio pins the two denominators used.
+        # f32 matrices: prefill against the FP32 peak given (200 GFLOP/s: 2 FLOP per matrix element per token),
+        # decode against 20 GB/s (4 bytes per element, plus the KV rows step i attends over: i + 1 of them, 4.5 on
+        # average over 8 steps). Each share is the median times a model constant; the prefill one gives the element
+        # count, which pins the decode one.
         pp, tg = objs
-        ratio = (pp["roofline_pct"] / pp["tps_median"]) / (tg["roofline_pct"] / tg["tps_median"])
-        check(abs(ratio - (2 / 200e9) / (4 / 20e9)) < 1e-3 * ratio,
-              f"shares use the given roofline: 2 FLOP/param of 200 GFLOP/s vs 4 B/param of 20 GB/s ({ratio:.4f})")
+        elems = pp["roofline_pct"] / pp["tps_median"] / 100 * 200e9 / 2
+        want = 100 * (4 * elems + 4.5 * kv_row) / 20e9
+        got = tg["roofline_pct"] / tg["tps_median"]
+        check(abs(got - want) < 1e-3 * want,
+              f"shares use the given roofline: decode {got:.4e} %/(t/s) = (4 B x {elems:.0f} + KV {4.5 * kv_row:.0f} B)"
+              f" / 20 GB/s")
+    r = run(["bench", "-m", MODEL, "-p", 16, "-n", 8, "-d", 40, "-r", 2, "--jsonl"] + ROOF)
+    objs_d = [json.loads(line) for line in r.stdout.strip().splitlines()] if r.returncode == 0 else []
+    check([o.get("test") for o in objs_d] == ["pp16 @ d40", "tg8 @ d40"],
+          f"-d 40 names the tests as llama-bench does: {[o.get('test') for o in objs_d]} {r.stderr.strip()}")
+    if len(objs) == 2 and len(objs_d) == 2:
+        # 40 more cached positions read per decode step, nothing else changes.
+        extra = objs_d[1]["roofline_pct"] / objs_d[1]["tps_median"] - objs[1]["roofline_pct"] / objs[1]["tps_median"]
+        want = 100 * 40 * kv_row / 20e9
+        check(abs(extra - want) < 1e-3 * want, f"decode at depth 40 counts 40 more KV rows ({extra:.4e} vs {want:.4e})")
+    r = run(["bench", "-m", MODEL, "-p", 8, "-n", 8, "-d", 510, "-r", 1] + ROOF)
+    check(r.returncode == 1 and "-d" in r.stderr and "512" in r.stderr and r.stderr.count("\n") == 1,
+          f"a depth past the model's context refused: {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1] + ROOF)
     check(r.returncode == 0 and "| pp8 |" in r.stdout and "| tg2 |" in r.stdout and "roofline" in r.stdout,
           "table output names the tests and the roofline")

@@ -1,7 +1,8 @@
 // ascent bench: llama-bench-style throughput — prefill (ppP) and decode (tgN) tokens/s as median and range over
-// runs, after an untimed warm-up run — with each figure as a share of this machine's roofline: prefill against
-// the peak of the instruction its matmuls use (matmul operations per token), decode against read bandwidth
-// (weight bytes streamed per token).
+// runs, after an untimed warm-up run, optionally after D tokens already in the KV cache (-d, named "ppP @ dD" as
+// llama-bench does) — with each figure as a share of this machine's roofline: prefill against the peak of the
+// instruction its matmuls use (matmul operations per token), decode against read bandwidth (weight bytes streamed
+// per token plus the KV cache rows each step attends over).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,7 +20,7 @@ namespace {
 
 struct Options {
   std::string model;
-  int64_t prefill = 512, decode = 128;
+  int64_t prefill = 512, decode = 128, depth = 0;
   int threads = 0, runs = 5;
   bool jsonl = false, warmup = true;
   RooflineFlags roofline;
@@ -69,12 +70,14 @@ Result summarize(std::string test, std::vector<double> tps, double pct_per_tps) 
 void run(Options& o) {
   set_threads(o.threads);
   ASCENT_CHECK(o.prefill >= 0 && o.decode >= 0 && o.prefill + o.decode > 0, "-p and -n must be >= 0, not both 0");
+  ASCENT_CHECK(o.depth >= 0, "-d: the depth must be >= 0, got {}", o.depth);
   ASCENT_CHECK(o.runs >= 1, "-r: at least one run, got {}", o.runs);
   o.runtime.before_load();
   auto m = model::Model::load(o.model);
   const auto& cfg = m->config();
-  ASCENT_CHECK(std::max(o.prefill, o.decode + 1) <= cfg.max_seq, "-p/-n exceed the model's context {}", cfg.max_seq);
-  m->set_context(std::max(o.prefill, o.decode + 1));
+  const int64_t ctx = o.depth + std::max(o.prefill, o.decode + 1);
+  ASCENT_CHECK(ctx <= cfg.max_seq, "-d/-p/-n need {} positions, more than the model's context {}", ctx, cfg.max_seq);
+  m->set_context(ctx);
   o.runtime.after_load(*m);
   o.roofline.resolve();  // and again after the runs
   double wbytes, welems;
@@ -88,11 +91,16 @@ void run(Options& o) {
   };
   using Clock = std::chrono::steady_clock;
   std::vector<double> pp_tps, tg_tps;
+  // Starts a run: an empty cache, then -d tokens in it (untimed).
+  auto fill_depth = [&] {
+    m->reset();
+    if (o.depth > 0) m->forward(random_ids(o.depth), /*all_logits=*/false);
+  };
   if (o.prefill > 0) {
     // The warm-up run pays for first touches (the mapped weights, scratch buffers) as llama-bench's does.
     for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
       const auto ids = random_ids(o.prefill);
-      m->reset();
+      fill_depth();
       const auto t0 = Clock::now();
       m->forward(ids, /*all_logits=*/false);
       if (r >= 0)
@@ -101,7 +109,7 @@ void run(Options& o) {
   }
   if (o.decode > 0) {
     for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
-      m->reset();
+      fill_depth();
       int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
       const int64_t steps = r >= 0 ? o.decode : std::min<int64_t>(o.decode, 8);  // warm-up: a few tokens
       const auto t0 = Clock::now();
@@ -129,11 +137,16 @@ void run(Options& o) {
   }
   std::vector<Result> results;
   // 2 operations per weight element per token is the matmul work; attention adds little at these lengths.
+  const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
   if (o.prefill > 0) {
-    results.push_back(summarize("pp" + std::to_string(o.prefill), pp_tps, 100.0 * 2.0 * welems / (peak * 1e9)));
+    results.push_back(summarize("pp" + std::to_string(o.prefill) + at, pp_tps, 100.0 * 2.0 * welems / (peak * 1e9)));
   }
   if (o.decode > 0) {
-    results.push_back(summarize("tg" + std::to_string(o.decode), tg_tps, 100.0 * wbytes / (o.roofline.gbps * 1e9)));
+    // Step i attends over depth + i + 1 cached positions (K and V rows of every layer, f32).
+    const double kv_row_bytes = 2.0 * static_cast<double>(cfg.n_layers * cfg.n_kv_heads * cfg.head_dim) * 4.0;
+    const double kv_bytes = (static_cast<double>(o.depth) + 0.5 * static_cast<double>(o.decode + 1)) * kv_row_bytes;
+    results.push_back(
+        summarize("tg" + std::to_string(o.decode) + at, tg_tps, 100.0 * (wbytes + kv_bytes) / (o.roofline.gbps * 1e9)));
   }
   o.runtime.finish();
   if (o.jsonl) {
@@ -165,6 +178,7 @@ void add_bench(CLI::App& app) {
   c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
   c->add_option("-p,--n-prompt", o->prefill, "prefill tokens (0: skip)")->capture_default_str();
   c->add_option("-n,--n-gen", o->decode, "decode tokens (0: skip)")->capture_default_str();
+  c->add_option("-d,--n-depth", o->depth, "tokens already in the KV cache when each run starts")->capture_default_str();
   c->add_option("-r,--repetitions", o->runs, "runs per test")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   c->add_flag("--jsonl", o->jsonl, "one JSON object per test");
