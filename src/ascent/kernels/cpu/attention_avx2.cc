@@ -31,6 +31,9 @@ struct V256 {
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F exp(F x) { return exp8(x); }
   static float reduce_max(F x) { return hmax8(x); }
+  static bool any_greater(F x, float m) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(m), _CMP_GT_OQ)) != 0;
+  }
   static float hsum(F x) { return hsum8(x); }
   // dst[c * 8 + i] = src[i * ld + c] for i, c < 8: 8 keys' 8 dimensions into 8 lane-per-key vectors.
   static void transpose(const float* src, int64_t ld, float* dst) {

@@ -35,6 +35,7 @@ struct V512 {
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F exp(F x) { return exp_ps(x); }
   static float reduce_max(F x) { return _mm512_reduce_max_ps(x); }
+  static bool any_greater(F x, float m) { return _mm512_cmp_ps_mask(x, _mm512_set1_ps(m), _CMP_GT_OQ) != 0; }
   static float hsum(F x) { return kernels::hsum(x); }
   // dst[c * 16 + i] = src[i * ld + c] for i, c < 16: 16 keys' 16 dimensions into 16 lane-per-key vectors.
   static void transpose(const float* src, int64_t ld, float* dst) {

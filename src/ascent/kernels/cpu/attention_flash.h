@@ -2,8 +2,8 @@
 // and included by attention_avx512.cc and attention_avx2.cc after their target pragma (each gets its own copy,
 // hence the anonymous namespace). V provides: F (a vector of kLanes floats), zero, set1, load, store, add, sub, mul,
 // fma, exp (0 below -87, so e^-inf = 0), reduce_max, hsum, scores(acc, scale, first_lane_key, first, last):
-// acc * scale in lanes whose key lies in [first, last], -inf elsewhere, and transpose(src, ld, dst): a W x W block
-// of keys' dimensions into W lane-per-key vectors.
+// acc * scale in lanes whose key lies in [first, last], -inf elsewhere, any_greater(x, m): whether a lane of x
+// exceeds m, and transpose(src, ld, dst): a W x W block of keys' dimensions into W lane-per-key vectors.
 //
 // Keys go in tiles of W = kLanes (one score per lane), online softmax (running max and sum per query row), no
 // score matrix. Matches the reference (attention_cpu.cc) to rounding; any head size (rows zero-padded).
@@ -37,14 +37,18 @@ struct FlashScratch {
 };
 
 // Adds NC vectors of a tile's value rows (row stride ldv), weighted by p, to rows' outputs (columns c0 ..
-// c0 + W NC), after scaling them by alpha: o = o * alpha + p @ V.
-template <class V, int R, int NC>
+// c0 + W NC), after scaling them by alpha: o = o * alpha + p @ V. kRescale = false when every alpha is exactly 1
+// (no row's running max moved): o * 1 = o, so skipping the multiply gives the same bits.
+template <class V, int R, int NC, bool kRescale>
 inline void tile_pv(const float* vt, int64_t ldv, int64_t c0, const float* p, const typename V::F alpha[R],
                     float* const o[R]) {
   constexpr int64_t kKeyTile = V::kLanes;
   typename V::F acc[R][NC];
   for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < NC; ++c) acc[r][c] = V::mul(V::load(o[r] + c0 + kKeyTile * c), alpha[r]);
+    for (int c = 0; c < NC; ++c) {
+      acc[r][c] = V::load(o[r] + c0 + kKeyTile * c);
+      if constexpr (kRescale) acc[r][c] = V::mul(acc[r][c], alpha[r]);
+    }
   }
   for (int64_t j = 0; j < kKeyTile; ++j) {
     typename V::F v[NC];
@@ -56,6 +60,26 @@ inline void tile_pv(const float* vt, int64_t ldv, int64_t c0, const float* p, co
   }
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < NC; ++c) V::store(o[r] + c0 + kKeyTile * c, acc[r][c]);
+  }
+}
+
+// o = o * alpha + p @ V over all Dp columns, four vectors of columns at a time (R * 4 accumulators stay in
+// registers).
+template <class V, int R, bool kRescale>
+inline void tile_values(const float* vt, int64_t ldv, int64_t Dp, const float* p, const typename V::F alpha[R],
+                        float* const o[R]) {
+  constexpr int64_t kKeyTile = V::kLanes;
+  int64_t c0 = 0;
+  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4, kRescale>(vt, ldv, c0, p, alpha, o);
+  switch ((Dp - c0) / kKeyTile) {
+    case 3:
+      return tile_pv<V, R, 3, kRescale>(vt, ldv, c0, p, alpha, o);
+    case 2:
+      return tile_pv<V, R, 2, kRescale>(vt, ldv, c0, p, alpha, o);
+    case 1:
+      return tile_pv<V, R, 1, kRescale>(vt, ldv, c0, p, alpha, o);
+    default:
+      return;
   }
 }
 
@@ -84,12 +108,23 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const 
   }
   F alpha[R];
   float* o[R];
+  bool rescale = false;
+  const int64_t key0 = tile * kKeyTile;
   for (int r = 0; r < R; ++r) {
-    // Scaled scores, -inf outside the row's keys.
-    const F sc = V::scores(V::add(acc0[r], acc1[r]), scale, tile * kKeyTile, first[r], last[r]);
+    // Scaled scores, -inf outside the row's keys (a tile wholly inside them needs no mask: the same products).
+    const F raw = V::add(acc0[r], acc1[r]);
+    const F sc = key0 >= first[r] && key0 + kKeyTile - 1 <= last[r] ? V::mul(raw, V::set1(scale))
+                                                                    : V::scores(raw, scale, key0, first[r], last[r]);
+    // The running max moves only if a lane exceeds it; otherwise max(m, reduce_max(sc)) is m and the rescaling
+    // factor e^(m - m) is exactly 1, so the reduction and that exp are skipped with the same result.
     float& m = s.m[static_cast<size_t>(rows[r])];
-    const float m_new = std::max(m, V::reduce_max(sc));
-    alpha[r] = V::exp(V::set1(m - m_new));
+    const float m_new = V::any_greater(sc, m) ? std::max(m, V::reduce_max(sc)) : m;
+    if (m_new != m) {
+      alpha[r] = V::exp(V::set1(m - m_new));
+      rescale = true;
+    } else {
+      alpha[r] = V::set1(1.0f);
+    }
     m = m_new;
     const F p = V::exp(V::sub(sc, V::set1(m_new)));
     V::store(s.p.data() + r * kKeyTile, p);
@@ -97,18 +132,10 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const 
     V::store(l, V::fma(V::load(l), alpha[r], p));
     o[r] = s.o.data() + rows[r] * Dp;
   }
-  // Values, four vectors of columns at a time (R * 4 accumulators stay in registers).
-  int64_t c0 = 0;
-  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4>(vt, ldv, c0, s.p.data(), alpha, o);
-  switch ((Dp - c0) / kKeyTile) {
-    case 3:
-      return tile_pv<V, R, 3>(vt, ldv, c0, s.p.data(), alpha, o);
-    case 2:
-      return tile_pv<V, R, 2>(vt, ldv, c0, s.p.data(), alpha, o);
-    case 1:
-      return tile_pv<V, R, 1>(vt, ldv, c0, s.p.data(), alpha, o);
-    default:
-      return;
+  if (rescale) {
+    tile_values<V, R, true>(vt, ldv, Dp, s.p.data(), alpha, o);
+  } else {
+    tile_values<V, R, false>(vt, ldv, Dp, s.p.data(), alpha, o);
   }
 }
 
