@@ -151,7 +151,7 @@ void run(Options& o) {
   o.runtime.finish();
   if (o.jsonl) {
     for (const auto& r : results) {
-      std::printf("{\"test\":\"%s\",\"tps_median\":%.4f,\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.3f}\n",
+      std::printf("{\"test\":\"%s\",\"tps_median\":%.4f,\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f}\n",
                   r.test.c_str(), r.median, r.min, r.max, r.roofline_pct);
     }
     return;
