@@ -422,6 +422,67 @@ struct BlockKern {
       body<R, TT, false>(in, w, n, t, out);
     }
   }
+
+  // Prefill: each 4-row tile's codes and scale vectors, exactly as load_w gives them, are formed once into L1 for
+  // all its token tiles (they were rebuilt, nibbles unpacked and f16 scales widened, for every token tile); the
+  // cached tile then does body's arithmetic on them, so the same bits.
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (R, pairs, 64) unsigned codes of blocks b, b + 1
+    std::vector<float> dw;       // (R, pairs, 2) their scales (widened from f16)
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nb = in.K / kQBlock, pairs = (nb + 1) / 2;
+    c.codes.resize(static_cast<size_t>(4 * pairs * 64));
+    c.dw.resize(static_cast<size_t>(4 * pairs * 2));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w.row_ptr(n) + r * stride;
+      for (int64_t pr = 0; pr < pairs; ++pr) {
+        __m512i codes;
+        __m512 dw;
+        load_w</*kPairs=*/false>(row, 2 * pr, nb, codes, dw);
+        _mm512_storeu_si512(c.codes.data() + (r * pairs + pr) * 64, codes);
+        alignas(64) float lanes[16];
+        _mm512_store_ps(lanes, dw);
+        c.dw[static_cast<size_t>((r * pairs + pr) * 2)] = lanes[0];
+        c.dw[static_cast<size_t>((r * pairs + pr) * 2 + 1)] = lanes[8];
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor&, const RowCache& c, int64_t, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock, pairs = (nb + 1) / 2;
+    const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      const int64_t b = 2 * pr, k = b * kQBlock;
+      __m512i av[TT], off[TT];
+      __m512 da[TT];
+      for (int j = 0; j < TT; ++j) {
+        av[j] = _mm512_loadu_si512(a + j * Kp + k);
+        off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]));
+        const float* d = in.d.data() + (t + j) * B + b;
+        da[j] = _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i codes = _mm512_loadu_si512(c.codes.data() + (r * pairs + pr) * 64);
+        const float* d2 = c.dw.data() + (r * pairs + pr) * 2;
+        const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(d2[0]), _mm256_set1_ps(d2[1]), 1);
+        for (int j = 0; j < TT; ++j) {
+          const __m512i s = _mm512_dpbusd_epi32(off[j], codes, av[j]);  // off holds minus the codes' offset
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[j]), acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
 };
 
 // GGUF K-quants against per-32-block int8 activations, one 64-column chunk (two activation blocks) per step. Each
