@@ -591,6 +591,72 @@ struct Q4KKern : KQuantKern<Q4KKern> {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
     }
   }
+
+  // Prefill: each 4-row tile's codes (nibbles unpacked) and its super-blocks' scale and minimum vectors (d and
+  // dmin already applied, as scales() gives them) are formed once into L1 for all its token tiles; the cached tile
+  // does body's arithmetic on them, so the same bits.
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (R, K / 64, 64)
+    std::vector<float> sm;       // (R, K / 256, 16): 8 scales, then 8 minimums
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock;
+    c.codes.resize(static_cast<size_t>(4 * nsb * kQKBlock));
+    c.sm.resize(static_cast<size_t>(4 * nsb * 16));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    for (int r = 0; r < R; ++r) {
+      const auto* blks = reinterpret_cast<const BlockQ4_K*>(w.row_ptr(n) + r * stride);
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        __m512 dsc, dmn;
+        scales(blks[sb], dsc, dmn);
+        float* sm = c.sm.data() + (r * nsb + sb) * 16;
+        _mm256_storeu_ps(sm, _mm512_castps512_ps256(dsc));
+        _mm256_storeu_ps(sm + 8, _mm512_castps512_ps256(dmn));
+        for (int ch = 0; ch < 4; ++ch) {
+          _mm512_storeu_si512(c.codes.data() + ((r * nsb + sb) * 4 + ch) * 64, unpack_nibbles(blks[sb].qs + 32 * ch));
+        }
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor&, const RowCache& c, int64_t, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, nsb = in.K / kQKBlock;
+    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // sub-block of a lane
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const int8_t* a = in.q.data() + t * Kp;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      for (int ch = 0; ch < 4; ++ch) {
+        const int64_t k = sb * kQKBlock + 64 * ch;
+        __m512i av[TT];
+        __m512 da[TT], asum[TT];  // block scales; da * the lane's activation sum
+        for (int j = 0; j < TT; ++j) {
+          av[j] = _mm512_loadu_si512(a + j * Kp + k);
+          da[j] = lane_scales</*kDecode=*/false>(in, t + j, k);
+          asum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(lane_sums</*kDecode=*/false>(in, av[j], k)), da[j]);
+        }
+        const __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32(2 * ch));
+        for (int r = 0; r < R; ++r) {
+          const float* sm = c.sm.data() + (r * nsb + sb) * 16;
+          const __m512i codes = _mm512_loadu_si512(c.codes.data() + ((r * nsb + sb) * 4 + ch) * 64);
+          // idx picks lanes 0-7 only, so the upper halves left undefined by the casts are never read.
+          const __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(sm)));
+          const __m512 mn = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(sm + 8)));
+          for (int j = 0; j < TT; ++j) {
+            const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sc, da[j]), acc[r][j]);
+            acc[r][j] = _mm512_fnmadd_ps(asum[j], mn, acc[r][j]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
 };
 
 // Q6_K: lane value = d * scale_s * sum(a * (code - 32)) over 4 columns of 16-column sub-block s, times the
