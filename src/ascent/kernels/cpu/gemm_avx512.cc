@@ -371,12 +371,25 @@ struct BlockKern {
       dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(blk[0].d)), _mm256_set1_ps(two ? _cvtsh_ss(blk[1].d) : 0.0f), 1);
     }
   }
+  // Tokens t .. t + TT - 1's side of blocks b, b + 1 (a: token t's activations): the activations, minus the
+  // weights' code offset times their sums (per lane), and their block scales (lanes 0-7 block b, 8-15 b + 1).
+  template <int TT>
+  static void block_acts(const GemmInput& in, const int8_t* a, int64_t t, int64_t b, __m512i av[TT], __m512i off[TT],
+                         __m512 da[TT]) {
+    const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
+    const int64_t B = in.Kp / kQBlock;
+    for (int j = 0; j < TT; ++j) {
+      av[j] = _mm512_loadu_si512(a + j * in.Kp + b * kQBlock);
+      off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]));
+      const float* d = in.d.data() + (t + j) * B + b;
+      da[j] = _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
+    }
+  }
   // kPairs: the row has an even number of blocks, so every step takes two (no test in the loop, which GCC 12
   // answers by keeping the accumulators in memory).
   template <int R, int TT, bool kPairs>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
-    const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
+    const int64_t nb = in.K / kQBlock;
     __m512 acc[R][TT];
     // Row addresses from one stride (no calls inside the loops, so GCC unrolls them and keeps acc in registers).
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
@@ -387,17 +400,11 @@ struct BlockKern {
       rows[r] = w0 + r * stride;
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
-    const int8_t* a = in.q.data() + t * Kp;
+    const int8_t* a = in.q.data() + t * in.Kp;
     for (int64_t b = 0; b < nb; b += 2) {
-      const int64_t k = b * kQBlock;
       __m512i av[TT], off[TT];
       __m512 da[TT];
-      for (int j = 0; j < TT; ++j) {
-        av[j] = _mm512_loadu_si512(a + j * Kp + k);
-        off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]));
-        const float* d = in.d.data() + (t + j) * B + b;
-        da[j] = _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
-      }
+      block_acts<TT>(in, a, t, b, av, off, da);
       for (int r = 0; r < R; ++r) {
         __m512i codes;
         __m512 dw;
@@ -453,23 +460,17 @@ struct BlockKern {
   }
   template <int R, int TT>
   static void cached_tile(const GemmInput& in, const Tensor&, const RowCache& c, int64_t, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock, pairs = (nb + 1) / 2;
-    const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
+    const int64_t nb = in.K / kQBlock, pairs = (nb + 1) / 2;
     __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
-    const int8_t* a = in.q.data() + t * Kp;
+    const int8_t* a = in.q.data() + t * in.Kp;
     for (int64_t pr = 0; pr < pairs; ++pr) {
-      const int64_t b = 2 * pr, k = b * kQBlock;
+      const int64_t b = 2 * pr;
       __m512i av[TT], off[TT];
       __m512 da[TT];
-      for (int j = 0; j < TT; ++j) {
-        av[j] = _mm512_loadu_si512(a + j * Kp + k);
-        off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, av[j]));
-        const float* d = in.d.data() + (t + j) * B + b;
-        da[j] = _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
-      }
+      block_acts<TT>(in, a, t, b, av, off, da);
       for (int r = 0; r < R; ++r) {
         const __m512i codes = _mm512_loadu_si512(c.codes.data() + (r * pairs + pr) * 64);
         const float* d2 = c.dw.data() + (r * pairs + pr) * 2;
@@ -528,6 +529,7 @@ struct KQuantKern {
 // Q4_K: lane value = d * scale_j * sum(a * code) - dmin * min_j * sum(a), times the activation block scale.
 struct Q4KKern : KQuantKern<Q4KKern> {
   static constexpr int kDecodeRows = 4;
+  struct RowCache;
   // The 8 sub-block scales and minimums of a super-block times d and dmin. The 12 packed bytes hold 6-bit values:
   // scales 0-3 and minimums 0-3 in the low 6 bits of bytes 0-3 and 4-7; scales and minimums 4-7 in the low and
   // high nibbles of bytes 8-11, with their top 2 bits in the top 2 bits of bytes 0-3 and 4-7.
@@ -546,8 +548,10 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(bytes));
     return _mm512_mul_ps(_mm512_set1_ps(f), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
   }
-  template <int R, int TT, bool kDecode>
-  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  // kCached: codes and scale/minimum vectors read from a RowCache (prefill) instead of formed from the blocks.
+  template <int R, int TT, bool kDecode, bool kCached = false>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
+                   const RowCache* cache = nullptr) {
     const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
@@ -558,12 +562,19 @@ struct Q4KKern : KQuantKern<Q4KKern> {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const int8_t* a = in.q.data() + t * Kp;
-    for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-      __m512 dsc[R], dmn[R];
+    const int64_t nsb = in.K / kQKBlock;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      __m512 dsc[R], dmn[R];  // lanes 0-7: the sub-blocks' d * scale and dmin * min (the permutes read no others)
       for (int r = 0; r < R; ++r) {
-        const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
-        prefetch_block<TT>(blk, sizeof(BlockQ4_K), ahead);
-        scales(*blk, dsc[r], dmn[r]);
+        if constexpr (kCached) {
+          const float* sm = cache->sm.data() + (r * nsb + sb) * 16;
+          dsc[r] = _mm512_castps256_ps512(_mm256_loadu_ps(sm));
+          dmn[r] = _mm512_castps256_ps512(_mm256_loadu_ps(sm + 8));
+        } else {
+          const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
+          prefetch_block<TT>(blk, sizeof(BlockQ4_K), ahead);
+          scales(*blk, dsc[r], dmn[r]);
+        }
       }
       for (int c = 0; c < 4; ++c) {
         const int64_t k = sb * kQKBlock + 64 * c;
@@ -576,8 +587,12 @@ struct Q4KKern : KQuantKern<Q4KKern> {
         }
         const __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32(2 * c));
         for (int r = 0; r < R; ++r) {
-          const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
-          const __m512i codes = unpack_nibbles(blk->qs + 32 * c);
+          __m512i codes;
+          if constexpr (kCached) {
+            codes = _mm512_loadu_si512(cache->codes.data() + ((r * nsb + sb) * 4 + c) * 64);
+          } else {
+            codes = unpack_nibbles((reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb)->qs + 32 * c);
+          }
           const __m512 sc = _mm512_permutexvar_ps(idx, dsc[r]), mn = _mm512_permutexvar_ps(idx, dmn[r]);
           for (int j = 0; j < TT; ++j) {
             const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
@@ -620,42 +635,9 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     }
   }
   template <int R, int TT>
-  static void cached_tile(const GemmInput& in, const Tensor&, const RowCache& c, int64_t, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, nsb = in.K / kQKBlock;
-    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // sub-block of a lane
-    __m512 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
-    }
-    const int8_t* a = in.q.data() + t * Kp;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      for (int ch = 0; ch < 4; ++ch) {
-        const int64_t k = sb * kQKBlock + 64 * ch;
-        __m512i av[TT];
-        __m512 da[TT], asum[TT];  // block scales; da * the lane's activation sum
-        for (int j = 0; j < TT; ++j) {
-          av[j] = _mm512_loadu_si512(a + j * Kp + k);
-          da[j] = lane_scales</*kDecode=*/false>(in, t + j, k);
-          asum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(lane_sums</*kDecode=*/false>(in, av[j], k)), da[j]);
-        }
-        const __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32(2 * ch));
-        for (int r = 0; r < R; ++r) {
-          const float* sm = c.sm.data() + (r * nsb + sb) * 16;
-          const __m512i codes = _mm512_loadu_si512(c.codes.data() + ((r * nsb + sb) * 4 + ch) * 64);
-          // idx picks lanes 0-7 only, so the upper halves left undefined by the casts are never read.
-          const __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(sm)));
-          const __m512 mn = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(sm + 8)));
-          for (int j = 0; j < TT; ++j) {
-            const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
-            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sc, da[j]), acc[r][j]);
-            acc[r][j] = _mm512_fnmadd_ps(asum[j], mn, acc[r][j]);
-          }
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
-    }
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    body<R, TT, /*kDecode=*/false, /*kCached=*/true>(in, w, n, t, out, &c);
   }
 };
 
