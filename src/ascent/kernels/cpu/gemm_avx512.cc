@@ -349,6 +349,7 @@ struct I4Kern {
 template <DType WT>
 struct BlockKern {
   static constexpr int kDecodeRows = WT == DType::Q4_0 ? 4 : 1;
+  struct RowCache;
   // Unsigned codes (weight + 128 or nibble) of blocks b and b+1 (b+1 zero when past the row), and their scales.
   template <bool kPairs>
   static void load_w(const uint8_t* row, int64_t b, int64_t nb, __m512i& codes, __m512& dw) {
@@ -386,9 +387,11 @@ struct BlockKern {
     }
   }
   // kPairs: the row has an even number of blocks, so every step takes two (no test in the loop, which GCC 12
-  // answers by keeping the accumulators in memory).
-  template <int R, int TT, bool kPairs>
-  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  // answers by keeping the accumulators in memory). kCached: codes and scales read from a RowCache (prefill)
+  // instead of formed from the blocks.
+  template <int R, int TT, bool kPairs, bool kCached = false>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
+                   const RowCache* cache = nullptr) {
     const int64_t nb = in.K / kQBlock;
     __m512 acc[R][TT];
     // Row addresses from one stride (no calls inside the loops, so GCC unrolls them and keeps acc in registers).
@@ -408,9 +411,16 @@ struct BlockKern {
       for (int r = 0; r < R; ++r) {
         __m512i codes;
         __m512 dw;
-        prefetch_ahead<TT>(
-            rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
-        load_w<kPairs>(rows[r], b, nb, codes, dw);
+        if constexpr (kCached) {
+          const int64_t pairs = (nb + 1) / 2, pr = b / 2;
+          codes = _mm512_loadu_si512(cache->codes.data() + (r * pairs + pr) * 64);
+          const float* d2 = cache->dw.data() + (r * pairs + pr) * 2;
+          dw = _mm512_insertf32x8(_mm512_set1_ps(d2[0]), _mm256_set1_ps(d2[1]), 1);
+        } else {
+          prefetch_ahead<TT>(
+              rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
+          load_w<kPairs>(rows[r], b, nb, codes, dw);
+        }
         for (int j = 0; j < TT; ++j) {
           const __m512i s = _mm512_dpbusd_epi32(off[j], codes, av[j]);  // off holds minus the codes' offset
           acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[j]), acc[r][j]);
@@ -459,31 +469,10 @@ struct BlockKern {
     }
   }
   template <int R, int TT>
-  static void cached_tile(const GemmInput& in, const Tensor&, const RowCache& c, int64_t, int64_t t, float out[4][4]) {
-    const int64_t nb = in.K / kQBlock, pairs = (nb + 1) / 2;
-    __m512 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
-    }
-    const int8_t* a = in.q.data() + t * in.Kp;
-    for (int64_t pr = 0; pr < pairs; ++pr) {
-      const int64_t b = 2 * pr;
-      __m512i av[TT], off[TT];
-      __m512 da[TT];
-      block_acts<TT>(in, a, t, b, av, off, da);
-      for (int r = 0; r < R; ++r) {
-        const __m512i codes = _mm512_loadu_si512(c.codes.data() + (r * pairs + pr) * 64);
-        const float* d2 = c.dw.data() + (r * pairs + pr) * 2;
-        const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(d2[0]), _mm256_set1_ps(d2[1]), 1);
-        for (int j = 0; j < TT; ++j) {
-          const __m512i s = _mm512_dpbusd_epi32(off[j], codes, av[j]);  // off holds minus the codes' offset
-          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[j]), acc[r][j]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
-    }
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    // The loop bound covers an odd last block either way: kPairs only steers load_w, which the cache replaces.
+    body<R, TT, /*kPairs=*/true, /*kCached=*/true>(in, w, n, t, out, &c);
   }
 };
 
