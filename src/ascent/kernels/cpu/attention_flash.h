@@ -193,32 +193,23 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       const int64_t b0 = run * n_blocks / runs, b1 = (run + 1) * n_blocks / runs;  // blocks [b0, b1)
       const int64_t run_lo = first_key(d.n_past + b0 * block);
       const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;
-      const int64_t tile_lo = run_lo / kKeyTile, tile_hi = run_hi / kKeyTile, tiles = tile_hi - tile_lo + 1;
+      const int64_t tile_lo = run_lo / kKeyTile, tile_hi = run_hi / kKeyTile;
       pack_keys<V>(k + kvh * D, kv_stride, D, D2, run_lo, run_hi, s.kt);
-      // Values in place when rows are whole vectors, except a last tile reaching past the cache's valid rows.
-      const bool v_in_place = Dp == D;
+      // Values in place when rows are whole vectors, except a last tile reaching past the cache's valid rows;
+      // otherwise copied (zero-padded) into s.vt from tile `copied` on.
       const bool last_partial = (tile_hi + 1) * kKeyTile - 1 > run_hi;
-      if (!v_in_place) {
-        s.vt.assign(static_cast<size_t>(tiles * kKeyTile * Dp), 0.0f);
-        for (int64_t j = run_lo; j <= run_hi; ++j) {
+      const int64_t copied = Dp != D ? tile_lo : last_partial ? tile_hi : tile_hi + 1;
+      if (copied <= tile_hi) {
+        s.vt.assign(static_cast<size_t>((tile_hi - copied + 1) * kKeyTile * Dp), 0.0f);
+        for (int64_t j = std::max(run_lo, copied * kKeyTile); j <= run_hi; ++j) {
           const float* vj = v + j * kv_stride + kvh * D;
-          std::copy(vj, vj + D, s.vt.data() + (j - tile_lo * kKeyTile) * Dp);
-        }
-      } else if (last_partial) {
-        s.vt.assign(static_cast<size_t>(kKeyTile * Dp), 0.0f);
-        for (int64_t j = std::max(run_lo, tile_hi * kKeyTile); j <= run_hi; ++j) {
-          const float* vj = v + j * kv_stride + kvh * D;
-          std::copy(vj, vj + D, s.vt.data() + (j - tile_hi * kKeyTile) * Dp);
+          std::copy(vj, vj + D, s.vt.data() + (j - copied * kKeyTile) * Dp);
         }
       }
       auto values = [&](int64_t tile, int64_t& ldv) -> const float* {
-        if (!v_in_place) {
+        if (tile >= copied) {
           ldv = Dp;
-          return s.vt.data() + (tile - tile_lo) * kKeyTile * Dp;
-        }
-        if (tile == tile_hi && last_partial) {
-          ldv = Dp;
-          return s.vt.data();
+          return s.vt.data() + (tile - copied) * kKeyTile * Dp;
         }
         ldv = kv_stride;
         return v + tile * kKeyTile * kv_stride + kvh * D;
