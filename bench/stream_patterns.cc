@@ -2,7 +2,8 @@
 // arithmetic, so a kernel's GB/s can be judged against what its pattern allows rather than against a plain
 // sequential read. Patterns over a buffer of row-major rows of --row bytes: one row after another (the order of
 // one-row decode tiles, i.e. a sequential read), and R rows read side by side in bursts of B bytes per row, each
-// with the next tile prefetched as the kernels do (gemm_avx512.cc, prefetch_ahead).
+// with the next tile prefetched as the kernels do (gemm_avx512.cc, prefetch_ahead); and the sequential read without
+// that prefetch.
 //   stream_patterns [--mib 1024] [--row 1024] [--passes 5]
 // Prints the best pass of each pattern in GB/s. AVX-512 machines only; it refuses to run elsewhere.
 #include <immintrin.h>
@@ -19,8 +20,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Sums `rows` rows of `row` bytes side by side, `burst` bytes of each in turn, prefetching the next tile's bytes.
-template <int R>
+// Sums `rows` rows of `row` bytes side by side, `burst` bytes of each in turn, prefetching the next tile's bytes
+// (kPrefetch).
+template <int R, bool kPrefetch = true>
 __attribute__((target("avx512f"))) uint64_t read_tiles(const uint8_t* p, int64_t bytes, int64_t row, int64_t burst) {
   __m512i acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
@@ -30,7 +32,7 @@ __attribute__((target("avx512f"))) uint64_t read_tiles(const uint8_t* p, int64_t
       for (int r = 0; r < R; ++r) {
         for (int64_t k = k0; k < std::min(row, k0 + burst); k += 64) {
           const uint8_t* q = p + t + r * row + k;
-          _mm_prefetch(reinterpret_cast<const char*>(q + tile), _MM_HINT_T0);
+          if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(q + tile), _MM_HINT_T0);
           acc[r] = _mm512_add_epi64(acc[r], _mm512_loadu_si512(q));
         }
       }
@@ -88,11 +90,13 @@ int main(int argc, char** argv) {
       sink += fn();
       best = std::max(best, static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    std::printf("%-40s %6.1f GB/s\n", name, best / 1e9);
+    std::printf("%-44s %6.1f GB/s\n", name, best / 1e9);
   };
   std::printf("one thread, %lld MiB, rows of %lld bytes, best of %lld passes\n", static_cast<long long>(bytes >> 20),
               static_cast<long long>(row), static_cast<long long>(passes));
   measure("1 row at a time (sequential)", [&] { return read_tiles<1>(buf, bytes, row, row); });
+  measure("1 row at a time, no software prefetch",
+          [&] { return read_tiles<1, /*kPrefetch=*/false>(buf, bytes, row, row); });
   for (int64_t burst : {int64_t{64}, int64_t{256}}) {
     const std::string name = "4 rows side by side, " + std::to_string(burst) + " B bursts";
     if (burst <= row) measure(name.c_str(), [&] { return read_tiles<4>(buf, bytes, row, burst); });
