@@ -41,8 +41,12 @@ struct GemmInput {
   // d[4i / 32], that lane's block scale.
   std::vector<int32_t> lane_sum;  // (Kp / 4,)
   std::vector<float> lane_d;      // (Kp / 4,)
-  std::vector<uint16_t> xb;       // (T, Kp) bf16, zero past K
-  std::vector<float> xf;          // (T, Kp) f32, zero past K (f32 and f16 weights)
+  // Per-block kind with K a multiple of 256 (the K-quant super-block), every T: for super-block s of token t, 16
+  // floats where lane 2j is the scale d of its 32-column block j and lane 2j + 1 is d times that block's activation
+  // sum (the AVX-512 Q4_K kernel's per-super-block minimum term, and its block scales, in one vector).
+  std::vector<float> kq_dax;  // (T, K / 256, 16)
+  std::vector<uint16_t> xb;   // (T, Kp) bf16, zero past K
+  std::vector<float> xf;      // (T, Kp) f32, zero past K (f32 and f16 weights)
 };
 
 // Prepares x for weight w (throws naming the weight shape when K differs).

@@ -537,25 +537,32 @@ struct KQuantKern {
 struct Q4KKern : KQuantKern<Q4KKern> {
   static constexpr int kDecodeRows = 4;
   struct RowCache;
-  // The 8 sub-block scales and minimums of a super-block times d and dmin. The 12 packed bytes hold 6-bit values:
-  // scales 0-3 and minimums 0-3 in the low 6 bits of bytes 0-3 and 4-7; scales and minimums 4-7 in the low and
-  // high nibbles of bytes 8-11, with their top 2 bits in the top 2 bits of bytes 0-3 and 4-7.
-  static void scales(const BlockQ4_K& b, __m512& dsc, __m512& dmn) {
-    uint32_t u[3];
-    std::memcpy(u, b.scales, sizeof(u));
-    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-    const uint64_t sc = (u[0] & kLow6) | static_cast<uint64_t>((u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4)) << 32;
-    const uint64_t mn = (u[1] & kLow6) | static_cast<uint64_t>(((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4))
-                                             << 32;
-    dsc = times(_cvtsh_ss(b.d), sc);
-    dmn = times(_cvtsh_ss(b.dmin), mn);
-  }
-  // f times 8 unsigned bytes, in lanes 0-7 (a function, not a lambda: lambdas miss the file's target pragma).
-  static __m512 times(float f, uint64_t bytes) {
-    const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(bytes));
-    return _mm512_mul_ps(_mm512_set1_ps(f), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
+  // The 8 sub-block scales and minimums of a super-block times d and dmin, interleaved: lane 2j scale j, lane
+  // 2j + 1 minimum j. The 12 packed bytes hold 6-bit values: scales 0-3 and minimums 0-3 in the low 6 bits of bytes
+  // 0-3 and 4-7; scales and minimums 4-7 in the low and high nibbles of bytes 8-11, with their top 2 bits in the top
+  // 2 bits of bytes 0-3 and 4-7. Formed with byte shuffles within one 16-byte register (the block's first 16 bytes:
+  // d, dmin, then the 12): a scalar unpacking plus two widenings cost a third of the decode loop.
+  static __m512 scales_mins(const BlockQ4_K& b) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
+    // Source of each value's low bits (scales at raw bytes 4-7 and 12-15, minimums at 8-11 and 12-15).
+    const __m128i low = _mm_shuffle_epi8(raw, _mm_setr_epi8(4, 8, 5, 9, 6, 10, 7, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    // Values 4-7: the top 2 bits come from bytes 4-7 (scales) and 8-11 (minimums); -1 (0x80 set) gives 0.
+    const __m128i top = _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 4, 8, 5, 9, 6, 10, 7, 11));
+    const __m128i keep6 = _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 0, 15, 0, 15, 0, 15, 0);
+    const __m128i high4 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 0, 15, 0, 15, 0, 15);
+    const __m128i v =
+        _mm_or_si128(_mm_or_si128(_mm_and_si128(low, keep6), _mm_and_si128(_mm_srli_epi16(low, 4), high4)),
+                     _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+    // d, dmin alternating in all 16 lanes, exactly widened from f16 (as _cvtsh_ss does).
+    const __m512 dd = _mm512_cvtph_ps(_mm256_set1_epi32(static_cast<int>(b.d | static_cast<uint32_t>(b.dmin) << 16)));
+    return _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
   }
   // kCached: codes and scale/minimum vectors read from a RowCache (prefill) instead of formed from the blocks.
+  // Per super-block and row, sm (scales_mins) times the tokens' kq_dax gives in lane 2j d * scale_j * the block
+  // scale and in lane 2j + 1 dmin * min_j * the block's scaled activation sum: the minimum terms are subtracted
+  // there once per super-block (into the odd lanes) and the scale factors permuted to the lanes of each chunk.
+  // One token keeps that product for the 4 chunks; several (prefill) form it per chunk (registers), the same
+  // products in the same order, so the same bits.
   template <int R, int TT, bool kDecode, bool kCached = false>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
                    const RowCache* cache = nullptr) {
@@ -570,29 +577,36 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     }
     const int8_t* a = in.q.data() + t * Kp;
     const int64_t nsb = in.K / kQKBlock;
+    const float* dax0 = in.kq_dax.data() + t * nsb * 16;
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      __m512 dsc[R], dmn[R];  // lanes 0-7: the sub-blocks' d * scale and dmin * min (the permutes read no others)
+      __m512 sm[R], dax[TT];
+      for (int j = 0; j < TT; ++j) dax[j] = _mm512_loadu_ps(dax0 + (j * nsb + sb) * 16);
       for (int r = 0; r < R; ++r) {
         if constexpr (kCached) {
-          const float* sm = cache->sm.data() + (r * nsb + sb) * 16;
-          dsc[r] = _mm512_castps256_ps512(_mm256_loadu_ps(sm));
-          dmn[r] = _mm512_castps256_ps512(_mm256_loadu_ps(sm + 8));
+          sm[r] = _mm512_loadu_ps(cache->sm.data() + (r * nsb + sb) * 16);
         } else {
           const auto* blk = reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb;
           prefetch_block<TT>(blk, sizeof(BlockQ4_K), ahead);
-          scales(*blk, dsc[r], dmn[r]);
+          sm[r] = scales_mins(*blk);
         }
+        for (int j = 0; j < TT; ++j) {
+          acc[r][j] = _mm512_mask_sub_ps(acc[r][j], 0xaaaa, acc[r][j], _mm512_mul_ps(sm[r], dax[j]));
+        }
+      }
+      __m512 f1[R];  // one token: sm * dax, whose even lanes are the chunks' scale factors
+      if constexpr (TT == 1) {
+        for (int r = 0; r < R; ++r) f1[r] = _mm512_mul_ps(sm[r], dax[0]);
       }
       for (int c = 0; c < 4; ++c) {
         const int64_t k = sb * kQKBlock + 64 * c;
+        // Lane i's sub-block is 2c + half_i, whose factors sit in lane 2 (2c + half_i).
+        const __m512i sidx = _mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(2 * c)), 1);
         __m512i av[TT];
-        __m512 da[TT], asum[TT];  // block scales; da * the lane's activation sum
+        __m512 da[TT];  // several tokens: each lane's block scale
         for (int j = 0; j < TT; ++j) {
           av[j] = _mm512_loadu_si512(a + j * Kp + k);
-          da[j] = lane_scales<kDecode>(in, t + j, k);
-          asum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(lane_sums<kDecode>(in, av[j], k)), da[j]);
+          if constexpr (TT > 1) da[j] = _mm512_permutexvar_ps(sidx, dax[j]);
         }
-        const __m512i idx = _mm512_add_epi32(half, _mm512_set1_epi32(2 * c));
         for (int r = 0; r < R; ++r) {
           __m512i codes;
           if constexpr (kCached) {
@@ -600,11 +614,15 @@ struct Q4KKern : KQuantKern<Q4KKern> {
           } else {
             codes = unpack_nibbles((reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb)->qs + 32 * c);
           }
-          const __m512 sc = _mm512_permutexvar_ps(idx, dsc[r]), mn = _mm512_permutexvar_ps(idx, dmn[r]);
-          for (int j = 0; j < TT; ++j) {
-            const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
-            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sc, da[j]), acc[r][j]);
-            acc[r][j] = _mm512_fnmadd_ps(asum[j], mn, acc[r][j]);
+          if constexpr (TT == 1) {
+            const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[0]);
+            acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_permutexvar_ps(sidx, f1[r]), acc[r][0]);
+          } else {
+            const __m512 sc = _mm512_permutexvar_ps(sidx, sm[r]);
+            for (int j = 0; j < TT; ++j) {
+              const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
+              acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sc, da[j]), acc[r][j]);
+            }
           }
         }
       }
@@ -615,11 +633,11 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   }
 
   // Prefill: each 4-row tile's codes (nibbles unpacked) and its super-blocks' scale and minimum vectors (d and
-  // dmin already applied, as scales() gives them) are formed once into L1 for all its token tiles; the cached tile
+  // dmin already applied, as scales_mins() gives them) are formed once into L1 for all its token tiles; the cached tile
   // does body's arithmetic on them, so the same bits.
   struct RowCache {
     std::vector<uint8_t> codes;  // (R, K / 64, 64)
-    std::vector<float> sm;       // (R, K / 256, 16): 8 scales, then 8 minimums
+    std::vector<float> sm;       // (R, K / 256, 16): scales_mins of each super-block
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -630,11 +648,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     for (int r = 0; r < R; ++r) {
       const auto* blks = reinterpret_cast<const BlockQ4_K*>(w.row_ptr(n) + r * stride);
       for (int64_t sb = 0; sb < nsb; ++sb) {
-        __m512 dsc, dmn;
-        scales(blks[sb], dsc, dmn);
-        float* sm = c.sm.data() + (r * nsb + sb) * 16;
-        _mm256_storeu_ps(sm, _mm512_castps512_ps256(dsc));
-        _mm256_storeu_ps(sm + 8, _mm512_castps512_ps256(dmn));
+        _mm512_storeu_ps(c.sm.data() + (r * nsb + sb) * 16, scales_mins(blks[sb]));
         for (int ch = 0; ch < 4; ++ch) {
           _mm512_storeu_si512(c.codes.data() + ((r * nsb + sb) * 4 + ch) * 64, unpack_nibbles(blks[sb].qs + 32 * ch));
         }

@@ -123,6 +123,21 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       break;
     }
   }
+  if (in.kind == ActKind::Int8PerBlock && K % kQKBlock == 0) {
+    const int64_t B = in.Kp / kQBlock, S = K / kQKBlock;
+    in.kq_dax.resize(static_cast<size_t>(T * S * 16));
+    per_token([&](int64_t t) {
+      float* dax = in.kq_dax.data() + t * S * 16;
+      for (int64_t b = 0; b < K / kQBlock; ++b) {
+        const int8_t* q = in.q.data() + t * in.Kp + b * kQBlock;
+        int32_t sum = 0;
+        for (int64_t i = 0; i < kQBlock; ++i) sum += q[i];
+        const float d = in.d[static_cast<size_t>(t * B + b)];
+        dax[2 * b] = d;
+        dax[2 * b + 1] = d * static_cast<float>(sum);
+      }
+    });
+  }
   // A single token also gets the per-lane vectors that the K-quant decode kernels read (gemm.h).
   if (T == 1 && in.kind == ActKind::Int8PerBlock) {
     const int64_t lanes = in.Kp / 4;
