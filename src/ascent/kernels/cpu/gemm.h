@@ -45,8 +45,11 @@ struct GemmInput {
   // floats where lane 2j is the scale d of its 32-column block j and lane 2j + 1 is d times that block's activation
   // sum (the AVX-512 Q4_K kernel's per-super-block minimum term, and its block scales, in one vector).
   std::vector<float> kq_dax;  // (T, K / 256, 16)
-  std::vector<uint16_t> xb;   // (T, Kp) bf16, zero past K
-  std::vector<float> xf;      // (T, Kp) f32, zero past K (f32 and f16 weights)
+  // The same, q with each 128 columns reordered 0-31, 64-95, 32-63, 96-127: the pairing of the AVX-512 Q4_K
+  // kernel, which takes the low nibbles of two 32-byte chunks in one register and the high nibbles in another.
+  std::vector<int8_t> kq_pairs;  // (T, K)
+  std::vector<uint16_t> xb;      // (T, Kp) bf16, zero past K
+  std::vector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
 };
 
 // Prepares x for weight w (throws naming the weight shape when K differs).

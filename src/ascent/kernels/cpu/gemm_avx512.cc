@@ -49,6 +49,15 @@ const float* f16_table() {
   return table.data();
 }
 
+// The 128 codes of 64 packed bytes (two 32-byte chunks c0, c1 of the I4 / Q4_K layout): [0] the low nibbles
+// (columns 0-31 of c0, then of c1), [1] the high nibbles (columns 32-63 of c0, then of c1). No lane crossing.
+inline void split_nibbles(const uint8_t* p, __m512i out[2]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i raw = _mm512_loadu_si512(p);
+  out[0] = _mm512_and_si512(raw, low4);
+  out[1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+}
+
 // The 64 codes of 32 packed bytes (I4 and Q4_K layout): low nibbles (columns 0-31) in the low half, high nibbles
 // in the high half.
 inline __m512i unpack_nibbles(const uint8_t* p) {
@@ -557,6 +566,14 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     const __m512 dd = _mm512_cvtph_ps(_mm256_set1_epi32(static_cast<int>(b.d | static_cast<uint32_t>(b.dmin) << 16)));
     return _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
   }
+  // Quarter q of a super-block's 256 columns as the kernel pairs them (split_nibbles over 64 bytes 64 * (q / 2),
+  // half q % 2): lanes 0-7 hold sub-block 4 (q / 2) + q % 2, lanes 8-15 the one two further. Returns, per lane,
+  // where that sub-block's factors sit in an interleaved (scales_mins) vector: lane 2 * sub-block.
+  static __m512i quarter_index(int q) {
+    const int s0 = 4 * (q / 2) + q % 2;
+    return _mm512_set_epi32(2 * s0 + 4, 2 * s0 + 4, 2 * s0 + 4, 2 * s0 + 4, 2 * s0 + 4, 2 * s0 + 4, 2 * s0 + 4,
+                            2 * s0 + 4, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0);
+  }
   // kCached: codes and scale/minimum vectors read from a RowCache (prefill) instead of formed from the blocks.
   // Per super-block and row, sm (scales_mins) times the tokens' kq_dax gives in lane 2j d * scale_j * the block
   // scale and in lane 2j + 1 dmin * min_j * the block's scaled activation sum: the minimum terms are subtracted
@@ -566,16 +583,14 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   template <int R, int TT, bool kDecode, bool kCached = false>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
                    const RowCache* cache = nullptr) {
-    const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // sub-block of a lane
     __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
-    const int8_t* a = in.q.data() + t * Kp;
+    const int8_t* a = in.kq_pairs.data() + t * in.K;  // (TT, K) paired columns
     const int64_t nsb = in.K / kQKBlock;
     const float* dax0 = in.kq_dax.data() + t * nsb * 16;
     for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -597,27 +612,46 @@ struct Q4KKern : KQuantKern<Q4KKern> {
       if constexpr (TT == 1) {
         for (int r = 0; r < R; ++r) f1[r] = _mm512_mul_ps(sm[r], dax[0]);
       }
-      for (int c = 0; c < 4; ++c) {
-        const int64_t k = sb * kQKBlock + 64 * c;
-        // Lane i's sub-block is 2c + half_i, whose factors sit in lane 2 (2c + half_i).
-        const __m512i sidx = _mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(2 * c)), 1);
-        __m512i av[TT];
-        __m512 da[TT];  // several tokens: each lane's block scale
-        for (int j = 0; j < TT; ++j) {
-          av[j] = _mm512_loadu_si512(a + j * Kp + k);
-          if constexpr (TT > 1) da[j] = _mm512_permutexvar_ps(sidx, dax[j]);
-        }
-        for (int r = 0; r < R; ++r) {
-          __m512i codes;
-          if constexpr (kCached) {
-            codes = _mm512_loadu_si512(cache->codes.data() + ((r * nsb + sb) * 4 + c) * 64);
-          } else {
-            codes = unpack_nibbles((reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb)->qs + 32 * c);
+      // Two 64-column chunks (64 packed bytes) at a time: the low nibbles of both are one register (sub-blocks
+      // 2p, 2p + 2 in lanes 0-7, 8-15), the high nibbles another (2p + 1, 2p + 3), so the activations are paired
+      // the same way: columns 0-31 with 64-95 and 32-63 with 96-127.
+      if constexpr (TT == 1) {
+        for (int p = 0; p < 2; ++p) {
+          const int64_t k = sb * kQKBlock + 128 * p;
+          const __m512i av[2] = {_mm512_loadu_si512(a + k), _mm512_loadu_si512(a + k + 64)};
+          for (int r = 0; r < R; ++r) {
+            __m512i codes[2];
+            if constexpr (kCached) {
+              for (int h = 0; h < 2; ++h)
+                codes[h] = _mm512_loadu_si512(cache->codes.data() + ((r * nsb + sb) * 4 + 2 * p + h) * 64);
+            } else {
+              split_nibbles((reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb)->qs + 64 * p, codes);
+            }
+            for (int h = 0; h < 2; ++h) {
+              const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[h], av[h]);
+              acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is),
+                                          _mm512_permutexvar_ps(quarter_index(2 * p + h), f1[r]), acc[r][0]);
+            }
           }
-          if constexpr (TT == 1) {
-            const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[0]);
-            acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_permutexvar_ps(sidx, f1[r]), acc[r][0]);
-          } else {
+        }
+      } else {
+        for (int q = 0; q < 4; ++q) {  // quarter q: half q % 2 of the 64-byte pair q / 2
+          const __m512i sidx = quarter_index(q);
+          __m512i av[TT];
+          __m512 da[TT];  // each lane's block scale
+          for (int j = 0; j < TT; ++j) {
+            av[j] = _mm512_loadu_si512(a + j * in.K + sb * kQKBlock + 64 * q);
+            da[j] = _mm512_permutexvar_ps(sidx, dax[j]);
+          }
+          for (int r = 0; r < R; ++r) {
+            __m512i codes;
+            if constexpr (kCached) {
+              codes = _mm512_loadu_si512(cache->codes.data() + ((r * nsb + sb) * 4 + q) * 64);
+            } else {
+              __m512i both[2];
+              split_nibbles((reinterpret_cast<const BlockQ4_K*>(w0 + r * stride) + sb)->qs + 64 * (q / 2), both);
+              codes = both[q % 2];
+            }
             const __m512 sc = _mm512_permutexvar_ps(sidx, sm[r]);
             for (int j = 0; j < TT; ++j) {
               const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, av[j]);
@@ -649,8 +683,11 @@ struct Q4KKern : KQuantKern<Q4KKern> {
       const auto* blks = reinterpret_cast<const BlockQ4_K*>(w.row_ptr(n) + r * stride);
       for (int64_t sb = 0; sb < nsb; ++sb) {
         _mm512_storeu_ps(c.sm.data() + (r * nsb + sb) * 16, scales_mins(blks[sb]));
-        for (int ch = 0; ch < 4; ++ch) {
-          _mm512_storeu_si512(c.codes.data() + ((r * nsb + sb) * 4 + ch) * 64, unpack_nibbles(blks[sb].qs + 32 * ch));
+        for (int p = 0; p < 2; ++p) {
+          __m512i codes[2];
+          split_nibbles(blks[sb].qs + 64 * p, codes);
+          for (int h = 0; h < 2; ++h)
+            _mm512_storeu_si512(c.codes.data() + ((r * nsb + sb) * 4 + 2 * p + h) * 64, codes[h]);
         }
       }
     }

@@ -126,7 +126,16 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   if (in.kind == ActKind::Int8PerBlock && K % kQKBlock == 0) {
     const int64_t B = in.Kp / kQBlock, S = K / kQKBlock;
     in.kq_dax.resize(static_cast<size_t>(T * S * 16));
+    in.kq_pairs.resize(static_cast<size_t>(T * K));
     per_token([&](int64_t t) {
+      for (int64_t k = 0; k < K; k += 128) {
+        const int8_t* src = in.q.data() + t * in.Kp + k;
+        int8_t* dst = in.kq_pairs.data() + t * K + k;
+        for (int q = 0; q < 4; ++q) {
+          const int64_t from = q == 0 ? 0 : q == 1 ? 64 : q == 2 ? 32 : 96;
+          std::copy(src + from, src + from + 32, dst + 32 * q);
+        }
+      }
       float* dax = in.kq_dax.data() + t * S * 16;
       for (int64_t b = 0; b < K / kQBlock; ++b) {
         const int8_t* q = in.q.data() + t * in.Kp + b * kQBlock;
