@@ -291,47 +291,62 @@ struct Q40Kern {
 struct Q4KKern {
   static constexpr int kDecodeRows = 4;
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators leave registers for codes and activations
+  // A super-block's 8 sub-block scales times d, then its 8 minimums times dmin (q4k_scale_min's values, unpacked
+  // with byte shuffles in one register instead of one sub-block at a time).
+  static void scales_mins(const BlockQ4_K& b, float out[16]) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));  // d, dmin, the 12 packed bytes
+    const __m128i low = _mm_shuffle_epi8(raw, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m128i top = _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
+    const __m128i keep = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+    const __m128i high4 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
+    const __m128i v = _mm_or_si128(_mm_or_si128(_mm_and_si128(low, keep), _mm_and_si128(_mm_srli_epi16(low, 4), high4)),
+                                   _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)),
+                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))));
+  }
+  // The minimum terms are summed per sub-block against the token's scaled block sums (kq_dax) in a scalar beside
+  // each accumulator, and subtracted once at the end.
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, B = Kp / kQBlock;
-    const __m256i low4 = _mm256_set1_epi8(0x0f), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const int64_t Kp = in.Kp, B = Kp / kQBlock, nsb = in.K / kQKBlock;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
     __m256 acc[R][TT];
+    float mins[R][TT];
     const BlockQ4_K* rows[R];
     for (int r = 0; r < R; ++r) {
       rows[r] = reinterpret_cast<const BlockQ4_K*>(w.row_ptr(n + r));
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+      for (int j = 0; j < TT; ++j) {
+        acc[r][j] = _mm256_setzero_ps();
+        mins[r][j] = 0.0f;
+      }
     }
     const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
-    for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-      for (int r = 0; r < R; ++r) prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ4_K), ahead);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      alignas(32) float sm[R][16];
+      for (int r = 0; r < R; ++r) {
+        prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ4_K), ahead);
+        scales_mins(rows[r][sb], sm[r]);
+      }
       for (int sub = 0; sub < 8; ++sub) {  // 32 columns: low (even sub) or high (odd) nibbles of 32 bytes
         const int64_t k = sb * kQKBlock + 32 * sub, b = k / kQBlock;
         __m256i av[TT];
-        __m256 asum[TT];  // each lane's activation sum
-        for (int j = 0; j < TT; ++j) {
-          av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + k));
-          asum[j] = _mm256_cvtepi32_ps(dot_u8s8(ones8, av[j], ones16));
-        }
+        for (int j = 0; j < TT; ++j) av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + k));
         for (int r = 0; r < R; ++r) {
-          const BlockQ4_K& blk = rows[r][sb];
-          int sc, m;
-          q4k_scale_min(blk.scales, sub, sc, m);
-          const float dsc = _cvtsh_ss(blk.d) * static_cast<float>(sc),
-                      dmn = _cvtsh_ss(blk.dmin) * static_cast<float>(m);
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * (sub / 2)));
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r][sb].qs + 32 * (sub / 2)));
           const __m256i codes = _mm256_and_si256(sub % 2 != 0 ? _mm256_srli_epi16(raw, 4) : raw, low4);
           for (int j = 0; j < TT; ++j) {
             const float da = in.d[static_cast<size_t>((t + j) * B + b)];
             const __m256i is = dot_u8s8(codes, av[j], ones16);
-            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dsc * da), acc[r][j]);
-            acc[r][j] = _mm256_fnmadd_ps(asum[j], _mm256_set1_ps(dmn * da), acc[r][j]);
+            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(sm[r][sub] * da), acc[r][j]);
+            mins[r][j] += sm[r][8 + sub] * in.kq_dax[static_cast<size_t>(((t + j) * nsb + sb) * 16 + 2 * sub + 1)];
           }
         }
       }
     }
     for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]) - mins[r][j];
     }
   }
 };
