@@ -377,7 +377,16 @@ struct Q6KKern {
     const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-      for (int r = 0; r < R; ++r) prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ6_K), ahead);
+      // d * the 16 sub-block scales of each row, formed once per super-block (the products the runs below used
+      // to form one pair at a time, so the same values).
+      alignas(32) float dsc[R][16];
+      for (int r = 0; r < R; ++r) {
+        prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ6_K), ahead);
+        const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r][sb].scales));
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(rows[r][sb].d));
+        _mm256_store_ps(dsc[r], _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))));
+        _mm256_store_ps(dsc[r] + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8)))));
+      }
       for (int run = 0; run < 8; ++run) {  // 32 columns: two 16-column sub-blocks, lanes 0-3 and 4-7
         const int64_t k = sb * kQKBlock + 32 * run, b = k / kQBlock;
         __m256i av[TT], off[TT];  // activations; 32 * each lane's activation sum
@@ -387,9 +396,10 @@ struct Q6KKern {
         }
         for (int r = 0; r < R; ++r) {
           const BlockQ6_K& blk = rows[r][sb];
-          const float d = _cvtsh_ss(blk.d);
-          const __m256 sc = _mm256_setr_m128(_mm_set1_ps(d * static_cast<float>(blk.scales[2 * run])),
-                                             _mm_set1_ps(d * static_cast<float>(blk.scales[2 * run + 1])));
+          // Lanes 0-3 sub-block 2 run, 4-7 the next.
+          const int s0 = (2 * run) % 8;
+          const __m256 sc = _mm256_permutevar8x32_ps(_mm256_load_ps(dsc[r] + 8 * (run / 4)),
+                                                     _mm256_setr_epi32(s0, s0, s0, s0, s0 + 1, s0 + 1, s0 + 1, s0 + 1));
           const __m256i q = codes(blk, run / 4, run % 4);
           for (int j = 0; j < TT; ++j) {
             const float da = in.d[static_cast<size_t>((t + j) * B + b)];
