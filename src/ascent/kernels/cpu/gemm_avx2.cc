@@ -250,7 +250,7 @@ struct Q40Kern {
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
-    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), nibble_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     const __m256i eight = _mm256_set1_epi8(8), ones16 = _mm256_set1_epi16(1);
     __m256 acc[R][TT];
     const BlockQ4_0* rows[R];
@@ -269,8 +269,9 @@ struct Q40Kern {
       for (int r = 0; r < R; ++r) {
         const BlockQ4_0& blk = rows[r][b];
         prefetch_ahead<TT>(&blk, ahead);
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-        const __m256i codes = _mm256_setr_m128i(_mm_and_si128(q, low4), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+        // The 16 bytes in both halves (a broadcasting load, no insert), the upper half shifted down a nibble.
+        const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
+        const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(q, nibble_shift), low4);
         const float dw = _cvtsh_ss(blk.d);
         for (int j = 0; j < TT; ++j) {
           const __m256i s = _mm256_sub_epi32(dot_u8s8(codes, av[j], ones16), off[j]);
