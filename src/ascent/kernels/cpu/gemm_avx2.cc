@@ -14,6 +14,7 @@
 #include "ascent/kernels/cpu/simd_avx2.h"
 
 #include "ascent/kernels/cpu/gemm_tiles.h"
+#include "ascent/kernels/cpu/q4k_simd.h"
 
 namespace ascent::kernels {
 namespace {
@@ -292,19 +293,13 @@ struct Q40Kern {
 struct Q4KKern {
   static constexpr int kDecodeRows = 4;
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators leave registers for codes and activations
-  // A super-block's 8 sub-block scales times d, then its 8 minimums times dmin (q4k_scale_min's values, unpacked
-  // with byte shuffles in one register instead of one sub-block at a time).
+  // A super-block's 8 sub-block scales times d and 8 minimums times dmin, interleaved: out[2j] scale j, out[2j + 1]
+  // minimum j (q4k_simd.h).
   static void scales_mins(const BlockQ4_K& b, float out[16]) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));  // d, dmin, the 12 packed bytes
-    const __m128i low = _mm_shuffle_epi8(raw, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
-    const __m128i top = _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
-    const __m128i keep = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
-    const __m128i high4 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
-    const __m128i v = _mm_or_si128(_mm_or_si128(_mm_and_si128(low, keep), _mm_and_si128(_mm_srli_epi16(low, 4), high4)),
-                                   _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
-    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
-    _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)),
-                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))));
+    const __m128i v = q4k_scales_mins(b);
+    const __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32(q4k_d_dmin(b)));
+    _mm256_storeu_ps(out, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))));
   }
   // The minimum terms are summed per sub-block against the token's scaled block sums (kq_dax) in a scalar beside
   // each accumulator, and subtracted once at the end.
@@ -340,8 +335,8 @@ struct Q4KKern {
           for (int j = 0; j < TT; ++j) {
             const float da = in.d[static_cast<size_t>((t + j) * B + b)];
             const __m256i is = dot_u8s8(codes, av[j], ones16);
-            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(sm[r][sub] * da), acc[r][j]);
-            mins[r][j] += sm[r][8 + sub] * in.kq_dax[static_cast<size_t>(((t + j) * nsb + sb) * 16 + 2 * sub + 1)];
+            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(sm[r][2 * sub] * da), acc[r][j]);
+            mins[r][j] += sm[r][2 * sub + 1] * in.kq_dax[static_cast<size_t>(((t + j) * nsb + sb) * 16 + 2 * sub + 1)];
           }
         }
       }

@@ -23,6 +23,7 @@
 #include "ascent/kernels/cpu/simd_avx512.h"
 
 #include "ascent/kernels/cpu/gemm_tiles.h"
+#include "ascent/kernels/cpu/q4k_simd.h"
 
 namespace ascent::kernels {
 namespace {
@@ -547,24 +548,10 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   static constexpr int kDecodeRows = 4;
   struct RowCache;
   // The 8 sub-block scales and minimums of a super-block times d and dmin, interleaved: lane 2j scale j, lane
-  // 2j + 1 minimum j. The 12 packed bytes hold 6-bit values: scales 0-3 and minimums 0-3 in the low 6 bits of bytes
-  // 0-3 and 4-7; scales and minimums 4-7 in the low and high nibbles of bytes 8-11, with their top 2 bits in the top
-  // 2 bits of bytes 0-3 and 4-7. Formed with byte shuffles within one 16-byte register (the block's first 16 bytes:
-  // d, dmin, then the 12): a scalar unpacking plus two widenings cost a third of the decode loop.
+  // 2j + 1 minimum j (q4k_simd.h).
   static __m512 scales_mins(const BlockQ4_K& b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
-    // Source of each value's low bits (scales at raw bytes 4-7 and 12-15, minimums at 8-11 and 12-15).
-    const __m128i low = _mm_shuffle_epi8(raw, _mm_setr_epi8(4, 8, 5, 9, 6, 10, 7, 11, 12, 12, 13, 13, 14, 14, 15, 15));
-    // Values 4-7: the top 2 bits come from bytes 4-7 (scales) and 8-11 (minimums); -1 (0x80 set) gives 0.
-    const __m128i top = _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 4, 8, 5, 9, 6, 10, 7, 11));
-    const __m128i keep6 = _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 0, 15, 0, 15, 0, 15, 0);
-    const __m128i high4 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 0, 15, 0, 15, 0, 15);
-    const __m128i v =
-        _mm_or_si128(_mm_or_si128(_mm_and_si128(low, keep6), _mm_and_si128(_mm_srli_epi16(low, 4), high4)),
-                     _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
-    // d, dmin alternating in all 16 lanes, exactly widened from f16 (as _cvtsh_ss does).
-    const __m512 dd = _mm512_cvtph_ps(_mm256_set1_epi32(static_cast<int>(b.d | static_cast<uint32_t>(b.dmin) << 16)));
-    return _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
+    const __m512 dd = _mm512_cvtph_ps(_mm256_set1_epi32(q4k_d_dmin(b)));
+    return _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q4k_scales_mins(b))));
   }
   // Quarter q of a super-block's 256 columns as the kernel pairs them (split_nibbles over 64 bytes 64 * (q / 2),
   // half q % 2): lanes 0-7 hold sub-block 4 (q / 2) + q % 2, lanes 8-15 the one two further. Returns, per lane,
@@ -608,14 +595,12 @@ struct Q4KKern : KQuantKern<Q4KKern> {
           acc[r][j] = _mm512_mask_sub_ps(acc[r][j], 0xaaaa, acc[r][j], _mm512_mul_ps(sm[r], dax[j]));
         }
       }
-      __m512 f1[R];  // one token: sm * dax, whose even lanes are the chunks' scale factors
-      if constexpr (TT == 1) {
-        for (int r = 0; r < R; ++r) f1[r] = _mm512_mul_ps(sm[r], dax[0]);
-      }
       // Two 64-column chunks (64 packed bytes) at a time: the low nibbles of both are one register (sub-blocks
       // 2p, 2p + 2 in lanes 0-7, 8-15), the high nibbles another (2p + 1, 2p + 3), so the activations are paired
       // the same way: columns 0-31 with 64-95 and 32-63 with 96-127.
       if constexpr (TT == 1) {
+        __m512 f1[R];  // sm * dax, whose even lanes are the chunks' scale factors
+        for (int r = 0; r < R; ++r) f1[r] = _mm512_mul_ps(sm[r], dax[0]);
         for (int p = 0; p < 2; ++p) {
           const int64_t k = sb * kQKBlock + 128 * p;
           const __m512i av[2] = {_mm512_loadu_si512(a + k), _mm512_loadu_si512(a + k + 64)};

@@ -111,41 +111,37 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.resize(TKp);
       const int64_t B = in.Kp / kQBlock;
       in.d.resize(static_cast<size_t>(T * B));
+      // Rows of whole K-quant super-blocks also get kq_dax and kq_pairs (gemm.h).
+      const bool super_blocks = K % kQKBlock == 0;
+      if (super_blocks) {
+        in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
+        in.kq_pairs.resize(static_cast<size_t>(T * K));
+      }
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
         float* d = in.d.data() + t * B;
         for (int64_t b = 0; b < K / kQBlock; ++b) {
-          d[b] = quantize_any(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock, nullptr);
+          int32_t sum = 0;
+          d[b] = quantize_any(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock, &sum);
+          if (super_blocks) {
+            float* dax = in.kq_dax.data() + t * K / kQBlock * 2;  // 16 floats per 8 blocks
+            dax[2 * b] = d[b];
+            dax[2 * b + 1] = d[b] * static_cast<float>(sum);
+          }
         }
         std::fill(row + K, row + in.Kp, int8_t{0});
         std::fill(d + K / kQBlock, d + B, 0.0f);
+        if (super_blocks) {  // each 128 columns as 0-31, 64-95, 32-63, 96-127
+          for (int64_t k = 0; k < K; k += 128) {
+            for (int64_t q = 0; q < 4; ++q) {
+              const int8_t* src = row + k + (q % 2) * 64 + (q / 2) * 32;
+              std::copy(src, src + 32, in.kq_pairs.data() + t * K + k + 32 * q);
+            }
+          }
+        }
       });
       break;
     }
-  }
-  if (in.kind == ActKind::Int8PerBlock && K % kQKBlock == 0) {
-    const int64_t B = in.Kp / kQBlock, S = K / kQKBlock;
-    in.kq_dax.resize(static_cast<size_t>(T * S * 16));
-    in.kq_pairs.resize(static_cast<size_t>(T * K));
-    per_token([&](int64_t t) {
-      for (int64_t k = 0; k < K; k += 128) {
-        const int8_t* src = in.q.data() + t * in.Kp + k;
-        int8_t* dst = in.kq_pairs.data() + t * K + k;
-        for (int q = 0; q < 4; ++q) {
-          const int64_t from = q == 0 ? 0 : q == 1 ? 64 : q == 2 ? 32 : 96;
-          std::copy(src + from, src + from + 32, dst + 32 * q);
-        }
-      }
-      float* dax = in.kq_dax.data() + t * S * 16;
-      for (int64_t b = 0; b < K / kQBlock; ++b) {
-        const int8_t* q = in.q.data() + t * in.Kp + b * kQBlock;
-        int32_t sum = 0;
-        for (int64_t i = 0; i < kQBlock; ++i) sum += q[i];
-        const float d = in.d[static_cast<size_t>(t * B + b)];
-        dax[2 * b] = d;
-        dax[2 * b + 1] = d * static_cast<float>(sum);
-      }
-    });
   }
   // A single token also gets the per-lane vectors that the K-quant decode kernels read (gemm.h).
   if (T == 1 && in.kind == ActKind::Int8PerBlock) {
