@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
@@ -39,6 +41,42 @@ TEST(ThreadPool, DynamicChunksCoverTheRangeExactlyOnce) {
       for (auto& h : hits) EXPECT_EQ(h.load(), 1);
     }
   }
+}
+
+TEST(ThreadPool, StealingChunksCoverTheRangeExactlyOnce) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 5, 64, 1001}) {
+      for (int64_t grain : {1, 7, 64, 5000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        pool.parallel_for_stealing(n, grain, [&](int64_t b, int64_t e) {
+          EXPECT_LE(e - b, grain);
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+        for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::vector<int64_t> caller_chunks;  // only the caller appends
+  std::atomic<int64_t> stolen_from_caller{0};
+  // The caller owns [0, 32) and is slow (5 ms a chunk); the worker's share [32, 64) takes no time, so it must take
+  // the back of the caller's share while the caller is still on its first chunks.
+  pool.parallel_for_stealing(64, 1, [&](int64_t b, int64_t) {
+    if (std::this_thread::get_id() == caller) {
+      caller_chunks.push_back(b);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else if (b < 32) {
+      stolen_from_caller++;
+    }
+  });
+  EXPECT_GT(stolen_from_caller.load(), 0);
+  ASSERT_FALSE(caller_chunks.empty());
+  for (size_t i = 0; i < caller_chunks.size(); ++i) EXPECT_EQ(caller_chunks[i], static_cast<int64_t>(i));
 }
 
 TEST(ThreadPool, RethrowsAWorkersError) {

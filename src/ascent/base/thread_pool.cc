@@ -120,6 +120,73 @@ void ThreadPool::parallel_for_dynamic(int64_t n, int64_t grain, const std::funct
   });
 }
 
+namespace {
+
+// A share [begin, end) in one word, so owner (moving begin) and thieves (moving end) update it with one CAS.
+uint64_t pack_share(int64_t begin, int64_t end) {
+  return static_cast<uint64_t>(begin) << 32 | static_cast<uint64_t>(end);
+}
+int64_t share_begin(uint64_t s) {
+  return static_cast<int64_t>(s >> 32);
+}
+int64_t share_end(uint64_t s) {
+  return static_cast<int64_t>(s & 0xffffffffu);
+}
+
+struct alignas(64) Share {  // one cache line each: owners claim chunks without touching each other's lines
+  std::atomic<uint64_t> range{0};
+};
+
+}  // namespace
+
+void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  if (n >= (int64_t{1} << 32)) {  // a share must fit half a word; no loop here comes near
+    parallel_for_dynamic(n, grain, fn);
+    return;
+  }
+  std::vector<Share> shares(static_cast<size_t>(n_threads_));
+  for (int t = 0; t < n_threads_; ++t) {
+    const auto [b, e] = chunk(n, n_threads_, t);
+    shares[static_cast<size_t>(t)].range.store(pack_share(b, e), std::memory_order_relaxed);
+  }
+  parallel_for(n_threads_, [&](int64_t self, int64_t) {
+    std::atomic<uint64_t>& own = shares[static_cast<size_t>(self)].range;
+    for (;;) {
+      // Own share, front to back.
+      uint64_t cur = own.load(std::memory_order_acquire);
+      while (share_begin(cur) < share_end(cur)) {
+        const int64_t b = share_begin(cur), e = std::min(share_end(cur), b + grain);
+        if (!own.compare_exchange_weak(cur, pack_share(e, share_end(cur)), std::memory_order_acq_rel)) continue;
+        fn(b, e);
+        cur = own.load(std::memory_order_acquire);
+      }
+      // Steal the back half of the largest share with more than a chunk left; done when there is none.
+      size_t victim = shares.size();
+      int64_t most = grain;
+      for (size_t t = 0; t < shares.size(); ++t) {
+        const uint64_t s = shares[t].range.load(std::memory_order_acquire);
+        if (share_end(s) - share_begin(s) > most) {
+          most = share_end(s) - share_begin(s);
+          victim = t;
+        }
+      }
+      if (victim == shares.size()) return;
+      uint64_t s = shares[victim].range.load(std::memory_order_acquire);
+      const int64_t b = share_begin(s), e = share_end(s);
+      if (e - b <= grain) continue;  // changed since the scan: look again
+      const int64_t mid = b + (e - b) / 2;
+      if (!shares[victim].range.compare_exchange_strong(s, pack_share(b, mid), std::memory_order_acq_rel)) continue;
+      own.store(pack_share(mid, e), std::memory_order_release);
+    }
+  });
+}
+
 ThreadPool& ThreadPool::global() {
   auto& slot = global_slot();
   if (!slot) slot = std::make_unique<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));

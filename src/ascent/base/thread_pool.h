@@ -1,7 +1,8 @@
 // A persistent pool of worker threads for data-parallel loops. Kernels split work with parallel_for; workers are
 // created once, spin briefly and then sleep between calls, so a decode step pays neither thread start-up nor a
-// wake-up per loop. The split is static and
-// depends only on n and the thread count, never on timing, so results are reproducible run to run.
+// wake-up per loop. parallel_for's split is static (it depends only on n and the thread count); the dynamic and
+// stealing variants hand out work by timing, for loops whose chunks compute the same whichever thread runs them, so
+// results stay reproducible run to run either way.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,12 @@ class ThreadPool {
   // are left, so a thread slowed down (a busy neighbour on a shared host) does less of the work. Which thread runs
   // a chunk varies; what a chunk computes must not depend on it.
   void parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Balances like parallel_for_dynamic, but each thread owns a contiguous share of [0, n) (parallel_for's split)
+  // and takes it front to back in `grain`-sized chunks, so the chunks one thread runs are one sequential run
+  // rather than every T-th chunk: a decode matmul streaming its weights then restarts the hardware prefetchers
+  // once per share instead of once per chunk. A thread whose share is done steals the back half of the largest
+  // share left and walks that the same way. Which thread runs a chunk varies; what a chunk computes must not.
+  void parallel_for_stealing(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
   static ThreadPool& global();

@@ -27,14 +27,16 @@ namespace {
 
 constexpr int64_t kRowGroup = 4;  // rows per unit of thread work, the tile height
 
-// Runs fn(n0, n1) over [0, N) in whole groups of kRowGroup rows, handed out in chunks of about 1/16 of each
-// thread's share (at least 64 rows, so a chunk still streams a long run of weights): a thread slowed down by a
-// busy neighbour takes fewer chunks. A row's result does not depend on which thread computes it.
+// Runs fn(n0, n1) over [0, N) in whole groups of kRowGroup rows. Each thread walks its own contiguous share in
+// chunks of about 1/16 of it (at least 64 rows) and a thread done early steals the back half of the largest share
+// left, so a thread slowed down by a busy neighbour does less of the work. Handing chunks out round-robin from a
+// shared counter instead made every chunk a new stream for the hardware prefetchers (decode: q4_k tg64 89-102 ->
+// 121-129 t/s, int8 65-68 -> 68-76 in pairs). A row's result does not depend on which thread computes it.
 template <class Fn>
 void parallel_rows(int64_t N, Fn&& fn) {
   const int64_t groups = (N + kRowGroup - 1) / kRowGroup;
   const int64_t grain = std::max<int64_t>(16, groups / (16 * ThreadPool::global().size()));
-  ThreadPool::global().parallel_for_dynamic(
+  ThreadPool::global().parallel_for_stealing(
       groups, grain, [&](int64_t g0, int64_t g1) { fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup)); });
 }
 
