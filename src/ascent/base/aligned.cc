@@ -21,13 +21,13 @@ AlignedPtr aligned_alloc_bytes(size_t bytes, bool zero) {
   return AlignedPtr(static_cast<uint8_t*>(p));
 }
 
-AlignedPtr huge_alloc_bytes(size_t bytes) {
+AlignedPtr huge_alloc_bytes(size_t bytes, bool zero) {
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t n = align_up(bytes == 0 ? 1 : bytes, kHuge);
   void* p = std::aligned_alloc(kHuge, n);
   if (p == nullptr) fail("out of memory allocating {} bytes", n);
   ::madvise(p, n, MADV_HUGEPAGE);  // a hint: without transparent huge pages the buffer is still usable
-  std::memset(p, 0, n);
+  if (zero) std::memset(p, 0, n);
   return AlignedPtr(static_cast<uint8_t*>(p));
 }
 
