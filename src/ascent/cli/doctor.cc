@@ -18,6 +18,14 @@ void run(int threads) {
   std::printf("features          %s\n", feature_list(f).c_str());
   std::printf("kernel variant    %s (ASCENT_ISA=avx512|avx2|ref forces one)\n",
               kernels::isa_name(kernels::active_isa()));
+  if (kernels::active_isa() == kernels::Isa::Avx512) {
+    if (!kernels::avx512_matmul_supports(DType::Q8_0, f)) {
+      std::printf("                  int8, int4 and GGUF block matmuls run the AVX2 kernels (no AVX512-VNNI)\n");
+    }
+    if (!kernels::avx512_matmul_supports(DType::BF16, f)) {
+      std::printf("                  bf16 matmuls run the AVX2 kernel (no AVX512-BF16)\n");
+    }
+  }
   std::fflush(stdout);
   const auto r = prof::measure_roofline(n);
   std::printf("read bandwidth    %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n", r.read_gbps_1t, r.read_gbps_all,

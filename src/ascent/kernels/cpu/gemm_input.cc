@@ -163,7 +163,8 @@ void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, con
     case Isa::Avx2:
       return gemm_rows_avx2(in, w, n0, n1, out);
     case Isa::Avx512:
-      return gemm_rows_avx512(in, w, n0, n1, out);
+      if (avx512_matmul_supports(w.dtype, cpu_features())) return gemm_rows_avx512(in, w, n0, n1, out);
+      return gemm_rows_avx2(in, w, n0, n1, out);
   }
 }
 

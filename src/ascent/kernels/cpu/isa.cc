@@ -35,6 +35,18 @@ Isa active_isa() {
   return isa;
 }
 
+bool avx512_matmul_supports(DType weight, const CpuFeatures& f) {
+  switch (weight) {
+    case DType::F32:
+    case DType::F16:
+      return true;
+    case DType::BF16:
+      return f.avx512_bf16;
+    default:
+      return f.avx512_vnni;
+  }
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Ref:
