@@ -193,13 +193,32 @@ struct I8Kern {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_si512();
     }
     const int8_t* a = in.q.data() + t * Kp;
-    for (int64_t k = 0; k < Kp; k += 64) {
-      __m512i av[TT];
-      for (int j = 0; j < TT; ++j) av[j] = _mm512_loadu_si512(a + j * Kp + k);
-      for (int r = 0; r < R; ++r) {
-        prefetch_ahead<TT>(rows[r] + k, ahead);
-        const __m512i wv = _mm512_loadu_si512(rows[r] + k);
-        for (int j = 0; j < TT; ++j) acc[r][j] = dpbusd(acc[r][j], wv, av[j]);
+    if constexpr (R == 1 && TT == 1) {
+      // Decode: two independent chains of vpdpbusd, added at the end. Integer sums are exact in any order, so
+      // this is bitwise the sum the tiles compute; one chain kept each row's instructions in flight longer,
+      // and fewer of the next rows' loads fit in the out-of-order window.
+      __m512i acc1 = _mm512_setzero_si512();
+      int64_t k = 0;
+      for (; k + 128 <= Kp; k += 128) {
+        prefetch_ahead<TT>(rows[0] + k, ahead);
+        prefetch_ahead<TT>(rows[0] + k + 64, ahead);
+        acc[0][0] = dpbusd(acc[0][0], _mm512_loadu_si512(rows[0] + k), _mm512_loadu_si512(a + k));
+        acc1 = dpbusd(acc1, _mm512_loadu_si512(rows[0] + k + 64), _mm512_loadu_si512(a + k + 64));
+      }
+      if (k < Kp) {
+        prefetch_ahead<TT>(rows[0] + k, ahead);
+        acc[0][0] = dpbusd(acc[0][0], _mm512_loadu_si512(rows[0] + k), _mm512_loadu_si512(a + k));
+      }
+      acc[0][0] = _mm512_add_epi32(acc[0][0], acc1);
+    } else {
+      for (int64_t k = 0; k < Kp; k += 64) {
+        __m512i av[TT];
+        for (int j = 0; j < TT; ++j) av[j] = _mm512_loadu_si512(a + j * Kp + k);
+        for (int r = 0; r < R; ++r) {
+          prefetch_ahead<TT>(rows[r] + k, ahead);
+          const __m512i wv = _mm512_loadu_si512(rows[r] + k);
+          for (int j = 0; j < TT; ++j) acc[r][j] = dpbusd(acc[r][j], wv, av[j]);
+        }
       }
     }
     for (int r = 0; r < R; ++r) {
