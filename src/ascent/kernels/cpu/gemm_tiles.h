@@ -3,7 +3,9 @@
 // Kern provides `template <int R, int TT> static void tile(const GemmInput&, const Tensor&, int64_t n, int64_t t,
 // float out[4][4])` computing rows n..n+R-1 for tokens t..t+TT-1, and `kDecodeRows`, the tile height for a single
 // token. Every (R, TT) instantiation performs the same arithmetic per output, which is what makes results
-// independent of how the work is cut (batch invariance).
+// independent of how the work is cut (batch invariance). A kernel may also provide `static void
+// decode_rows(const GemmInput&, const Tensor&, int64_t n0, int64_t n1, const GemmOut&)`, its own loop over rows
+// for a single token (same bits as tile<1, 1>), where a tile call per row costs a noticeable share of a short row.
 #pragma once
 
 #include <immintrin.h>
@@ -123,6 +125,9 @@ void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, c
   const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
   const int64_t per_token = in.Kp * act_bytes;
   const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
+  if constexpr (requires { Kern::decode_rows(in, w, n0, n1, o); }) {  // a kernel's own row loop for one token
+    if (in.T == 1) return Kern::decode_rows(in, w, n0, n1, o);
+  }
   const int64_t rows_per_tile = in.T == 1 ? Kern::kDecodeRows : 4;
   for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
     const int64_t t1 = tile_min(in.T, t0 + tok_block);
