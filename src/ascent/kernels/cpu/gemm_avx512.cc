@@ -318,6 +318,64 @@ struct I4Kern {
     with_group(w, [&]<int GROUP>() { body<R, TT, GROUP>(in, w, n, t, out); });
   }
 
+  // Decode (one token), rows [n0, n1) one at a time: body<R, 1>'s arithmetic in 256-bit halves, the low nibbles
+  // (lanes 0-7 of body's register) and the high nibbles (lanes 8-15) in separate accumulators, so the same
+  // integer sums, products and final reduction per lane: the same bits. One row at a time, each thread reads its
+  // weights as one sequential stream (four-row tiles are four streams); lane-local 256-bit work needs no insert
+  // to join the nibble halves, which matters on Zen 4 (512-bit instructions run as two halves); and the spans'
+  // activation offsets are formed once per call instead of once per row.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    with_group(w, [&]<int GROUP>() {
+      constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;  // 64-column steps per span
+      constexpr int64_t kSpan = 64 * kSteps;
+      const int64_t Kp = in.Kp, G = Kp / GROUP;
+      // (spans, 2, 8): minus 8 x the sum of each lane's 4 activations over the span's steps, per 256-bit half
+      thread_local std::vector<int32_t> neg_off;
+      neg_off.resize(static_cast<size_t>(Kp / kSpan * 16));
+      const __m256i eights = _mm256_set1_epi8(8), low4 = _mm256_set1_epi8(0x0f);
+      const int8_t* a = in.q.data();
+      for (int64_t k0 = 0; k0 < Kp; k0 += kSpan) {
+        for (int h = 0; h < 2; ++h) {
+          __m256i off = _mm256_setzero_si256();
+          for (int st = 0; st < kSteps; ++st) {
+            off = _mm256_dpbusd_epi32(off, eights,
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k0 + 64 * st + 32 * h)));
+          }
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + (k0 / kSpan) * 16 + 8 * h),
+                              _mm256_sub_epi32(_mm256_setzero_si256(), off));
+        }
+      }
+      const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+      const int64_t ahead = prefetch_distance(stride);
+      const uint8_t* row = w.row_ptr(n0);
+      for (int64_t n = n0; n < n1; ++n, row += stride) {
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        const float* scales = w.scales + n * G;
+        for (int64_t k0 = 0; k0 < Kp; k0 += kSpan) {
+          const int32_t* off = neg_off.data() + (k0 / kSpan) * 16;
+          __m256i is[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off)),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8))};
+          for (int st = 0; st < kSteps; ++st) {
+            const int64_t k = k0 + 64 * st;
+            prefetch_ahead<1>(row + k / 2, ahead);
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k / 2));
+            is[0] = _mm256_dpbusd_epi32(is[0], _mm256_and_si256(raw, low4),
+                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k)));
+            is[1] = _mm256_dpbusd_epi32(is[1], _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
+                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k + 32)));
+          }
+          const __m256 s0 = _mm256_broadcast_ss(scales + k0 / GROUP);
+          const __m256 s1 = GROUP == 32 ? _mm256_broadcast_ss(scales + k0 / GROUP + 1) : s0;  // 32: one per half
+          acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[0]), s0, acc[0]);
+          acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[1]), s1, acc[1]);
+        }
+        float res[4][4];
+        res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(acc[0]), acc[1], 1)) * in.d[0];
+        store_tile<1>(o, 0, 1, n, res);
+      }
+    });
+  }
+
   // Prefill: a row tile's nibbles are unpacked once into signed bytes (code - 8) that stay in L1 for every token
   // tile, and activations are read as unsigned (a + 128, one xor). Each lane then starts from -128 x the sum of
   // its own weights in the span, so it ends holding sum a * (code - 8) over its columns: the very integers the
