@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ascent/kernels/cpu/gemm.h"
@@ -246,7 +247,7 @@ struct I8Kern {
 // I4: 64 columns per step from 32 packed bytes; int32 sums per group, scaled per group in f32. Groups of 32 take
 // two scales per step (low and high half of the register).
 struct I4Kern {
-  static constexpr int kDecodeRows = 4;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   // The scales of the span starting at column k0, one per lane: groups of 32 take two (low and high half).
   template <int GROUP>
   static __m512 span_scales(const float* row_scales, int64_t k0) {
@@ -460,7 +461,7 @@ struct I4Kern {
 // register scaled by its own weight and activation scales.
 template <DType WT>
 struct BlockKern {
-  static constexpr int kDecodeRows = WT == DType::Q4_0 ? 4 : 1;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   struct RowCache;
   // Unsigned codes (weight + 128 or nibble) of blocks b and b+1 (b+1 zero when past the row), and their scales.
   template <bool kPairs>
@@ -547,30 +548,46 @@ struct BlockKern {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
     }
   }
-  // Q8_0 decode (one token), rows [n0, n1): body<1, 1>'s arithmetic in two 256-bit halves, lanes 0-7 (even
-  // blocks) in y0 and 8-15 (odd blocks) in y1, so the same products and sums per lane and the same bits. Built
-  // from 256-bit parts, the loop needs no inserts or cross-lane moves, which on double-pumped AVX-512 (Zen 4) cost
-  // as much as the arithmetic; the offset term and scales come from the single token's lane vectors (gemm.h), and
-  // the row loop is here rather than one tile call per row: 25 -> 30 GB/s from L2 on one core, tg64 37 -> 45 t/s
-  // in pairs. The block scale is converted in place: from f16_table, whose lines the streamed weights keep
-  // evicting, the model ran at 33 t/s.
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1,
-                          const GemmOut& o) requires(WT == DType::Q8_0) {
+  // Decode (one token), rows [n0, n1) one at a time: body<1, 1>'s arithmetic in two 256-bit halves, lanes 0-7
+  // (even blocks) in y[0] and 8-15 (odd blocks) in y[1], so the same products and sums per lane and the same
+  // bits. Built from 256-bit parts, the loop needs no inserts or cross-lane moves, which on Zen 4 (512-bit
+  // instructions run as two halves) cost as much as the arithmetic; the offset term is formed once per call from
+  // the single token's lane sums (gemm.h), the activation scales read from its lane vector, and the row loop is
+  // here rather than one tile call per row. One row at a time also makes each thread's weights one sequential
+  // stream (Q4_0 had four-row tiles). Q8_0 from L2 on one core 25 -> 30 GB/s, tg64 37 -> 45 t/s in pairs. The
+  // block scale is converted in place: from f16_table, whose lines the streamed weights keep evicting, Q8_0 ran at
+  // 33 t/s.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    using Block = std::conditional_t<WT == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
     const int64_t nb = in.K / kQBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const int64_t ahead = prefetch_distance(stride);
-    const int32_t* lane_sum = in.lane_sum.data();
+    // (Kp / 4,) minus the codes' offset (128 or 8) times each lane's activation sum, as block_acts forms it
+    thread_local std::vector<int32_t> neg_off;
+    neg_off.resize(in.lane_sum.size());
+    for (size_t i = 0; i < neg_off.size(); i += 8) {
+      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.lane_sum.data() + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + i),
+                          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, WT == DType::Q8_0 ? 7 : 3)));
+    }
     const float* lane_d = in.lane_d.data();
     const int8_t* a = in.q.data();
-    const __m256i flip = _mm256_set1_epi8(-128);
+    const __m256i flip = _mm256_set1_epi8(-128), low4 = _mm256_set1_epi8(0x0f);
+    const __m256i nibble_shift = _mm256_set_epi64x(4, 4, 0, 0);  // low 16 bytes: low nibbles; high: high nibbles
     const uint8_t* row = w.row_ptr(n0);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
-      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      const auto* blk = reinterpret_cast<const Block*>(row);
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       auto step = [&](int64_t b, int h) {
-        const __m256i codes = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[b].qs)), flip);
-        const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_sum + b * 8));
-        const __m256i off = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7));
+        __m256i codes;
+        if constexpr (WT == DType::Q8_0) {
+          codes = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[b].qs)), flip);
+        } else {
+          const __m256i both =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[b].qs)));
+          codes = _mm256_and_si256(_mm256_srlv_epi64(both, nibble_shift), low4);
+        }
+        const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off.data() + b * 8));
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + b * kQBlock));
         const __m256i is = _mm256_dpbusd_epi32(off, codes, av);
         const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(blk[b].d)));
