@@ -696,7 +696,7 @@ struct KQuantKern {
 
 // Q4_K: lane value = d * scale_j * sum(a * code) - dmin * min_j * sum(a), times the activation block scale.
 struct Q4KKern : KQuantKern<Q4KKern> {
-  static constexpr int kDecodeRows = 4;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   struct RowCache;
   // The 8 sub-block scales and minimums of a super-block times d and dmin, interleaved: lane 2j scale j, lane
   // 2j + 1 minimum j (q4k_simd.h).
@@ -799,6 +799,57 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     }
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+
+  // Decode (one token), rows [n0, n1) one at a time: body<1, 1, kDecode>'s arithmetic in 256-bit halves. Its
+  // register's lanes 0-7 take sub-blocks 0, 1, 4, 5 of each super-block (in that order) and lanes 8-15 sub-blocks
+  // 2, 3, 6, 7; here y[0] and y[1] take the same sub-blocks in the same order, each a 32-byte chunk's low or high
+  // nibbles against the paired activations, so the same products and sums per lane: the same bits. No lane
+  // permutes (the chunks' scale factors are broadcast from a stack copy) and one sequential stream per thread;
+  // on Zen 4, which runs 512-bit instructions as two halves, the four-row 512-bit tile was bound by its
+  // instructions.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t nsb = in.K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride);
+    const int8_t* a = in.kq_pairs.data();  // (K,) paired columns
+    const float* dax = in.kq_dax.data();   // (K / 256, 16)
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        prefetch_block<1>(blk + sb, sizeof(BlockQ4_K), ahead);
+        // scales_mins() in halves: lanes 2j, 2j + 1 of half h are sub-block 4h + j's scale and minimum
+        const __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32(q4k_d_dmin(blk[sb])));
+        const __m128i sm8 = q4k_scales_mins(blk[sb]);
+        alignas(32) float f[16];  // sm * dax: even lanes the sub-blocks' scale factors, odd their minimum terms
+        for (int h = 0; h < 2; ++h) {
+          const __m256 sm = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm8, 8 * h))));
+          const __m256 fh = _mm256_mul_ps(sm, _mm256_loadu_ps(dax + sb * 16 + 8 * h));
+          y[h] = _mm256_mask_sub_ps(y[h], 0xaa, y[h], fh);
+          _mm256_store_ps(f + 8 * h, fh);
+        }
+        for (int p = 0; p < 2; ++p) {
+          const int64_t k = sb * kQKBlock + 128 * p;
+          for (int h = 0; h < 2; ++h) {  // chunk 2p + h: sub-blocks 4p + 2h (low nibbles), 4p + 2h + 1 (high)
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[sb].qs + 64 * p + 32 * h));
+            const __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            const int s = 4 * p + 2 * h;
+            const __m256i is_lo = _mm256_dpbusd_epi32(
+                _mm256_setzero_si256(), lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k + 32 * h)));
+            y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is_lo), _mm256_broadcast_ss(f + 2 * s), y[h]);
+            const __m256i is_hi = _mm256_dpbusd_epi32(
+                _mm256_setzero_si256(), hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k + 64 + 32 * h)));
+            y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is_hi), _mm256_broadcast_ss(f + 2 * (s + 1)), y[h]);
+          }
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(y[0]), y[1], 1));
+      store_tile<1>(o, 0, 1, n, res);
     }
   }
 
