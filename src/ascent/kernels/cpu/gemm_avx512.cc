@@ -889,7 +889,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
 // Q6_K: lane value = d * scale_s * sum(a * (code - 32)) over 4 columns of 16-column sub-block s, times the
 // activation block scale. The -32 enters as -32 * sum(a) per lane before the products, so sums stay exact.
 struct Q6KKern : KQuantKern<Q6KKern> {
-  static constexpr int kDecodeRows = 4;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   // Chunk cc (0, 1) of half h: 64 six-bit codes from 64 bytes of low nibbles and 32 bytes of high bit pairs.
   // Columns 0-31 of the half take ql[l] low nibbles and qh[l] bits 0-1, 32-63 ql[l + 32] and bits 2-3; chunk 1
   // (columns 64-127) the high nibbles and bits 4-5, 6-7.
@@ -925,6 +925,63 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
     body<R, TT, /*kDecode=*/false, /*kCached=*/true>(in, w, n, t, out, c.codes.data());
+  }
+  // Decode (one token), rows [n0, n1) one at a time: body<1, 1, kDecode>'s arithmetic in 256-bit halves (lanes
+  // 0-7 and 8-15 of its register: columns 0-31 and 32-63 of each 64-column chunk), so the same integer sums,
+  // products and sums per lane: the same bits. The codes are assembled per half without inserts, the sub-block
+  // scales picked with in-half permutes, the activation offsets (-32 x each lane's sum) formed once per call, and
+  // each thread reads one sequential stream; on Zen 4, which runs 512-bit instructions as two halves, the
+  // four-row 512-bit tile was bound by its instructions.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t nsb = in.K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride);
+    thread_local std::vector<int32_t> neg_off;  // (Kp / 4,) -32 x each lane's activation sum, as body forms it
+    neg_off.resize(in.lane_sum.size());
+    for (size_t i = 0; i < neg_off.size(); i += 8) {
+      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.lane_sum.data() + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + i),
+                          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 5)));
+    }
+    const int8_t* a = in.q.data();
+    const float* lane_d = in.lane_d.data();
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const BlockQ6_K& b = blk[sb];
+        prefetch_block<1>(&b, sizeof(BlockQ6_K), ahead);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        const __m256 dsc[2] = {_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8))),  // sub-blocks 0-7
+                               _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8))))};
+        for (int c = 0; c < 4; ++c) {  // 64-column chunk c: quarter c % 2 of half c / 2 (see codes())
+          const int hf = c / 2;
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * hf));
+          for (int g = 0; g < 2; ++g) {  // columns 32g .. 32g + 31 of the chunk
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf + 32 * g));
+            const __m256i hh = g == 0 ? qh : _mm256_srli_epi16(qh, 2);
+            const __m256i q =
+                c % 2 == 0
+                    ? _mm256_or_si256(_mm256_and_si256(x, low4), _mm256_and_si256(_mm256_slli_epi16(hh, 4), bits45))
+                    : _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), low4), _mm256_and_si256(hh, bits45));
+            const int64_t k = sb * kQKBlock + 64 * c + 32 * g;
+            const int j = (4 * c + 2 * g) % 8;  // the half's first sub-block within dsc[(4c + 2g) / 8]
+            const __m256 sc = _mm256_permutevar8x32_ps(dsc[(4 * c + 2 * g) / 8],
+                                                       _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1));
+            const __m256i is =
+                _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off.data() + k / 4)), q,
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k)));
+            y[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(sc, _mm256_loadu_ps(lane_d + k / 4)), y[g]);
+          }
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(y[0]), y[1], 1));
+      store_tile<1>(o, 0, 1, n, res);
+    }
   }
   // kCached: codes read from a RowCache's rows (cached) instead of assembled from the blocks.
   template <int R, int TT, bool kDecode, bool kCached = false>
