@@ -117,10 +117,10 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
 // Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
 // rows by tile_tokens<Kern>() tokens at a time. A single token (decode) takes one row at a time instead: each thread
 // then reads its weights as one sequential stream, which the prefetchers follow best (measured: +30-50% bandwidth over
-// four interleaved row streams for int8, f16, bf16, q8_0). The K-quant formats do more work per byte and run faster
-// sharing each step's activation work over four rows (one-row tiles measured equal or slower, even with that work
-// precomputed): Kern::kDecodeRows says which. (The AVX-512 int4 and Q4_0 kernels did too, until their decode_rows
-// did the unpacking in lane-local 256-bit halves with the activation side formed once per call.)
+// four interleaved row streams for int8, f16, bf16, q8_0). The AVX2 4-bit and K-quant kernels do more work per byte
+// and run faster sharing each step's activation work over four rows: Kern::kDecodeRows says which. (So did the
+// AVX-512 ones, until their decode_rows did the unpacking in lane-local 256-bit halves with the activation side
+// formed once per call: then one row at a time, one stream per thread, was 1.3-1.8x faster on Zen 4.)
 template <class Kern>
 void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
   const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
