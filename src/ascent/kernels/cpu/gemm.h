@@ -36,9 +36,9 @@ struct GemmInput {
   std::vector<int8_t> q;               // (T, Kp) int8, zero past K
   std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
   std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
-  // Decode only (T == 1, per-block kind): per-token work the K-quant kernels would otherwise redo for every row
-  // tile. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane multiplies; lane_d[i] =
-  // d[4i / 32], that lane's block scale.
+  // Decode only (T == 1, per-block kind): per-token work the AVX-512 Q8_0, Q4_0 and Q6_K decode loops would
+  // otherwise redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane
+  // multiplies; lane_d[i] = d[4i / 32], that lane's block scale.
   std::vector<int32_t> lane_sum;  // (Kp / 4,)
   std::vector<float> lane_d;      // (Kp / 4,)
   // Per-block kind with K a multiple of 256 (the K-quant super-block), every T: for super-block s of token t, 16

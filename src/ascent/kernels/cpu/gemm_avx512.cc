@@ -659,39 +659,22 @@ struct BlockKern {
 // lane's vpdpbusd sum covers 4 columns of one sub-block, so the sub-block scales are applied lane-wise in f32: the
 // lanes of a chunk carry 2 (Q4_K, 32 columns each) or 4 (Q6_K, 16 each) scales, gathered with one permute from the
 // super-block's scale vector.
-// K is the format's kernel (Q4KKern, Q6KKern) with body<R, TT, kDecode>: kDecode for one token, whose lane sums and
-// block scales prepare_gemm_input has laid out (the same values the other branch computes; a run-time test
-// inside the loop made GCC 12 spill the accumulators).
+// K is the format's kernel (Q4KKern, Q6KKern) with body<R, TT> for several tokens; a single token runs its
+// decode_rows, which computes the same lanes in 256-bit halves.
 template <class K>
 struct KQuantKern {
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    if (in.T == 1) {
-      K::template body<R, TT, true>(in, w, n, t, out);
-    } else {
-      K::template body<R, TT, false>(in, w, n, t, out);
-    }
+    K::template body<R, TT>(in, w, n, t, out);
   }
   // For token t's activations av at column k (a 64-column chunk): each lane's block scale (lanes 0-7 block k / 32,
-  // lanes 8-15 the next) and each lane's sum of its 4 activations. Decode reads both as prepare_gemm_input laid
-  // them out (lane_d, lane_sum); otherwise they are formed here, to the same values.
-  template <bool kDecode>
+  // lanes 8-15 the next) and each lane's sum of its 4 activations (decode reads the same values from lane_d and
+  // lane_sum).
   static __m512 lane_scales(const GemmInput& in, int64_t t, int64_t k) {
-    if constexpr (kDecode) {
-      return _mm512_loadu_ps(in.lane_d.data() + k / 4);
-    } else {
-      const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
-      return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
-    }
+    const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
+    return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
   }
-  template <bool kDecode>
-  static __m512i lane_sums(const GemmInput& in, __m512i av, int64_t k) {
-    if constexpr (kDecode) {
-      return _mm512_loadu_si512(in.lane_sum.data() + k / 4);
-    } else {
-      return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), av);
-    }
-  }
+  static __m512i lane_sums(__m512i av) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), av); }
 };
 
 // Q4_K: lane value = d * scale_j * sum(a * code) - dmin * min_j * sum(a), times the activation block scale.
@@ -718,7 +701,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   // there once per super-block (into the odd lanes) and the scale factors permuted to the lanes of each chunk.
   // One token keeps that product for the 4 chunks; several (prefill) form it per chunk (registers), the same
   // products in the same order, so the same bits.
-  template <int R, int TT, bool kDecode, bool kCached = false>
+  template <int R, int TT, bool kCached = false>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
                    const RowCache* cache = nullptr) {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
@@ -802,7 +785,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     }
   }
 
-  // Decode (one token), rows [n0, n1) one at a time: body<1, 1, kDecode>'s arithmetic in 256-bit halves. Its
+  // Decode (one token), rows [n0, n1) one at a time: body<1, 1>'s arithmetic in 256-bit halves. Its
   // register's lanes 0-7 take sub-blocks 0, 1, 4, 5 of each super-block (in that order) and lanes 8-15 sub-blocks
   // 2, 3, 6, 7; here y[0] and y[1] take the same sub-blocks in the same order, each a 32-byte chunk's low or high
   // nibbles against the paired activations, so the same products and sums per lane: the same bits. No lane
@@ -882,7 +865,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   template <int R, int TT>
   static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
-    body<R, TT, /*kDecode=*/false, /*kCached=*/true>(in, w, n, t, out, &c);
+    body<R, TT, /*kCached=*/true>(in, w, n, t, out, &c);
   }
 };
 
@@ -924,9 +907,9 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   template <int R, int TT>
   static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
-    body<R, TT, /*kDecode=*/false, /*kCached=*/true>(in, w, n, t, out, c.codes.data());
+    body<R, TT, /*kCached=*/true>(in, w, n, t, out, c.codes.data());
   }
-  // Decode (one token), rows [n0, n1) one at a time: body<1, 1, kDecode>'s arithmetic in 256-bit halves (lanes
+  // Decode (one token), rows [n0, n1) one at a time: body<1, 1>'s arithmetic in 256-bit halves (lanes
   // 0-7 and 8-15 of its register: columns 0-31 and 32-63 of each 64-column chunk), so the same integer sums,
   // products and sums per lane: the same bits. The codes are assembled per half without inserts, the sub-block
   // scales picked with in-half permutes, the activation offsets (-32 x each lane's sum) formed once per call, and
@@ -984,7 +967,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
     }
   }
   // kCached: codes read from a RowCache's rows (cached) instead of assembled from the blocks.
-  template <int R, int TT, bool kDecode, bool kCached = false>
+  template <int R, int TT, bool kCached = false>
   static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4],
                    const uint8_t* cached = nullptr) {
     const int64_t Kp = in.Kp;
@@ -1012,8 +995,8 @@ struct Q6KKern : KQuantKern<Q6KKern> {
         __m512 da[TT];
         for (int j = 0; j < TT; ++j) {
           av[j] = _mm512_loadu_si512(a + j * Kp + k);
-          da[j] = lane_scales<kDecode>(in, t + j, k);
-          neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lane_sums<kDecode>(in, av[j], k), 5));
+          da[j] = lane_scales(in, t + j, k);
+          neg[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lane_sums(av[j]), 5));
         }
         const __m512i idx = _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c));
         for (int r = 0; r < R; ++r) {
