@@ -51,6 +51,20 @@ const float* f16_table() {
   return table.data();
 }
 
+// For a single token's decode loops: minus each lane's activation sum (GemmInput::lane_sum) times 2^shift, the
+// exact offset term a kernel with codes stored as value + 2^shift adds to each lane's vpdpbusd sum. Formed once per
+// call into a per-thread buffer (Kp / 4 values) instead of once per row.
+const int32_t* scaled_lane_offsets(const GemmInput& in, int shift) {
+  thread_local std::vector<int32_t> neg_off;
+  neg_off.resize(in.lane_sum.size());
+  for (size_t i = 0; i < neg_off.size(); i += 8) {
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.lane_sum.data() + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + i),
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_sll_epi32(sums, _mm_cvtsi32_si128(shift))));
+  }
+  return neg_off.data();
+}
+
 // The 128 codes of 64 packed bytes (two 32-byte chunks c0, c1 of the I4 / Q4_K layout): [0] the low nibbles
 // (columns 0-31 of c0, then of c1), [1] the high nibbles (columns 32-63 of c0, then of c1). No lane crossing.
 inline void split_nibbles(const uint8_t* p, __m512i out[2]) {
@@ -371,7 +385,7 @@ struct I4Kern {
           acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[1]), s1, acc[1]);
         }
         float res[4][4];
-        res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(acc[0]), acc[1], 1)) * in.d[0];
+        res[0][0] = hsum(acc[0], acc[1]) * in.d[0];
         store_tile<1>(o, 0, 1, n, res);
       }
     });
@@ -562,14 +576,8 @@ struct BlockKern {
     const int64_t nb = in.K / kQBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const int64_t ahead = prefetch_distance(stride);
-    // (Kp / 4,) minus the codes' offset (128 or 8) times each lane's activation sum, as block_acts forms it
-    thread_local std::vector<int32_t> neg_off;
-    neg_off.resize(in.lane_sum.size());
-    for (size_t i = 0; i < neg_off.size(); i += 8) {
-      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.lane_sum.data() + i));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + i),
-                          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, WT == DType::Q8_0 ? 7 : 3)));
-    }
+    // minus the codes' offset (128 or 8) times each lane's activation sum, as block_acts forms it
+    const int32_t* neg_off = scaled_lane_offsets(in, /*shift=*/WT == DType::Q8_0 ? 7 : 3);
     const float* lane_d = in.lane_d.data();
     const int8_t* a = in.q.data();
     const __m256i flip = _mm256_set1_epi8(-128), low4 = _mm256_set1_epi8(0x0f);
@@ -587,7 +595,7 @@ struct BlockKern {
               _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[b].qs)));
           codes = _mm256_and_si256(_mm256_srlv_epi64(both, nibble_shift), low4);
         }
-        const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off.data() + b * 8));
+        const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off + b * 8));
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + b * kQBlock));
         const __m256i is = _mm256_dpbusd_epi32(off, codes, av);
         const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(blk[b].d)));
@@ -605,7 +613,7 @@ struct BlockKern {
         y[1] = _mm256_fmadd_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), y[1]);
       }
       float res[4][4];
-      res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(y[0]), y[1], 1));
+      res[0][0] = hsum(y[0], y[1]);
       store_tile<1>(o, 0, 1, n, res);
     }
   }
@@ -831,7 +839,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
         }
       }
       float res[4][4];
-      res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(y[0]), y[1], 1));
+      res[0][0] = hsum(y[0], y[1]);
       store_tile<1>(o, 0, 1, n, res);
     }
   }
@@ -919,13 +927,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const int64_t ahead = prefetch_distance(stride);
-    thread_local std::vector<int32_t> neg_off;  // (Kp / 4,) -32 x each lane's activation sum, as body forms it
-    neg_off.resize(in.lane_sum.size());
-    for (size_t i = 0; i < neg_off.size(); i += 8) {
-      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.lane_sum.data() + i));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + i),
-                          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 5)));
-    }
+    const int32_t* neg_off = scaled_lane_offsets(in, /*shift=*/5);  // -32 x each lane's sum, as body forms it
     const int8_t* a = in.q.data();
     const float* lane_d = in.lane_d.data();
     const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
@@ -955,14 +957,14 @@ struct Q6KKern : KQuantKern<Q6KKern> {
             const __m256 sc = _mm256_permutevar8x32_ps(dsc[(4 * c + 2 * g) / 8],
                                                        _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1));
             const __m256i is =
-                _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off.data() + k / 4)), q,
+                _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off + k / 4)), q,
                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k)));
             y[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(sc, _mm256_loadu_ps(lane_d + k / 4)), y[g]);
           }
         }
       }
       float res[4][4];
-      res[0][0] = hsum(_mm512_insertf32x8(_mm512_castps256_ps512(y[0]), y[1], 1));
+      res[0][0] = hsum(y[0], y[1]);
       store_tile<1>(o, 0, 1, n, res);
     }
   }

@@ -18,6 +18,12 @@ inline float hsum(__m512 v) {
   return _mm_cvtss_f32(b);
 }
 
+// hsum of the 512-bit register whose lanes 0-7 are lo and 8-15 hi: the reduction for kernels that keep a 512-bit
+// tile's accumulator as two 256-bit halves, so their sum is bitwise the tile's.
+inline float hsum(__m256 lo, __m256 hi) {
+  return hsum(_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1));
+}
+
 inline int32_t hsum_epi32(__m512i v) {
   const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
   __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
