@@ -143,7 +143,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       break;
     }
   }
-  // A single token also gets the per-lane vectors that the K-quant decode kernels read (gemm.h).
+  // A single token also gets the per-lane vectors that the AVX-512 Q8_0, Q4_0 and Q6_K decode loops read (gemm.h).
   if (T == 1 && in.kind == ActKind::Int8PerBlock) {
     const int64_t lanes = in.Kp / 4;
     in.lane_sum.resize(static_cast<size_t>(lanes));

@@ -123,12 +123,12 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
 // formed once per call: then one row at a time, one stream per thread, was 1.3-1.8x faster on Zen 4.)
 template <class Kern>
 void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-  const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
-  const int64_t per_token = in.Kp * act_bytes;
-  const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
   if constexpr (requires { Kern::decode_rows(in, w, n0, n1, o); }) {  // a kernel's own row loop for one token
     if (in.T == 1) return Kern::decode_rows(in, w, n0, n1, o);
   }
+  const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
+  const int64_t per_token = in.Kp * act_bytes;
+  const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
   const int64_t rows_per_tile = in.T == 1 ? Kern::kDecodeRows : 4;
   for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
     const int64_t t1 = tile_min(in.T, t0 + tok_block);
