@@ -36,8 +36,8 @@ struct GemmInput {
   std::vector<int8_t> q;               // (T, Kp) int8, zero past K
   std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
   std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
-  // Decode only (T == 1, per-block kind): per-token work the AVX-512 Q8_0, Q4_0 and Q6_K decode loops would
-  // otherwise redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane
+  // Decode only (T == 1, per-block kind): per-token work the AVX-512 Q8_0 and Q6_K decode loops would otherwise
+  // redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane
   // multiplies; lane_d[i] = d[4i / 32], that lane's block scale.
   std::vector<int32_t> lane_sum;  // (Kp / 4,)
   std::vector<float> lane_d;      // (Kp / 4,)
@@ -48,6 +48,15 @@ struct GemmInput {
   // The same, q with each 128 columns reordered 0-31, 64-95, 32-63, 96-127: the pairing of the AVX-512 Q4_K
   // kernel, which takes the low nibbles of two 32-byte chunks in one register and the high nibbles in another.
   std::vector<int8_t> kq_pairs;  // (T, K)
+  // Per-block kind prepared for a Q4_0 weight (q4_ready), every T: q in the AVX-512 Q4_0 kernel's order, where one
+  // vpdpbusd lane sums 8 columns of one block, its quarter l's columns 4l..4l+3 and 16+4l..16+4l+3 (the low and
+  // high nibbles of the same 4 packed bytes, so the kernel never moves nibbles across lanes). Per 128 columns (4
+  // blocks, 16 lanes): columns 0-15 of each block, then columns 16-31 of each; per lane, minus 8 x the sum of its
+  // 8 activations (the codes' offset) and its block's scale. Zero past K, up to Kq = K rounded up to 128.
+  bool q4_ready = false;
+  std::vector<int8_t> q4_quads;  // (T, Kq)
+  std::vector<int32_t> q4_off;   // (T, Kq / 8)
+  std::vector<float> q4_d;       // (T, Kq / 8)
   std::vector<uint16_t> xb;      // (T, Kp) bf16, zero past K
   std::vector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
 };

@@ -38,19 +38,6 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
-// Every f16 value widened to f32 (_cvtsh_ss, so the same values): a Q4_0 block scale then takes one broadcasting
-// load from this table instead of an insert, a convert and two broadcasts. Q4_0's four-row decode loop is bound by
-// its instructions, not by memory (22 GB/s from L2 on one core, against ~33 streaming): with the table it reads
-// 31 GB/s from L2, and tg64 rose 62 -> 68-70 t/s.
-const float* f16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = _cvtsh_ss(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table.data();
-}
-
 // For a single token's decode loops: minus each lane's activation sum (GemmInput::lane_sum) times 2^shift, the
 // exact offset term a kernel with codes stored as value + 2^shift adds to each lane's vpdpbusd sum. Formed once per
 // call into a per-thread buffer (Kp / 4 values) instead of once per row.
@@ -471,43 +458,27 @@ struct I4Kern {
   }
 };
 
-// GGUF Q8_0 / Q4_0 rows against per-block int8 activations: two 32-element blocks per step, each half of the
-// register scaled by its own weight and activation scales.
-template <DType WT>
-struct BlockKern {
+// GGUF Q8_0 rows against per-block int8 activations: two 32-element blocks per step, each half of the register
+// scaled by its own weight and activation scales.
+struct Q80Kern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   struct RowCache;
-  // Unsigned codes (weight + 128 or nibble) of blocks b and b+1 (b+1 zero when past the row), and their scales.
+  // Unsigned codes (weight + 128) of blocks b and b+1 (b+1 zero when past the row), and their scales.
   template <bool kPairs>
-  static void load_w(const uint8_t* row, int64_t b, int64_t nb, const float* f16, __m512i& codes, __m512& dw) {
+  static void load_w(const uint8_t* row, int64_t b, int64_t nb, __m512i& codes, __m512& dw) {
     const bool two = kPairs || b + 1 < nb;
-    if constexpr (WT == DType::Q8_0) {
-      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
-      const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_set1_epi8(-128);
-      codes = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
-      // Not f16_table here: q8_0's one-row decode measured slower with it (31 vs 34 GB/s from L2, one thread).
-      (void)f16;
-      dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(blk[0].d)), _mm256_set1_ps(two ? _cvtsh_ss(blk[1].d) : 0.0f), 1);
-    } else {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-      // [b, b, b1, b1] from broadcasting loads (no inserts or lane shuffles, 22.3 -> 23.3 GB/s from L2), then the
-      // low nibbles of lanes 0 and 2 and the high nibbles of lanes 1 and 3: [b lo, b hi, b1 lo, b1 hi].
-      const __m512i b0 = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs)));
-      const __m512i both =
-          two ? _mm512_mask_broadcast_i32x4(b0, 0xff00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)))
-              : _mm512_mask_mov_epi32(b0, 0xff00, _mm512_set1_epi8(-120));
-      codes = _mm512_and_si512(_mm512_mask_mov_epi8(both, 0xffff0000ffff0000ull, _mm512_srli_epi16(both, 4)),
-                               _mm512_set1_epi8(0x0f));
-      dw = _mm512_mask_broadcastss_ps(_mm512_set1_ps(f16[blk[0].d]), 0xff00, _mm_load_ss(f16 + (two ? blk[1].d : 0)));
-    }
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
+    const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)) : _mm256_set1_epi8(-128);
+    codes = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
+    dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(blk[0].d)), _mm256_set1_ps(two ? _cvtsh_ss(blk[1].d) : 0.0f), 1);
   }
   // Tokens t .. t + TT - 1's side of blocks b, b + 1 (a: token t's activations): the activations, minus the
   // weights' code offset times their sums (per lane), and their block scales (lanes 0-7 block b, 8-15 b + 1).
   template <int TT>
   static void block_acts(const GemmInput& in, const int8_t* a, int64_t t, int64_t b, __m512i av[TT], __m512i off[TT],
                          __m512 da[TT]) {
-    const __m512i offset = _mm512_set1_epi8(WT == DType::Q8_0 ? -128 : 8);  // u8 128 or 8
+    const __m512i offset = _mm512_set1_epi8(-128);  // u8 128
     const int64_t B = in.Kp / kQBlock;
     for (int j = 0; j < TT; ++j) {
       av[j] = _mm512_loadu_si512(a + j * in.Kp + b * kQBlock);
@@ -534,7 +505,6 @@ struct BlockKern {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const int8_t* a = in.q.data() + t * in.Kp;
-    const float* f16 = f16_table();
     for (int64_t b = 0; b < nb; b += 2) {
       __m512i av[TT], off[TT];
       __m512 da[TT];
@@ -548,9 +518,8 @@ struct BlockKern {
           const float* d2 = cache->dw.data() + (r * pairs + pr) * 2;
           dw = _mm512_insertf32x8(_mm512_set1_ps(d2[0]), _mm256_set1_ps(d2[1]), 1);
         } else {
-          prefetch_ahead<TT>(
-              rows[r] + b * static_cast<int64_t>(WT == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)), ahead);
-          load_w<kPairs>(rows[r], b, nb, f16, codes, dw);
+          prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(sizeof(BlockQ8_0)), ahead);
+          load_w<kPairs>(rows[r], b, nb, codes, dw);
         }
         for (int j = 0; j < TT; ++j) {
           const __m512i s = _mm512_dpbusd_epi32(off[j], codes, av[j]);  // off holds minus the codes' offset
@@ -568,33 +537,23 @@ struct BlockKern {
   // instructions run as two halves) cost as much as the arithmetic; the offset term is formed once per call from
   // the single token's lane sums (gemm.h), the activation scales read from its lane vector, and the row loop is
   // here rather than one tile call per row. One row at a time also makes each thread's weights one sequential
-  // stream (Q4_0 had four-row tiles). Q8_0 from L2 on one core 25 -> 30 GB/s, tg64 37 -> 45 t/s in pairs. The
-  // block scale is converted in place: from f16_table, whose lines the streamed weights keep evicting, Q8_0 ran at
-  // 33 t/s.
+  // stream. From L2 on one core 25 -> 30 GB/s, tg64 37 -> 45 t/s in pairs. The block scale is converted in place:
+  // from a table of all f16 values, whose lines the streamed weights keep evicting, it ran at 33 t/s.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    using Block = std::conditional_t<WT == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
     const int64_t nb = in.K / kQBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const int64_t ahead = prefetch_distance(stride);
-    // minus the codes' offset (128 or 8) times each lane's activation sum, as block_acts forms it
-    const int32_t* neg_off = scaled_lane_offsets(in, /*shift=*/WT == DType::Q8_0 ? 7 : 3);
+    // minus the codes' offset (128) times each lane's activation sum, as block_acts forms it
+    const int32_t* neg_off = scaled_lane_offsets(in, /*shift=*/7);
     const float* lane_d = in.lane_d.data();
     const int8_t* a = in.q.data();
-    const __m256i flip = _mm256_set1_epi8(-128), low4 = _mm256_set1_epi8(0x0f);
-    const __m256i nibble_shift = _mm256_set_epi64x(4, 4, 0, 0);  // low 16 bytes: low nibbles; high: high nibbles
+    const __m256i flip = _mm256_set1_epi8(-128);
     const uint8_t* row = w.row_ptr(n0);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
-      const auto* blk = reinterpret_cast<const Block*>(row);
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       auto step = [&](int64_t b, int h) {
-        __m256i codes;
-        if constexpr (WT == DType::Q8_0) {
-          codes = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[b].qs)), flip);
-        } else {
-          const __m256i both =
-              _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[b].qs)));
-          codes = _mm256_and_si256(_mm256_srlv_epi64(both, nibble_shift), low4);
-        }
+        const __m256i codes = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[b].qs)), flip);
         const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off + b * 8));
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + b * kQBlock));
         const __m256i is = _mm256_dpbusd_epi32(off, codes, av);
@@ -640,13 +599,12 @@ struct BlockKern {
     c.codes.resize(static_cast<size_t>(4 * pairs * 64));
     c.dw.resize(static_cast<size_t>(4 * pairs * 2));
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const float* f16 = f16_table();
     for (int r = 0; r < R; ++r) {
       const uint8_t* row = w.row_ptr(n) + r * stride;
       for (int64_t pr = 0; pr < pairs; ++pr) {
         __m512i codes;
         __m512 dw;
-        load_w</*kPairs=*/false>(row, 2 * pr, nb, f16, codes, dw);
+        load_w</*kPairs=*/false>(row, 2 * pr, nb, codes, dw);
         _mm512_storeu_si512(c.codes.data() + (r * pairs + pr) * 64, codes);
         alignas(64) float lanes[16];
         _mm512_store_ps(lanes, dw);
@@ -660,6 +618,144 @@ struct BlockKern {
                           float out[4][4]) {
     // The loop bound covers an odd last block either way: kPairs only steers load_w, which the cache replaces.
     body<R, TT, /*kPairs=*/true, /*kCached=*/true>(in, w, n, t, out, &c);
+  }
+};
+
+// GGUF Q4_0 rows against per-block int8 activations, in the lane order of GemmInput's q4_* layout (gemm.h): each
+// 32-bit lane sums 8 columns of one block, the low and high nibbles of the same 4 packed bytes, so the nibbles are
+// split in place (an and, a shift and an and per two blocks) and never moved across lanes, and the float work
+// (convert, scale, multiply-add) is done once per 8 columns instead of once per 4. Lanes per 128 columns (4 blocks):
+// 0-3 block 0, 4-7 block 1, 8-11 block 2, 12-15 block 3; prefill holds them in one 512-bit register per group,
+// decode in two 256-bit halves (blocks 0-1, 2-3), and both accumulate lane by lane in the same order and reduce
+// with hsum: the same bits. Measured on Zen 4 (one core, weights in L2): the two-blocks-per-lane decode 20 -> 26
+// GB/s against the previous one-block-per-256-bit loop, which was bound by its per-block float work.
+struct Q40Kern {
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
+  static int64_t groups(int64_t K) { return (K + 127) / 128; }
+
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t nb = in.K / kQBlock, full = nb / 4, G = groups(in.K);
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride);
+    const int8_t* quads = in.q4_quads.data();
+    const int32_t* neg_off = in.q4_off.data();
+    const float* lane_d = in.q4_d.data();
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t g = 0; g < full; ++g) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * g) + ahead, _MM_HINT_T0);
+        for (int h = 0; h < 2; ++h) {
+          const BlockQ4_0* b = blk + 4 * g + 2 * h;
+          const __m256i raw = _mm256_inserti128_si256(
+              _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+          pair_step(raw, b[0].d, b[1].d, quads + g * 128 + 32 * h, neg_off + g * 16 + 8 * h, lane_d + g * 16 + 8 * h,
+                    y[h]);
+        }
+      }
+      if (full < G) {  // the last group's missing blocks: zero codes and scales, as fill gives prefill
+        const int64_t g = full;
+        for (int h = 0; h < 2; ++h) {
+          const int64_t b0 = 4 * g + 2 * h;
+          const __m128i c0 =
+              b0 < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[b0].qs)) : _mm_setzero_si128();
+          const __m128i c1 =
+              b0 + 1 < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[b0 + 1].qs)) : _mm_setzero_si128();
+          pair_step(_mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1), b0 < nb ? blk[b0].d : uint16_t{0},
+                    b0 + 1 < nb ? blk[b0 + 1].d : uint16_t{0}, quads + g * 128 + 32 * h, neg_off + g * 16 + 8 * h,
+                    lane_d + g * 16 + 8 * h, y[h]);
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum(y[0], y[1]);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+  // Two blocks' packed bytes (raw: block 0 in the low 128 bits) and f16 scales into 8 lanes of acc.
+  static void pair_step(__m256i raw, uint16_t d0, uint16_t d1, const int8_t* quads, const int32_t* neg_off,
+                        const float* lane_d, __m256& acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off));
+    is = _mm256_dpbusd_epi32(is, _mm256_and_si256(raw, low4),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quads)));
+    is = _mm256_dpbusd_epi32(is, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quads + 64)));
+    // f16 [d0 x4, d1 x4] widened: one convert for both blocks
+    const __m128i dd =
+        _mm_blend_epi32(_mm_set1_epi16(static_cast<int16_t>(d0)), _mm_set1_epi16(static_cast<int16_t>(d1)), 0xc);
+    const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(dd), _mm256_loadu_ps(lane_d));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), sc, acc);
+  }
+
+  // Prefill: each 4-row tile's codes, split into the layout's low (columns 0-15 of each block) and high halves,
+  // and its block scales are formed once into L1 for all its token tiles.
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (R, groups, 128) per group: low nibbles of blocks 0-3, then their high nibbles
+    std::vector<float> dw;       // (R, groups, 4) block scales, zero past the row
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nb = in.K / kQBlock, G = groups(in.K);
+    c.codes.resize(static_cast<size_t>(4 * G * 128));
+    c.dw.resize(static_cast<size_t>(4 * G * 4));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w.row_ptr(n) + r * stride);
+      for (int64_t b = 0; b < 4 * G; ++b) {
+        const int64_t g = b / 4, i = b % 4;
+        uint8_t* dst = c.codes.data() + (r * G + g) * 128 + 16 * i;
+        const __m128i raw = b < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[b].qs)) : _mm_setzero_si128();
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_and_si128(raw, low4));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 64), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+        c.dw[static_cast<size_t>((r * G + g) * 4 + i)] = b < nb ? _cvtsh_ss(blk[b].d) : 0.0f;
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    (void)w;
+    (void)n;
+    const int64_t G = groups(in.K), Kq = 128 * G;
+    const __m512i rep4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const int8_t* quads = in.q4_quads.data() + t * Kq;  // (TT, Kq)
+    const int32_t* neg_off = in.q4_off.data() + t * Kq / 8;
+    const float* lane_d = in.q4_d.data() + t * Kq / 8;
+    for (int64_t g = 0; g < G; ++g) {
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* codes = c.codes.data() + (r * G + g) * 128;
+        const __m512i lo = _mm512_loadu_si512(codes), hi = _mm512_loadu_si512(codes + 64);
+        const __m512 dw =
+            _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_loadu_ps(c.dw.data() + (r * G + g) * 4)));
+        for (int j = 0; j < TT; ++j) {
+          const int8_t* a = quads + j * Kq + g * 128;
+          __m512i is = _mm512_loadu_si512(neg_off + j * Kq / 8 + g * 16);
+          is = _mm512_dpbusd_epi32(is, lo, _mm512_loadu_si512(a));
+          is = _mm512_dpbusd_epi32(is, hi, _mm512_loadu_si512(a + 64));
+          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(lane_d + j * Kq / 8 + g * 16));
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+  // Several tokens without a cache (drive_tiles gives every multi-token call a RowCache, so only for completeness):
+  // the cached tile on a freshly filled cache, so the same bits.
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    thread_local RowCache cache;
+    fill<R>(in, w, n, cache);
+    cached_tile<R, TT>(in, w, cache, n, t, out);
   }
 };
 
@@ -1027,8 +1123,8 @@ struct Q6KKern : KQuantKern<Q6KKern> {
 void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
   if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
-  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, BlockKern<DType::Q8_0>,
-                   BlockKern<DType::Q4_0>>(in, w, n0, n1, out);
+  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,
+                                                                                                             n1, out);
 }
 
 }  // namespace ascent::kernels

@@ -33,6 +33,31 @@ float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_
   return d;
 }
 
+// One token's Q4_0 layout (gemm.h: q4_quads, q4_off, q4_d) from its per-block quantized row q (K columns) and
+// block scales d; the group past K is zero-filled to 128 columns.
+void q4_layout(const int8_t* q, const float* d, int64_t K, int8_t* quads, int32_t* off, float* lane_d) {
+  const int64_t nb = K / kQBlock;
+  for (int64_t g = 0; g * 4 < nb; ++g) {
+    for (int64_t i = 0; i < 4; ++i) {  // block 4g + i
+      const int64_t b = 4 * g + i;
+      for (int64_t h = 0; h < 2; ++h) {  // columns 0-15, then 16-31
+        int8_t* dst = quads + g * 128 + h * 64 + i * 16;
+        if (b < nb) {
+          std::copy(q + b * kQBlock + h * 16, q + b * kQBlock + h * 16 + 16, dst);
+        } else {
+          std::fill(dst, dst + 16, int8_t{0});
+        }
+      }
+      for (int64_t l = 0; l < 4; ++l) {
+        int32_t sum = 0;
+        for (int64_t e = 0; b < nb && e < 4; ++e) sum += q[b * kQBlock + 4 * l + e] + q[b * kQBlock + 16 + 4 * l + e];
+        off[g * 16 + i * 4 + l] = -8 * sum;
+        lane_d[g * 16 + i * 4 + l] = b < nb ? d[b] : 0.0f;
+      }
+    }
+  }
+}
+
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
 }
@@ -58,7 +83,8 @@ ActKind act_kind(DType weight) {
 
 bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
-         (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale);
+         (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
+         (w.dtype != DType::Q4_0 || in.q4_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -70,6 +96,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.kind = act_kind(w.dtype);
   in.input_scale = in.kind == ActKind::Int8PerToken ? w.input_scale : nullptr;
   in.Kp = padded_cols(w.dtype, K);
+  in.q4_ready = false;
   const auto TKp = static_cast<size_t>(T * in.Kp);
   // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
   auto per_token = [T](const auto& fn) {
@@ -111,11 +138,19 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.resize(TKp);
       const int64_t B = in.Kp / kQBlock;
       in.d.resize(static_cast<size_t>(T * B));
-      // Rows of whole K-quant super-blocks also get kq_dax and kq_pairs (gemm.h).
+      // Rows of whole K-quant super-blocks also get kq_dax and kq_pairs, Q4_0 weights the q4_* layout (gemm.h).
       const bool super_blocks = K % kQKBlock == 0;
       if (super_blocks) {
         in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
         in.kq_pairs.resize(static_cast<size_t>(T * K));
+      }
+      const bool q4 = w.dtype == DType::Q4_0;
+      const int64_t Kq = (K + 127) / 128 * 128;
+      if (q4) {
+        in.q4_quads.resize(static_cast<size_t>(T * Kq));
+        in.q4_off.resize(static_cast<size_t>(T * Kq / 8));
+        in.q4_d.resize(static_cast<size_t>(T * Kq / 8));
+        in.q4_ready = true;
       }
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
@@ -139,6 +174,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
             }
           }
         }
+        if (q4)
+          q4_layout(row, d, K, in.q4_quads.data() + t * Kq, in.q4_off.data() + t * Kq / 8, in.q4_d.data() + t * Kq / 8);
       });
       break;
     }
