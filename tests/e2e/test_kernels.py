@@ -170,6 +170,8 @@ FORMATS = [
     ("int4 g128", {"wtype": "int4", "group": 128}, lambda x, w: ref_int4(x, w, 128), 2e-5, False),
     ("q8_0", {"wtype": "q8_0"}, ref_q8_0, 2e-5, True),
     ("q4_0", {"wtype": "q4_0"}, ref_q4_0, 2e-5, True),
+    # q4_0 repacked (dtype.h Q4_0R), as models load it for the AVX-512 kernel: the same codes, so q4_0's reference
+    ("q4_0r", {"wtype": "q4_0r"}, ref_q4_0, 2e-5, True),
 ]
 SHAPES = [(1, 64, 1), (1, 100, 7), (3, 33, 5), (5, 4097, 3), (17, 256, 13), (1, 2048, 37), (131, 96, 6), (2, 3, 9)]
 
@@ -222,6 +224,20 @@ def main():
             same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, wtype=name), full[t:t + 1])
                                             for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+    # The repack is lossless: q4_0r's reference kernel and dequantized rows are bitwise q4_0's (K = 896 and 4128:
+    # rows that end inside a 512-column group).
+    for K in (896, 4128):
+        x, w = rng.standard_normal((3, K)).astype(f32), rng.standard_normal((5, K)).astype(f32)
+        a, b = run([x, w], "ref", wtype="q4_0"), run([x, w], "ref", wtype="q4_0r")
+        ids = np.array([4, 0, 2], np.int32)
+        out = os.path.join(DIR, "out.npy")
+        rows = []
+        for wt in ("q4_0", "q4_0r"):
+            r = subprocess.run([OP_RUNNER, "embedding", out, save(w), save(ids), f"wtype={wt}"], capture_output=True,
+                               text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+            rows.append(np.load(out) if r.returncode == 0 else None)
+        check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
+              np.array_equal(rows[0], rows[1]), f"q4_0r: matmul and dequantized rows bitwise q4_0's (K = {K})")
     # Integer formats have exact integer sums, so every ISA gives bitwise the reference's int8 results.
     x, w = rng.standard_normal((7, 333)).astype(f32), rng.standard_normal((9, 333)).astype(f32)
     outs = [run([x, w], isa, wtype="int8") for isa in supported]

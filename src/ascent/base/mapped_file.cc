@@ -94,4 +94,12 @@ size_t resident_bytes() {
   return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
+void release_pages(const void* p, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  // A hint: where it fails the pages stay resident, which costs memory, not correctness.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace ascent

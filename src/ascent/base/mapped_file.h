@@ -34,6 +34,11 @@ class MappedFile {
   size_t mapped_ = 0;  // bytes to unmap (a copy is rounded up to whole huge pages)
 };
 
+// Gives back the whole pages inside [p, p + bytes) of a MappedFile's memory (madvise MADV_DONTNEED): a mapping's
+// pages leave this process's resident set, a copy's (--no-mmap) are freed. Only for bytes that will not be read
+// again: a copy's would read back as zeros.
+void release_pages(const void* p, size_t bytes);
+
 // Resident set size of this process in bytes (from /proc/self/statm), for load-without-copy checks.
 size_t resident_bytes();
 

@@ -36,6 +36,7 @@ uint32_t ggml_type(DType t) {
     case DType::I4:
     case DType::Q4_K:
     case DType::Q6_K:
+    case DType::Q4_0R:  // an in-memory layout: writers convert it to q4_0 first
       break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));

@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <vector>
 
 #include "ascent/base/error.h"
 
@@ -60,6 +61,8 @@ std::string_view dtype_name(DType t) {
       return "q8_0";
     case DType::Q4_0:
       return "q4_0";
+    case DType::Q4_0R:
+      return "q4_0r";
     case DType::I32:
       return "i32";
     case DType::I8:
@@ -98,6 +101,7 @@ int64_t block_bytes(DType t) {
     case DType::Q8_0:
       return sizeof(BlockQ8_0);
     case DType::Q4_0:
+    case DType::Q4_0R:  // whole rows are padded to groups (row_bytes); per block the same 18 bytes
       return sizeof(BlockQ4_0);
     case DType::I32:
       return 4;
@@ -113,7 +117,7 @@ int64_t block_bytes(DType t) {
 }
 
 bool is_quantized(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_0R;
 }
 
 int64_t storage_bytes(DType t, int64_t n) {
@@ -123,7 +127,7 @@ int64_t storage_bytes(DType t, int64_t n) {
 }
 
 int64_t row_bytes(DType t, int64_t cols) {
-  return is_int_weight(t) ? storage_bytes(t, padded_cols(t, cols)) : storage_bytes(t, cols);
+  return is_int_weight(t) || t == DType::Q4_0R ? storage_bytes(t, padded_cols(t, cols)) : storage_bytes(t, cols);
 }
 
 float f16_to_f32(uint16_t h) {
@@ -197,6 +201,18 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::Q4_0R: {
+      const auto* row = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n / kQBlock; ++i) {
+        const float d = f16_to_f32(q4r_scale(row, i));
+        for (int j = 0; j < kQBlock / 2; ++j) {
+          const uint8_t q = q4r_byte(row, i, j);
+          dst[i * kQBlock + j] = d * static_cast<float>((q & 0x0f) - 8);
+          dst[i * kQBlock + j + 16] = d * static_cast<float>((q >> 4) - 8);
+        }
+      }
+      return;
+    }
     case DType::Q4_K: {
       const auto* b = static_cast<const BlockQ4_K*>(src);
       for (int64_t i = 0; i < n / kQKBlock; ++i) {
@@ -250,6 +266,21 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   fail("cannot convert {} to f32 row by row", dtype_name(t));
 }
 
+void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst) {
+  const int64_t groups = padded_cols(DType::Q4_0R, nb * kQBlock) / kQ4RGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    uint8_t* out = dst + g * kQ4RGroupBytes;
+    for (int64_t i = 0; i < 16; ++i) {
+      const int64_t b = 16 * g + i;
+      const uint16_t d = b < nb ? blocks[b].d : uint16_t{0};
+      std::memcpy(out + 2 * i, &d, 2);
+      for (int m = 0; m < 16; ++m) {  // byte m of the block's qs: chunk m / 4, lane i % 8 of half i / 8
+        out[32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4] = b < nb ? blocks[b].qs[m] : uint8_t{0x88};
+      }
+    }
+  }
+}
+
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
     case DType::F32:
@@ -301,6 +332,12 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
           b[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
         }
       }
+      return;
+    }
+    case DType::Q4_0R: {
+      std::vector<BlockQ4_0> blocks(static_cast<size_t>(n / kQBlock));
+      quantize_row(DType::Q4_0, src, blocks.data(), n);
+      repack_row_q4_0r(blocks.data(), n / kQBlock, static_cast<uint8_t*>(dst));
       return;
     }
     case DType::I32:

@@ -13,7 +13,11 @@
 
 namespace ascent {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K };
+// Q4_0R is Q4_0 repacked for the AVX-512 kernel (never in a file): the same codes and scales, per 16 blocks (512
+// columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of 32 bytes whose 4-byte lane
+// i holds bytes 4j..4j+3 of block i's qs (chunk j), so one vpdpbusd lane sums columns of one block and a block's
+// scale is one lane of a vector. Rows are padded to whole groups (scale 0, codes 8).
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R };
 
 // I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
 // kernels never need a tail.
@@ -21,6 +25,8 @@ constexpr int64_t kIntRowAlign = 64;
 constexpr int64_t kInt4RowAlign = 128;
 
 constexpr int kQBlock = 32;
+constexpr int64_t kQ4RGroup = 512;       // columns per Q4_0R group
+constexpr int64_t kQ4RGroupBytes = 288;  // bytes per Q4_0R group (16 blocks of 18)
 
 struct BlockQ8_0 {
   uint16_t d;  // f16 scale
@@ -77,7 +83,7 @@ int64_t storage_bytes(DType t, int64_t n);
 // Bytes one row of `cols` elements occupies (I8/I4 rows padded as padded_cols says).
 int64_t row_bytes(DType t, int64_t cols);
 inline int64_t padded_cols(DType t, int64_t cols) {
-  const int64_t a = t == DType::I4 ? kInt4RowAlign : kIntRowAlign;
+  const int64_t a = t == DType::I4 ? kInt4RowAlign : t == DType::Q4_0R ? kQ4RGroup : kIntRowAlign;
   return (cols + a - 1) / a * a;
 }
 // I8 and I4 need their scales (Tensor-level: row_to_f32 in tensor.h); the row functions below refuse them.
@@ -95,10 +101,23 @@ inline float bf16_to_f32(uint16_t h) {
 }
 uint16_t f32_to_bf16(float f);  // round to nearest even; NaN stays NaN
 
+// Q4_0R row access (see DType): block b's f16 scale and byte m (0-15) of its qs, as BlockQ4_0 holds them.
+inline uint16_t q4r_scale(const uint8_t* row, int64_t b) {
+  uint16_t d;
+  std::memcpy(&d, row + b / 16 * kQ4RGroupBytes + 2 * (b % 16), 2);
+  return d;
+}
+inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
+  const int64_t i = b % 16;
+  return row[b / 16 * kQ4RGroupBytes + 32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4];
+}
+// Repacks nb Q4_0 blocks (one row) into a Q4_0R row of padded_cols(Q4_0R, 32 nb) columns.
+void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst);
+
 // Converts n elements of type t at src into f32 at dst (n a whole number of blocks).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
-// Converts n f32 elements into type t (F32, F16, BF16, Q8_0, Q4_0); the quantizers follow GGUF's reference
-// rounding so files we write decode the same in llama.cpp.
+// Converts n f32 elements into type t (F32, F16, BF16, Q8_0, Q4_0, Q4_0R: Q4_0 then repacked); the quantizers follow
+// GGUF's reference rounding so files we write decode the same in llama.cpp.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace ascent

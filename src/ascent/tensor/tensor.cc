@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "ascent/base/aligned.h"
+#include "ascent/base/error.h"
 
 namespace ascent {
 
@@ -59,11 +60,29 @@ Tensor convert(const Tensor& t, DType dtype) {
   Tensor out = make_owned(dtype, t.shape);
   std::vector<float> row(static_cast<size_t>(t.cols()));
   auto* dst = static_cast<uint8_t*>(const_cast<void*>(out.data));
-  const int64_t dst_row = storage_bytes(dtype, t.cols());
+  const int64_t dst_row = row_bytes(dtype, t.cols());
   for (int64_t r = 0; r < t.rows(); ++r) {
     row_to_f32(t, r, row.data());
     quantize_row(dtype, row.data(), dst + r * dst_row, t.cols());
   }
+  return out;
+}
+
+void repack_q4_0r(const Tensor& t, const Tensor& dst) {
+  ASCENT_CHECK(t.dtype == DType::Q4_0 && t.shape.size() == 2, "repack to q4_0r: needs a 2-D q4_0 tensor, got {} {}",
+               dtype_name(t.dtype), shape_str(t.shape));
+  ASCENT_CHECK(dst.dtype == DType::Q4_0R && dst.shape == t.shape, "repack to q4_0r: destination {} {} for {}",
+               dtype_name(dst.dtype), shape_str(dst.shape), shape_str(t.shape));
+  auto* out = static_cast<uint8_t*>(const_cast<void*>(dst.data));
+  const int64_t nb = t.cols() / kQBlock, dst_row = row_bytes(DType::Q4_0R, t.cols());
+  for (int64_t r = 0; r < t.rows(); ++r) {
+    repack_row_q4_0r(reinterpret_cast<const BlockQ4_0*>(t.row_ptr(r)), nb, out + r * dst_row);
+  }
+}
+
+Tensor repack_q4_0r(const Tensor& t) {
+  Tensor out = make_owned(DType::Q4_0R, t.shape);
+  repack_q4_0r(t, out);
   return out;
 }
 

@@ -7,6 +7,7 @@
 //   i8, i4     activations quantized to int8 with one scale per token (after input_scale); integer dot products;
 //              i8 scaled per row, i4 per group.
 //   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
+//   q4_0r      q4_0 repacked in memory for the AVX-512 kernel (dtype.h): q4_0's arithmetic on the same codes.
 //   q4_k, q6_k the same per-block int8 activations (llama.cpp uses one scale per 256, Q8_K: ours is finer); integer
 //              dot per sub-block (32 elements for q4_k, minus dmin * min * the block's activation sum; 16 for
 //              q6_k), scaled by the super-block's f16 scale times the sub-block's integer scale.
@@ -57,6 +58,14 @@ struct GemmInput {
   std::vector<int8_t> q4_quads;  // (T, Kq)
   std::vector<int32_t> q4_off;   // (T, Kq / 8)
   std::vector<float> q4_d;       // (T, Kq / 8)
+  // Per-block kind prepared for a Q4_0R weight (q4r_ready), every T: q in the order of Q4_0R's codes (dtype.h), so
+  // vpdpbusd lane i of chunk j of half h multiplies block i's bytes 4j..4j+3: per 512 columns, for each chunk j,
+  // the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the high-nibble columns
+  // (16+4j..16+4j+3) of both halves. And per block, minus 8 x the sum of its 32 activations. (Kp is a whole number
+  // of groups for Q4_0R.)
+  bool q4r_ready = false;
+  std::vector<int8_t> q4r;       // (T, Kp)
+  std::vector<int32_t> q4r_off;  // (T, Kp / 32)
   std::vector<uint16_t> xb;      // (T, Kp) bf16, zero past K
   std::vector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
 };

@@ -759,6 +759,127 @@ struct Q40Kern {
   }
 };
 
+// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
+// codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
+// over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes, and the float work (convert,
+// scale, multiply-add) runs once per 16 blocks: two 256-bit halves (blocks 0-7, 8-15) in decode, one 512-bit
+// register in prefill, the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s
+// against 25 for Q40Kern on the file's layout, whose per-block scale work bound it.
+struct Q40RKern {
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
+
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t G = in.Kp / kQ4RGroup;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride);
+    const int8_t* acts = in.q4r.data();
+    const int32_t* neg_off = in.q4r_off.data();
+    const float* da = in.d.data();
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* p = row + g * kQ4RGroupBytes;
+        prefetch_block<1>(p, kQ4RGroupBytes, ahead);
+        const int8_t* a = acts + g * kQ4RGroup;
+        for (int h = 0; h < 2; ++h) {
+          __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off + 16 * g + 8 * h));
+          for (int j = 0; j < 4; ++j) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 * h + 32 * j));
+            is = _mm256_dpbusd_epi32(is, _mm256_and_si256(raw, low4),
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 32 * h)));
+            is = _mm256_dpbusd_epi32(is, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 64 + 32 * h)));
+          }
+          const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+          y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum(y[0], y[1]);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  // Prefill: each 4-row tile's codes, unpacked to one byte each in the order of the 512-bit registers (per chunk,
+  // low nibbles of both halves, then high nibbles), and its scales widened to f32, formed once into L1 for every
+  // token tile.
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (R, groups, 4 chunks, 2 nibble halves, 64)
+    std::vector<float> dw;       // (R, groups, 16)
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t G = in.Kp / kQ4RGroup;
+    c.codes.resize(static_cast<size_t>(4 * G * kQ4RGroup));
+    c.dw.resize(static_cast<size_t>(4 * G * 16));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w.row_ptr(n) + r * stride;
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* p = row + g * kQ4RGroupBytes;
+        uint8_t* dst = c.codes.data() + (r * G + g) * kQ4RGroup;
+        for (int j = 0; j < 4; ++j) {
+          for (int h = 0; h < 2; ++h) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 * h + 32 * j));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 * j + 32 * h), _mm256_and_si256(raw, low4));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 * j + 64 + 32 * h),
+                                _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+          }
+        }
+        _mm512_storeu_ps(c.dw.data() + (r * G + g) * 16,
+                         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    (void)w;
+    (void)n;
+    const int64_t Kp = in.Kp, G = Kp / kQ4RGroup, B = Kp / kQBlock;
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* codes = c.codes.data() + (r * G + g) * kQ4RGroup;
+        __m512i lo[4], hi[4];
+        for (int q = 0; q < 4; ++q) {
+          lo[q] = _mm512_loadu_si512(codes + 128 * q);
+          hi[q] = _mm512_loadu_si512(codes + 128 * q + 64);
+        }
+        const __m512 dw = _mm512_loadu_ps(c.dw.data() + (r * G + g) * 16);
+        for (int j = 0; j < TT; ++j) {
+          const int8_t* a = in.q4r.data() + (t + j) * Kp + g * kQ4RGroup;
+          __m512i is = _mm512_loadu_si512(in.q4r_off.data() + (t + j) * B + 16 * g);
+          for (int q = 0; q < 4; ++q) {
+            is = _mm512_dpbusd_epi32(is, lo[q], _mm512_loadu_si512(a + 128 * q));
+            is = _mm512_dpbusd_epi32(is, hi[q], _mm512_loadu_si512(a + 128 * q + 64));
+          }
+          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(in.d.data() + (t + j) * B + 16 * g));
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+  // Several tokens without a cache (drive_tiles gives every multi-token call a RowCache, so only for completeness):
+  // the cached tile on a freshly filled cache, so the same bits.
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    thread_local RowCache cache;
+    fill<R>(in, w, n, cache);
+    cached_tile<R, TT>(in, w, cache, n, t, out);
+  }
+};
+
 // GGUF K-quants against per-32-block int8 activations, one 64-column chunk (two activation blocks) per step. Each
 // lane's vpdpbusd sum covers 4 columns of one sub-block, so the sub-block scales are applied lane-wise in f32: the
 // lanes of a chunk carry 2 (Q4_K, 32 columns each) or 4 (Q6_K, 16 each) scales, gathered with one permute from the
@@ -1123,6 +1244,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
 void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
   if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,
                                                                                                              n1, out);
 }

@@ -58,6 +58,24 @@ void q4_layout(const int8_t* q, const float* d, int64_t K, int8_t* quads, int32_
   }
 }
 
+// One token's Q4_0R layout (gemm.h: q4r, q4r_off) from its per-block quantized row q (Kp columns, zero past K).
+void q4r_layout(const int8_t* q, int64_t Kp, int8_t* out, int32_t* off) {
+  for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
+    for (int64_t i = 0; i < 16; ++i) {  // block 16g + i: half i / 8, lane i % 8
+      const int8_t* a = q + (16 * g + i) * kQBlock;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < kQBlock; ++k) sum += a[k];
+      off[16 * g + i] = -8 * sum;
+      for (int64_t j = 0; j < 4; ++j) {
+        for (int64_t part = 0; part < 2; ++part) {  // columns 4j.. (low nibbles), then 16 + 4j.. (high)
+          int8_t* dst = out + g * kQ4RGroup + j * 128 + part * 64 + i / 8 * 32 + 4 * (i % 8);
+          std::copy(a + part * 16 + 4 * j, a + part * 16 + 4 * j + 4, dst);
+        }
+      }
+    }
+  }
+}
+
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
 }
@@ -73,6 +91,7 @@ ActKind act_kind(DType weight) {
       return ActKind::Int8PerToken;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q4_0R:
     case DType::Q4_K:
     case DType::Q6_K:
       return ActKind::Int8PerBlock;
@@ -84,7 +103,7 @@ ActKind act_kind(DType weight) {
 bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
-         (w.dtype != DType::Q4_0 || in.q4_ready);
+         (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_0R || in.q4r_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -97,6 +116,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.input_scale = in.kind == ActKind::Int8PerToken ? w.input_scale : nullptr;
   in.Kp = padded_cols(w.dtype, K);
   in.q4_ready = false;
+  in.q4r_ready = false;
   const auto TKp = static_cast<size_t>(T * in.Kp);
   // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
   auto per_token = [T](const auto& fn) {
@@ -152,6 +172,12 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         in.q4_d.resize(static_cast<size_t>(T * Kq / 8));
         in.q4_ready = true;
       }
+      const bool q4r = w.dtype == DType::Q4_0R;
+      if (q4r) {
+        in.q4r.resize(TKp);
+        in.q4r_off.resize(static_cast<size_t>(T * B));
+        in.q4r_ready = true;
+      }
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
         float* d = in.d.data() + t * B;
@@ -174,6 +200,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
             }
           }
         }
+        if (q4r) q4r_layout(row, in.Kp, in.q4r.data() + t * in.Kp, in.q4r_off.data() + t * B);
         if (q4)
           q4_layout(row, d, K, in.q4_quads.data() + t * Kq, in.q4_off.data() + t * Kq / 8, in.q4_d.data() + t * Kq / 8);
       });

@@ -1,6 +1,6 @@
 // Reference matmul engine: one output at a time in plain C++, defining each format's arithmetic (gemm.h) for the
 // faster variants and the kernel tests. Integer formats sum exactly in int32 per row (i8) or per group/block
-// (i4, q8_0, q4_0, q4_k, q6_k) and scale in f32 in ascending group order.
+// (i4, q8_0, q4_0, q4_0r, q4_k, q6_k) and scale in f32 in ascending group order.
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -72,6 +72,19 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
           s += a[b * kQBlock + j] * ((blk[b].qs[j] & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((blk[b].qs[j] >> 4) - 8);
         }
         acc += static_cast<float>(s) * (f16_to_f32(blk[b].d) * in.d[static_cast<size_t>(t * B + b)]);
+      }
+      return acc;
+    }
+    case DType::Q4_0R: {  // Q4_0's arithmetic on the same codes, read from the repacked layout
+      const int64_t B = in.Kp / kQBlock;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < in.K / kQBlock; ++b) {
+        int32_t s = 0;
+        for (int j = 0; j < kQBlock / 2; ++j) {
+          const uint8_t q = q4r_byte(row, b, j);
+          s += a[b * kQBlock + j] * ((q & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((q >> 4) - 8);
+        }
+        acc += static_cast<float>(s) * (f16_to_f32(q4r_scale(row, b)) * in.d[static_cast<size_t>(t * B + b)]);
       }
       return acc;
     }

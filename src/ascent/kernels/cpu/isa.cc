@@ -47,6 +47,10 @@ bool avx512_matmul_supports(DType weight, const CpuFeatures& f) {
   }
 }
 
+bool prefer_q4_0r() {
+  return active_isa() == Isa::Avx512 && avx512_matmul_supports(DType::Q4_0R, cpu_features());
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Ref:

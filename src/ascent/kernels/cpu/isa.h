@@ -18,4 +18,9 @@ const char* isa_name(Isa isa);
 // faulting on an illegal instruction.
 bool avx512_matmul_supports(DType weight, const CpuFeatures& f);
 
+// Whether Q4_0 matmul weights should be repacked as Q4_0R (dtype.h) when a model loads: when the AVX-512 kernel,
+// whose layout it is, runs them. Other variants read Q4_0R through the reference kernel, so a repacked weight stays
+// correct everywhere, only not faster.
+bool prefer_q4_0r();
+
 }  // namespace ascent::kernels
