@@ -84,6 +84,7 @@ void repack_weights(WeightSet& w) {
   std::vector<std::string> names;  // first name of each distinct q4_0 matrix
   std::vector<std::pair<std::string, size_t>> aliases;
   std::vector<Tensor> packed;
+  std::vector<size_t> offsets;  // of each copy in the shared buffer
   size_t total = 0;
   for (const auto& [name, t] : w.all()) {
     if (t.dtype != DType::Q4_0 || t.shape.size() != 2) continue;
@@ -99,15 +100,15 @@ void repack_weights(WeightSet& w) {
     Tensor p;
     p.dtype = DType::Q4_0R;
     p.shape = t.shape;
-    p.data = reinterpret_cast<const void*>(total);  // an offset until the buffer exists
     packed.push_back(p);
+    offsets.push_back(total);
     total += static_cast<size_t>((p.nbytes() + 63) / 64 * 64);
   }
   if (names.empty()) return;
   std::shared_ptr<uint8_t> buf(huge_alloc_bytes(total, /*zero=*/false).release(), AlignedDeleter{});
-  for (Tensor& p : packed) {
-    p.data = buf.get() + reinterpret_cast<size_t>(p.data);
-    p.owner = buf;
+  for (size_t i = 0; i < packed.size(); ++i) {
+    packed[i].data = buf.get() + offsets[i];
+    packed[i].owner = buf;
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(names.size()), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {

@@ -80,7 +80,7 @@ int64_t block_bytes(DType t);
 bool is_quantized(DType t);
 // Bytes that n elements occupy; throws if n is not a whole number of blocks.
 int64_t storage_bytes(DType t, int64_t n);
-// Bytes one row of `cols` elements occupies (I8/I4 rows padded as padded_cols says).
+// Bytes one row of `cols` elements occupies (I8, I4 and Q4_0R rows padded as padded_cols says).
 int64_t row_bytes(DType t, int64_t cols);
 inline int64_t padded_cols(DType t, int64_t cols) {
   const int64_t a = t == DType::I4 ? kInt4RowAlign : t == DType::Q4_0R ? kQ4RGroup : kIntRowAlign;
