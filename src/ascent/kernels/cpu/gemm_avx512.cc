@@ -749,13 +749,9 @@ struct Q40Kern {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
     }
   }
-  // Several tokens without a cache (drive_tiles gives every multi-token call a RowCache, so only for completeness):
-  // the cached tile on a freshly filled cache, so the same bits.
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    thread_local RowCache cache;
-    fill<R>(in, w, n, cache);
-    cached_tile<R, TT>(in, w, cache, n, t, out);
+    tile_via_cache<Q40Kern, R, TT>(in, w, n, t, out);
   }
 };
 
@@ -870,13 +866,9 @@ struct Q40RKern {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
     }
   }
-  // Several tokens without a cache (drive_tiles gives every multi-token call a RowCache, so only for completeness):
-  // the cached tile on a freshly filled cache, so the same bits.
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    thread_local RowCache cache;
-    fill<R>(in, w, n, cache);
-    cached_tile<R, TT>(in, w, cache, n, t, out);
+    tile_via_cache<Q40RKern, R, TT>(in, w, n, t, out);
   }
 };
 

@@ -63,6 +63,16 @@ void run_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const 
   store_tile<R>(o, t, TT, n, res);
 }
 
+// Kern::tile for a kernel whose several-token calls always get a RowCache (run_row_tile) and whose single-token
+// calls run decode_rows, so that nothing calls it but for completeness: the cached tile on a freshly filled cache,
+// hence the same bits.
+template <class Kern, int R, int TT>
+void tile_via_cache(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  thread_local typename Kern::RowCache cache;
+  Kern::template fill<R>(in, w, n, cache);
+  Kern::template cached_tile<R, TT>(in, w, cache, n, t, out);
+}
+
 // Tokens per register tile: Kern::kTokens where a kernel sets it (AVX2 has 16 vector registers, too few for
 // 4 x 4 accumulators plus operands), else 4.
 template <class Kern>
