@@ -80,7 +80,7 @@ namespace {
 // the mapping or the --no-mmap copy; nothing reads them again) are then given back, so a Q4_0 model still holds
 // its weights once.
 void repack_weights(WeightSet& w) {
-  if (!kernels::prefer_q4_0r()) return;
+  if (!kernels::avx512_kernel_runs(DType::Q4_0R)) return;
   std::vector<std::string> names;  // first name of each distinct q4_0 matrix
   std::vector<std::pair<std::string, size_t>> aliases;
   std::vector<Tensor> packed;

@@ -49,7 +49,8 @@ struct GemmInput {
   // The same, q with each 128 columns reordered 0-31, 64-95, 32-63, 96-127: the pairing of the AVX-512 Q4_K
   // kernel, which takes the low nibbles of two 32-byte chunks in one register and the high nibbles in another.
   std::vector<int8_t> kq_pairs;  // (T, K)
-  // Per-block kind prepared for a Q4_0 weight (q4_ready), every T: q in the AVX-512 Q4_0 kernel's order, where one
+  // Per-block kind prepared for a Q4_0 weight (q4_ready; built only where the AVX-512 kernel runs, its only
+  // reader), every T: q in the AVX-512 Q4_0 kernel's order, where one
   // vpdpbusd lane sums 8 columns of one block, its quarter l's columns 4l..4l+3 and 16+4l..16+4l+3 (the low and
   // high nibbles of the same 4 packed bytes, so the kernel never moves nibbles across lanes). Per 128 columns (4
   // blocks, 16 lanes): columns 0-15 of each block, then columns 16-31 of each; per lane, minus 8 x the sum of its
@@ -58,11 +59,11 @@ struct GemmInput {
   std::vector<int8_t> q4_quads;  // (T, Kq)
   std::vector<int32_t> q4_off;   // (T, Kq / 8)
   std::vector<float> q4_d;       // (T, Kq / 8)
-  // Per-block kind prepared for a Q4_0R weight (q4r_ready), every T: q in the order of Q4_0R's codes (dtype.h), so
-  // vpdpbusd lane i of chunk j of half h multiplies block i's bytes 4j..4j+3: per 512 columns, for each chunk j,
-  // the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the high-nibble columns
-  // (16+4j..16+4j+3) of both halves. And per block, minus 8 x the sum of its 32 activations. (Kp is a whole number
-  // of groups for Q4_0R.)
+  // Per-block kind prepared for a Q4_0R weight (q4r_ready; built only where the AVX-512 kernel runs), every T: q in the
+  // order of Q4_0R's codes (dtype.h), so vpdpbusd lane i of chunk j of half h multiplies block i's bytes 4j..4j+3: per
+  // 512 columns, for each chunk j, the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the
+  // high-nibble columns (16+4j..16+4j+3) of both halves. And per block, minus 8 x the sum of its 32 activations. (Kp is
+  // a whole number of groups for Q4_0R.)
   bool q4r_ready = false;
   std::vector<int8_t> q4r;       // (T, Kp)
   std::vector<int32_t> q4r_off;  // (T, Kp / 32)

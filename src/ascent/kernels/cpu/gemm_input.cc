@@ -164,19 +164,20 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
         in.kq_pairs.resize(static_cast<size_t>(T * K));
       }
-      const bool q4 = w.dtype == DType::Q4_0;
+      // Only the AVX-512 kernels read those layouts; the flags say the input was prepared for the format.
+      in.q4_ready = w.dtype == DType::Q4_0;
+      in.q4r_ready = w.dtype == DType::Q4_0R;
+      const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
+      const bool q4r = in.q4r_ready && avx512_kernel_runs(w.dtype);
       const int64_t Kq = (K + 127) / 128 * 128;
       if (q4) {
         in.q4_quads.resize(static_cast<size_t>(T * Kq));
         in.q4_off.resize(static_cast<size_t>(T * Kq / 8));
         in.q4_d.resize(static_cast<size_t>(T * Kq / 8));
-        in.q4_ready = true;
       }
-      const bool q4r = w.dtype == DType::Q4_0R;
       if (q4r) {
         in.q4r.resize(TKp);
         in.q4r_off.resize(static_cast<size_t>(T * B));
-        in.q4r_ready = true;
       }
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
@@ -207,7 +208,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       break;
     }
   }
-  // A single token also gets the per-lane vectors that the AVX-512 Q8_0, Q4_0 and Q6_K decode loops read (gemm.h).
+  // A single token also gets the per-lane vectors that the AVX-512 Q8_0 and Q6_K decode loops read (gemm.h).
   if (T == 1 && in.kind == ActKind::Int8PerBlock) {
     const int64_t lanes = in.Kp / 4;
     in.lane_sum.resize(static_cast<size_t>(lanes));
@@ -227,7 +228,7 @@ void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, con
     case Isa::Avx2:
       return gemm_rows_avx2(in, w, n0, n1, out);
     case Isa::Avx512:
-      if (avx512_matmul_supports(w.dtype, cpu_features())) return gemm_rows_avx512(in, w, n0, n1, out);
+      if (avx512_kernel_runs(w.dtype)) return gemm_rows_avx512(in, w, n0, n1, out);
       return gemm_rows_avx2(in, w, n0, n1, out);
   }
 }

@@ -47,8 +47,8 @@ bool avx512_matmul_supports(DType weight, const CpuFeatures& f) {
   }
 }
 
-bool prefer_q4_0r() {
-  return active_isa() == Isa::Avx512 && avx512_matmul_supports(DType::Q4_0R, cpu_features());
+bool avx512_kernel_runs(DType weight) {
+  return active_isa() == Isa::Avx512 && avx512_matmul_supports(weight, cpu_features());
 }
 
 const char* isa_name(Isa isa) {

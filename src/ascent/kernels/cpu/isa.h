@@ -18,9 +18,10 @@ const char* isa_name(Isa isa);
 // faulting on an illegal instruction.
 bool avx512_matmul_supports(DType weight, const CpuFeatures& f);
 
-// Whether Q4_0 matmul weights should be repacked as Q4_0R (dtype.h) when a model loads: when the AVX-512 kernel,
-// whose layout it is, runs them. Other variants read Q4_0R through the reference kernel, so a repacked weight stays
-// correct everywhere, only not faster.
-bool prefer_q4_0r();
+// Whether matmuls with `weight` run the AVX-512 kernel: the active variant is AVX-512 and this CPU has what its
+// kernel for that format needs. gemm_rows dispatches on it; the Q4_0 layouts of GemmInput are built only for it,
+// and Model::load repacks Q4_0 as Q4_0R (dtype.h) only when it holds for Q4_0R (other variants read Q4_0R through
+// the reference kernel: correct everywhere, only not faster).
+bool avx512_kernel_runs(DType weight);
 
 }  // namespace ascent::kernels
