@@ -166,6 +166,24 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
+namespace {
+
+// n elements of Q4_0 blocks read through scale(i) (block i's f16 scale) and byte(i, m) (byte m of its qs): shared
+// by Q4_0 and Q4_0R, which hold the same codes.
+template <class Scale, class Byte>
+void dequantize_q4_0(float* dst, int64_t n, Scale scale, Byte byte) {
+  for (int64_t i = 0; i < n / kQBlock; ++i) {
+    const float d = f16_to_f32(scale(i));
+    for (int j = 0; j < kQBlock / 2; ++j) {
+      const uint8_t q = byte(i, j);
+      dst[i * kQBlock + j] = d * static_cast<float>((q & 0x0f) - 8);
+      dst[i * kQBlock + j + 16] = d * static_cast<float>((q >> 4) - 8);
+    }
+  }
+}
+
+}  // namespace
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::F32:
@@ -192,26 +210,13 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     }
     case DType::Q4_0: {
       const auto* b = static_cast<const BlockQ4_0*>(src);
-      for (int64_t i = 0; i < n / kQBlock; ++i) {
-        const float d = f16_to_f32(b[i].d);
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          dst[i * kQBlock + j] = d * static_cast<float>((b[i].qs[j] & 0x0f) - 8);
-          dst[i * kQBlock + j + 16] = d * static_cast<float>((b[i].qs[j] >> 4) - 8);
-        }
-      }
-      return;
+      return dequantize_q4_0(
+          dst, n, [&](int64_t i) { return b[i].d; }, [&](int64_t i, int m) { return b[i].qs[m]; });
     }
     case DType::Q4_0R: {
       const auto* row = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n / kQBlock; ++i) {
-        const float d = f16_to_f32(q4r_scale(row, i));
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          const uint8_t q = q4r_byte(row, i, j);
-          dst[i * kQBlock + j] = d * static_cast<float>((q & 0x0f) - 8);
-          dst[i * kQBlock + j + 16] = d * static_cast<float>((q >> 4) - 8);
-        }
-      }
-      return;
+      return dequantize_q4_0(
+          dst, n, [&](int64_t i) { return q4r_scale(row, i); }, [&](int64_t i, int m) { return q4r_byte(row, i, m); });
     }
     case DType::Q4_K: {
       const auto* b = static_cast<const BlockQ4_K*>(src);

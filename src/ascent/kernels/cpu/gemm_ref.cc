@@ -32,6 +32,22 @@ inline int q6k_value(const BlockQ6_K& b, int e) {
   return (nib | (((b.qh[32 * h + l] >> (2 * r)) & 3) << 4)) - 32;
 }
 
+// Q4_0's integer dot per block against nb blocks of activations a with scales da, the codes read through scale(b)
+// (block b's f16 scale) and byte(b, m) (byte m of its qs): shared by Q4_0 and Q4_0R, which hold the same codes.
+template <class Scale, class Byte>
+float dot_q4_0(const int8_t* a, const float* da, int64_t nb, Scale scale, Byte byte) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t s = 0;
+    for (int j = 0; j < kQBlock / 2; ++j) {
+      const uint8_t q = byte(b, j);
+      s += a[b * kQBlock + j] * ((q & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((q >> 4) - 8);
+    }
+    acc += static_cast<float>(s) * (f16_to_f32(scale(b)) * da[b]);
+  }
+  return acc;
+}
+
 float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
   const int8_t* a = in.q.data() + t * in.Kp;
   const uint8_t* row = w.row_ptr(n);
@@ -64,30 +80,14 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
     }
     case DType::Q4_0: {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
-      const int64_t B = in.Kp / kQBlock;
-      float acc = 0.0f;
-      for (int64_t b = 0; b < in.K / kQBlock; ++b) {
-        int32_t s = 0;
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          s += a[b * kQBlock + j] * ((blk[b].qs[j] & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((blk[b].qs[j] >> 4) - 8);
-        }
-        acc += static_cast<float>(s) * (f16_to_f32(blk[b].d) * in.d[static_cast<size_t>(t * B + b)]);
-      }
-      return acc;
+      return dot_q4_0(
+          a, in.d.data() + t * (in.Kp / kQBlock), in.K / kQBlock, [&](int64_t b) { return blk[b].d; },
+          [&](int64_t b, int m) { return blk[b].qs[m]; });
     }
-    case DType::Q4_0R: {  // Q4_0's arithmetic on the same codes, read from the repacked layout
-      const int64_t B = in.Kp / kQBlock;
-      float acc = 0.0f;
-      for (int64_t b = 0; b < in.K / kQBlock; ++b) {
-        int32_t s = 0;
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          const uint8_t q = q4r_byte(row, b, j);
-          s += a[b * kQBlock + j] * ((q & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((q >> 4) - 8);
-        }
-        acc += static_cast<float>(s) * (f16_to_f32(q4r_scale(row, b)) * in.d[static_cast<size_t>(t * B + b)]);
-      }
-      return acc;
-    }
+    case DType::Q4_0R:
+      return dot_q4_0(
+          a, in.d.data() + t * (in.Kp / kQBlock), in.K / kQBlock, [&](int64_t b) { return q4r_scale(row, b); },
+          [&](int64_t b, int m) { return q4r_byte(row, b, m); });
     case DType::Q4_K: {
       // Per 32-element sub-block j (one activation block): d * scale_j * sum(a * code) - dmin * min_j * sum(a).
       const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
