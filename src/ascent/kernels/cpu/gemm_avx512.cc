@@ -348,7 +348,7 @@ struct I4Kern {
         }
       }
       const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-      const int64_t ahead = prefetch_distance(stride);
+      const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
       const uint8_t* row = w.row_ptr(n0);
       for (int64_t n = n0; n < n1; ++n, row += stride) {
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -359,7 +359,7 @@ struct I4Kern {
                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8))};
           for (int st = 0; st < kSteps; ++st) {
             const int64_t k = k0 + 64 * st;
-            prefetch_ahead<1>(row + k / 2, ahead);
+            prefetch_ahead<1, PrefetchTo::L2>(row + k / 2, ahead);
             const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k / 2));
             is[0] = _mm256_dpbusd_epi32(is[0], _mm256_and_si256(raw, low4),
                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k)));
@@ -563,7 +563,7 @@ struct Q80Kern {
       };
       int64_t b = 0;
       for (; b + 1 < nb; b += 2) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk + b) + ahead, _MM_HINT_T0);
+        prefetch_ahead<1>(blk + b, ahead);
         step(b, 0);
         step(b + 1, 1);
       }
@@ -637,7 +637,7 @@ struct Q40Kern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nb = in.K / kQBlock, full = nb / 4, G = groups(in.K);
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
     const int8_t* quads = in.q4_quads.data();
     const int32_t* neg_off = in.q4_off.data();
     const float* lane_d = in.q4_d.data();
@@ -646,7 +646,7 @@ struct Q40Kern {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       for (int64_t g = 0; g < full; ++g) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * g) + ahead, _MM_HINT_T0);
+        prefetch_ahead<1, PrefetchTo::L2>(blk + 4 * g, ahead);
         for (int h = 0; h < 2; ++h) {
           const BlockQ4_0* b = blk + 4 * g + 2 * h;
           const __m256i raw = _mm256_inserti128_si256(
@@ -768,7 +768,7 @@ struct Q40RKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / kQ4RGroup;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
     const int8_t* acts = in.q4r.data();
     const int32_t* neg_off = in.q4r_off.data();
     const float* da = in.d.data();
@@ -778,7 +778,7 @@ struct Q40RKern {
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* p = row + g * kQ4RGroupBytes;
-        prefetch_block<1>(p, kQ4RGroupBytes, ahead);
+        prefetch_block<1, PrefetchTo::L2>(p, kQ4RGroupBytes, ahead);
         const int8_t* a = acts + g * kQ4RGroup;
         for (int h = 0; h < 2; ++h) {
           __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off + 16 * g + 8 * h));
@@ -1012,7 +1012,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
     const int8_t* a = in.kq_pairs.data();  // (K,) paired columns
     const float* dax = in.kq_dax.data();   // (K / 256, 16)
     const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -1021,7 +1021,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
       const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       for (int64_t sb = 0; sb < nsb; ++sb) {
-        prefetch_block<1>(blk + sb, sizeof(BlockQ4_K), ahead);
+        prefetch_block<1, PrefetchTo::L2>(blk + sb, sizeof(BlockQ4_K), ahead);
         // scales_mins() in halves: lanes 2j, 2j + 1 of half h are sub-block 4h + j's scale and minimum
         const __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32(q4k_d_dmin(blk[sb])));
         const __m128i sm8 = q4k_scales_mins(blk[sb]);
@@ -1135,7 +1135,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
     const int32_t* neg_off = scaled_lane_offsets(in, /*shift=*/5);  // -32 x each lane's sum, as body forms it
     const int8_t* a = in.q.data();
     const float* lane_d = in.lane_d.data();
@@ -1146,7 +1146,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       for (int64_t sb = 0; sb < nsb; ++sb) {
         const BlockQ6_K& b = blk[sb];
-        prefetch_block<1>(&b, sizeof(BlockQ6_K), ahead);
+        prefetch_block<1, PrefetchTo::L2>(&b, sizeof(BlockQ6_K), ahead);
         const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
         const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
         const __m256 dsc[2] = {_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8))),  // sub-blocks 0-7
