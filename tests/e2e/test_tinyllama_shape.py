@@ -20,6 +20,11 @@ def main():
     grew = float(m.group(2)) * 2 ** 20 if m else float("inf")
     check(grew < 0.05 * size, f"loading grew resident memory by {grew / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file")
     check("parameters        221259776" in r.stdout, "parameter count of the 2-layer TinyLlama shape")
+    r = run(["info", "-m", path, "--no-mmap"])
+    m = re.search(r"rss after load\s+([\d.]+) MiB \(\+([\d.]+) MiB\)", r.stdout)
+    copied = float(m.group(2)) * 2 ** 20 if m else 0.0
+    check(r.returncode == 0 and copied > 0.9 * size,
+          f"--no-mmap: loading grew resident memory by {copied / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file")
     r = run(["generate", "-m", path, "--prompt-ids", "1 15043 3186", "-n", 3, "--print-ids", "-t", 2])
     ids = r.stdout.split()
     check(r.returncode == 0 and len(ids) == 6 and ids[:3] == ["1", "15043", "3186"],

@@ -1,16 +1,19 @@
 // ascent info: what a model file holds — architecture, shapes, parameters, dtypes, sizes — and what loading it
-// cost in resident memory (weights are mapped, not copied).
+// cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q4_0 matrices are repacked where the
+// AVX-512 kernel runs, so they count as copies).
 #include <cstdio>
 #include <map>
 
 #include "ascent/base/mapped_file.h"
 #include "ascent/cli/commands.h"
+#include "ascent/cli/runtime_flags.h"
 #include "ascent/model/model.h"
 
 namespace ascent::cli {
 namespace {
 
-void run(const std::string& path) {
+void run(const std::string& path, bool no_mmap) {
+  MappedFile::set_copy_files(no_mmap);
   const size_t rss_before = resident_bytes();
   auto m = model::Model::load(path);
   const size_t rss_after = resident_bytes();
@@ -51,10 +54,15 @@ void run(const std::string& path) {
 }  // namespace
 
 void add_info(CLI::App& app) {
-  auto path = std::make_shared<std::string>();
+  struct Opt {
+    std::string path;
+    bool no_mmap = false;
+  };
+  auto o = std::make_shared<Opt>();
   auto* c = app.add_subcommand("info", "describe a model");
-  c->add_option("-m,--model", *path, "HF folder, .gguf or llama2.c .bin")->required();
-  c->callback([path] { run(*path); });
+  c->add_option("-m,--model", o->path, "HF folder, .gguf or llama2.c .bin")->required();
+  add_no_mmap_flag(c, o->no_mmap);
+  c->callback([o] { run(o->path, o->no_mmap); });
 }
 
 }  // namespace ascent::cli

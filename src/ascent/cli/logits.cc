@@ -1,12 +1,14 @@
 // ascent logits: runs token ids through a model and writes every position's logits as a float32 .npy (T, vocab).
 // A debugging and testing tool: the suite compares these files with PyTorch references. --step feeds the ids in
 // pieces of that many tokens, exercising the KV cache the way generation does. --beside N runs the ids as one
-// sequence of a batch with N others (of other lengths and contents), to check batch invariance.
+// sequence of a batch with N others (of other lengths and contents), to check batch invariance. The runtime flags
+// (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be narrowed down to a load mode or pass.
 #include <algorithm>
 #include <cstdio>
 
 #include "ascent/base/error.h"
 #include "ascent/cli/commands.h"
+#include "ascent/cli/runtime_flags.h"
 #include "ascent/model/model.h"
 #include "ascent/tensor/npy.h"
 
@@ -14,9 +16,11 @@ namespace ascent::cli {
 namespace {
 
 void run(const std::string& model_path, const std::string& ids_text, const std::string& out, int64_t step,
-         int64_t beside, int threads) {
+         int64_t beside, int threads, RuntimeFlags& runtime) {
   set_threads(threads);
+  runtime.before_load();
   auto m = model::Model::load(model_path);
+  runtime.after_load(*m);
   const auto ids = parse_ids(ids_text, "--prompt-ids");
   ASCENT_CHECK(!ids.empty(), "--prompt-ids: no ids given");
   m->set_context(static_cast<int64_t>(ids.size()));
@@ -47,6 +51,7 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
     auto logits = m->forward_batch(seqs);
     std::copy(logits.begin() + first_row * V, logits.begin() + (first_row + T) * V, dst);
     write_npy(out, all);
+    runtime.finish();
     return;
   }
   const int64_t s = step > 0 ? step : T;
@@ -56,6 +61,7 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
     std::copy(logits.begin(), logits.end(), dst + i * V);
   }
   write_npy(out, all);
+  runtime.finish();
 }
 
 }  // namespace
@@ -65,6 +71,7 @@ void add_logits(CLI::App& app) {
     std::string model, ids, out;
     int64_t step = 0, beside = 0;
     int threads = 0;
+    RuntimeFlags runtime;
   };
   auto o = std::make_shared<Opt>();
   auto* c = app.add_subcommand("logits", "write all-position logits of token ids to a .npy file");
@@ -74,7 +81,8 @@ void add_logits(CLI::App& app) {
   c->add_option("--step", o->step, "feed this many tokens per forward call (0: all at once)");
   c->add_option("--beside", o->beside, "run the ids in one batch beside this many other sequences");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
-  c->callback([o] { run(o->model, o->ids, o->out, o->step, o->beside, o->threads); });
+  o->runtime.add_to(c);
+  c->callback([o] { run(o->model, o->ids, o->out, o->step, o->beside, o->threads, o->runtime); });
 }
 
 }  // namespace ascent::cli

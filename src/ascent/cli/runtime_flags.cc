@@ -18,6 +18,10 @@ void RuntimeFlags::add_to(CLI::App* c) {
   c->add_option("--profile", profile, "write a Chrome trace (Perfetto, chrome://tracing) of every executed node");
   c->add_option("--memory-csv", memory_csv, "write arena and resident memory over time as CSV");
   c->add_option("--warmup", warmup, "compile the plans of all shape buckets up to this many tokens at start");
+  add_no_mmap_flag(c, no_mmap);
+}
+
+void add_no_mmap_flag(CLI::App* c, bool& no_mmap) {
   c->add_flag(
       "--no-mmap", no_mmap,
       "read the model into memory (huge pages where allowed) instead of mapping it: slower load, faster decode");

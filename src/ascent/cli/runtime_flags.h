@@ -29,6 +29,10 @@ struct RuntimeFlags {
   std::unique_ptr<prof::Tracer> tracer;
 };
 
+// --no-mmap alone, for commands that load a model but take none of RuntimeFlags' other flags (info). The caller
+// applies it with MappedFile::set_copy_files before Model::load.
+void add_no_mmap_flag(CLI::App* c, bool& no_mmap);
+
 // --roofline-gbps / -gflops / -int8-gops / -bf16-gflops for the commands that judge speed against the roofline
 // (profile, bench): each either given, or measured by resolve() (and again by remeasure()).
 struct RooflineFlags {
