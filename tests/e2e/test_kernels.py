@@ -107,7 +107,10 @@ def ref_q8_0(x, w):
     wb = w.astype(f32).reshape(-1, 32)
     wd = (np.abs(wb).max(axis=1) / f32(127)).astype(f32)
     inv = np.where(wd != 0, f32(1) / np.where(wd != 0, wd, f32(1)), f32(0)).astype(f32)
-    wq = np.rint(wb * inv[:, None]).astype(np.int64).reshape(w.shape[0], K // 32, 32)
+    # Rounded half away from zero, as GGUF's Q8_0 quantizer (llama.cpp's roundf) and ours (std::lround) do; the
+    # activations (quant_rows) round half to even.
+    v = (wb * inv[:, None]).astype(np.float64)
+    wq = (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64).reshape(w.shape[0], K // 32, 32)
     wd16 = wd.astype(np.float16).astype(np.float64).reshape(w.shape[0], K // 32)
     xq, xd = quant_rows(x, 32)
     dots = np.einsum("tbk,nbk->tnb", xq.reshape(T, K // 32, 32), wq)
@@ -174,6 +177,9 @@ FORMATS = [
     ("q4_0r", {"wtype": "q4_0r"}, ref_q4_0, 2e-5, True),
 ]
 SHAPES = [(1, 64, 1), (1, 100, 7), (3, 33, 5), (5, 4097, 3), (17, 256, 13), (1, 2048, 37), (131, 96, 6), (2, 3, 9)]
+# Drawn from a generator of their own, so that adding one leaves the other shapes' data as it was. K = 80: rows that
+# end half-way through 32 columns.
+MORE_SHAPES = [(2, 80, 7)]
 
 
 def main():
@@ -185,24 +191,29 @@ def main():
     for name, attrs, ref_fn, tol, blocks in FORMATS:
         for isa in supported:
             worst, ok = 0.0, True
-            for T, K, N in SHAPES:
+            for i, (T, K, N) in enumerate(SHAPES + MORE_SHAPES):
                 if blocks and K % 32:
                     K = (K + 31) // 32 * 32
-                x = rng.standard_normal((T, K)).astype(f32)
-                w = rng.standard_normal((N, K)).astype(f32)
+                g = rng if i < len(SHAPES) else np.random.default_rng(i)
+                x = g.standard_normal((T, K)).astype(f32)
+                w = g.standard_normal((N, K)).astype(f32)
                 err = scaled_err(run([x, w], isa, **attrs), ref_fn(x, w))
                 worst = max(worst, err)
                 ok &= err < tol
-            check(ok, f"{name:9s} {isa:6s} matches the NumPy reference over {len(SHAPES)} shapes "
+            check(ok, f"{name:9s} {isa:6s} matches the NumPy reference over {len(SHAPES + MORE_SHAPES)} shapes "
                       f"(worst scaled err {worst:.1e} < {tol:.0e})")
         # Batch invariance: each row of a 9-token matmul equals that row run alone, bitwise, in every ISA. K = 4128
-        # is 129 blocks of 32: the block formats' last pair is a half one, in the row-cache tiles too.
+        # is 129 blocks of 32: the block formats' last pair is a half one, in the row-cache tiles too. The float
+        # formats also at K = 4112, 4099 and 4125: rows that end half-way through 32 columns, and inside the first or
+        # the second 16 of them (the masked tails of the float kernels' 16-column steps).
         for isa in supported:
-            x = rng.standard_normal((9, 4128)).astype(f32)
-            w = rng.standard_normal((11, 4128)).astype(f32)
-            full = run([x, w], isa, **attrs)
-            same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
-                                            for t in (0, 4, 8))
+            same = True
+            for K in (4128,) if blocks else (4128, 4112, 4099, 4125):
+                x = rng.standard_normal((9, K)).astype(f32)
+                w = rng.standard_normal((11, K)).astype(f32)
+                full = run([x, w], isa, **attrs)
+                same &= full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
+                                                 for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
     # GGUF K-quants, given as super-blocks (rows of uint16 pairs of bytes): K a multiple of 256, decode (T = 1) and
     # tiles of tokens, rows alone bitwise equal to the same rows in a batch.
