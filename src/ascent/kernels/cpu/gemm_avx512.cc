@@ -749,10 +749,6 @@ struct Q40Kern {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
     }
   }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    tile_via_cache<Q40Kern, R, TT>(in, w, n, t, out);
-  }
 };
 
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
@@ -865,10 +861,6 @@ struct Q40RKern {
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
     }
-  }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    tile_via_cache<Q40RKern, R, TT>(in, w, n, t, out);
   }
 };
 

@@ -6,6 +6,8 @@
 // independent of how the work is cut (batch invariance). A kernel may also provide `static void
 // decode_rows(const GemmInput&, const Tensor&, int64_t n0, int64_t n1, const GemmOut&)`, its own loop over rows
 // for a single token (same bits as tile<1, 1>), where a tile call per row costs a noticeable share of a short row.
+// A kernel with a RowCache (fill, cached_tile: run_row_tile) and decode_rows needs no tile: run_tile then
+// computes on a freshly filled cache.
 #pragma once
 
 #include <immintrin.h>
@@ -69,18 +71,17 @@ inline int64_t prefetch_distance(int64_t tile_bytes, PrefetchTo to = PrefetchTo:
 template <class Kern, int R, int TT>
 void run_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {
   float res[4][4];
-  Kern::template tile<R, TT>(in, w, n, t, res);
+  if constexpr (requires { Kern::template tile<R, TT>(in, w, n, t, res); }) {
+    Kern::template tile<R, TT>(in, w, n, t, res);
+  } else {
+    // A kernel without tile: its several-token calls always get a RowCache (run_row_tile) and its single-token
+    // calls run decode_rows, so nothing reaches here but for completeness; the cached tile on a freshly filled
+    // cache gives the same bits.
+    thread_local typename Kern::RowCache cache;
+    Kern::template fill<R>(in, w, n, cache);
+    Kern::template cached_tile<R, TT>(in, w, cache, n, t, res);
+  }
   store_tile<R>(o, t, TT, n, res);
-}
-
-// Kern::tile for a kernel whose several-token calls always get a RowCache (run_row_tile) and whose single-token
-// calls run decode_rows, so that nothing calls it but for completeness: the cached tile on a freshly filled cache,
-// hence the same bits.
-template <class Kern, int R, int TT>
-void tile_via_cache(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-  thread_local typename Kern::RowCache cache;
-  Kern::template fill<R>(in, w, n, cache);
-  Kern::template cached_tile<R, TT>(in, w, cache, n, t, out);
 }
 
 // Tokens per register tile: Kern::kTokens where a kernel sets it (AVX2 has 16 vector registers, too few for
