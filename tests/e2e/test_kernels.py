@@ -217,7 +217,9 @@ def main():
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
     # GGUF K-quants, given as super-blocks (rows of uint16 pairs of bytes): K a multiple of 256, decode (T = 1) and
     # tiles of tokens, rows alone bitwise equal to the same rows in a batch.
-    for name, make, dequant in (("q4_k", q4_k_blocks, dequant_q4_k), ("q6_k", q6_k_blocks, dequant_q6_k)):
+    # q4_kr: Q4_K blocks repacked (dtype.h Q4_KR) as models load them for the AVX-512 kernel, so q4_k's reference.
+    for name, make, dequant in (("q4_k", q4_k_blocks, dequant_q4_k), ("q6_k", q6_k_blocks, dequant_q6_k),
+                                ("q4_kr", q4_k_blocks, dequant_q4_k)):
         for isa in supported:
             worst, ok = 0.0, True
             for T, K, N in [(1, 256, 1), (1, 2048, 37), (3, 512, 5), (17, 256, 13), (5, 768, 3), (131, 256, 6)]:
@@ -235,6 +237,32 @@ def main():
             same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, wtype=name), full[t:t + 1])
                                             for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+    # Q4_KR's tiles take two super-blocks per step: K = 1280, an odd number of them, rows alone and in a batch (a
+    # generator of its own leaves the other draws as they were).
+    g = np.random.default_rng(51)
+    x = g.standard_normal((9, 1280)).astype(f32)
+    w = g.integers(0, 256, (11 * 5, 144), dtype=np.uint8)
+    w[:, 0:4] = np.frombuffer(np.array([2e-4, 1e-4], np.float16).tobytes(), np.uint8)  # d, dmin as q4_k_blocks
+    w = w.view("<u2").reshape(11, -1)
+    for isa in supported:
+        full = run([x, w], isa, wtype="q4_kr")
+        same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, wtype="q4_kr"), full[t:t + 1])
+                                        for t in (0, 4, 8))
+        check(same, f"q4_kr     {isa:6s} rows alone bitwise equal to the same rows in a batch of 9 (K = 1280: 5 "
+                    f"super-blocks)")
+    # The Q4_K repack is lossless: q4_kr's reference kernel gives bitwise q4_k's.
+    a, b = run([x, w], "ref", wtype="q4_k"), run([x, w], "ref", wtype="q4_kr")
+    out = os.path.join(DIR, "out.npy")
+    ids = np.array([10, 0, 3], np.int32)
+    rows = []
+    for wt in ("q4_k", "q4_kr"):
+        r = subprocess.run([OP_RUNNER, "embedding", out, save(w), save(ids), f"wtype={wt}", "k=1280"],
+                           capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+        rows.append(np.load(out) if r.returncode == 0 else None)
+    want = dequant_q4_k(w.view(np.uint8).reshape(-1, 144), np.float64).reshape(11, 1280)[ids]
+    check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
+          np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
+          "q4_kr: reference matmul and dequantized rows bitwise q4_k's, the rows the NumPy decoding's")
     # The repack is lossless: q4_0r's reference kernel and dequantized rows are bitwise q4_0's (K = 896 and 4128:
     # rows that end inside a 512-column group).
     for K in (896, 4128):

@@ -36,7 +36,8 @@ uint32_t ggml_type(DType t) {
     case DType::I4:
     case DType::Q4_K:
     case DType::Q6_K:
-    case DType::Q4_0R:  // an in-memory layout: writers convert it to q4_0 first
+    case DType::Q4_0R:  // in-memory layouts: GGUF cannot hold them
+    case DType::Q4_KR:
       break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));

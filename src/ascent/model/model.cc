@@ -73,21 +73,21 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
 
 namespace {
 
-// Q4_0 matrices repacked, once, into the layout the AVX-512 kernel reads at 1.7x the rate of the file's own
-// (dtype.h Q4_0R), when that kernel is the one that runs. The same codes and scales, so the same results; aliases
-// (tied embeddings) stay aliases. The copies share one buffer on transparent huge pages, as the weights of a
-// --no-mmap load are: on 4 KiB pages decode ran ~15% slower. The file's pages of each repacked matrix (views into
-// the mapping or the --no-mmap copy; nothing reads them again) are then given back, so a Q4_0 model still holds
-// its weights once.
+// Q4_0 and Q4_K matrices repacked, once, into the layouts the AVX-512 kernels read faster than the file's own
+// (dtype.h Q4_0R: 1.7x; Q4_KR), when those kernels are the ones that run. The same codes and scales, so the same
+// results; aliases (tied embeddings) stay aliases. The copies share one buffer on transparent huge pages, as the
+// weights of a --no-mmap load are: on 4 KiB pages decode ran ~15% slower. The file's pages of each repacked matrix
+// (views into the mapping or the --no-mmap copy; nothing reads them again) are then given back, so the model still
+// holds its weights once.
 void repack_weights(WeightSet& w) {
-  if (!kernels::avx512_kernel_runs(DType::Q4_0R)) return;
-  std::vector<std::string> names;  // first name of each distinct q4_0 matrix
+  std::vector<std::string> names;  // first name of each distinct matrix to repack
   std::vector<std::pair<std::string, size_t>> aliases;
   std::vector<Tensor> packed;
   std::vector<size_t> offsets;  // of each copy in the shared buffer
   size_t total = 0;
   for (const auto& [name, t] : w.all()) {
-    if (t.dtype != DType::Q4_0 || t.shape.size() != 2) continue;
+    const DType to = repacked_type(t.dtype);
+    if (to == t.dtype || t.shape.size() != 2 || !kernels::avx512_kernel_runs(to)) continue;
     size_t first = names.size();
     for (size_t j = 0; j < names.size(); ++j) {
       if (w.find(names[j])->data == t.data) first = j;
@@ -98,7 +98,7 @@ void repack_weights(WeightSet& w) {
     }
     names.push_back(name);
     Tensor p;
-    p.dtype = DType::Q4_0R;
+    p.dtype = to;
     p.shape = t.shape;
     packed.push_back(p);
     offsets.push_back(total);
@@ -112,7 +112,7 @@ void repack_weights(WeightSet& w) {
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(names.size()), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      repack_q4_0r(*w.find(names[static_cast<size_t>(i)]), packed[static_cast<size_t>(i)]);
+      repack(*w.find(names[static_cast<size_t>(i)]), packed[static_cast<size_t>(i)]);
     }
   });
   for (const auto& [name, j] : aliases) w.replace(name, packed[j]);

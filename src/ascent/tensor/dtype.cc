@@ -63,6 +63,8 @@ std::string_view dtype_name(DType t) {
       return "q4_0";
     case DType::Q4_0R:
       return "q4_0r";
+    case DType::Q4_KR:
+      return "q4_kr";
     case DType::I32:
       return "i32";
     case DType::I8:
@@ -109,6 +111,7 @@ int64_t block_bytes(DType t) {
     case DType::I4:
       return 1;
     case DType::Q4_K:
+    case DType::Q4_KR:
       return sizeof(BlockQ4_K);
     case DType::Q6_K:
       return sizeof(BlockQ6_K);
@@ -182,6 +185,22 @@ void dequantize_q4_0(float* dst, int64_t n, Scale scale, Byte byte) {
   }
 }
 
+// n elements of Q4_K or Q4_KR super-blocks (the same values, read through q4k_scale_min and q4k_code).
+template <class Block>
+void dequantize_q4_k(const Block* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / kQKBlock; ++i) {
+    const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
+    float* y = dst + i * kQKBlock;
+    for (int j = 0; j < kQKBlock / kQBlock; ++j) {  // sub-block j
+      int sc, m;
+      q4k_scale_min(b[i], j, sc, m);
+      const float dj = d * static_cast<float>(sc), mj = dmin * static_cast<float>(m);
+      for (int l = 0; l < kQBlock; ++l)
+        y[kQBlock * j + l] = dj * static_cast<float>(q4k_code(b[i], kQBlock * j + l)) - mj;
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
@@ -218,27 +237,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequantize_q4_0(
           dst, n, [&](int64_t i) { return q4r_scale(row, i); }, [&](int64_t i, int m) { return q4r_byte(row, i, m); });
     }
-    case DType::Q4_K: {
-      const auto* b = static_cast<const BlockQ4_K*>(src);
-      for (int64_t i = 0; i < n / kQKBlock; ++i) {
-        const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
-        const uint8_t* s = b[i].scales;
-        float* y = dst + i * kQKBlock;
-        for (int c = 0; c < 4; ++c) {  // 64 elements per 32 bytes of qs
-          int sc0, m0, sc1, m1;
-          q4k_scale_min(s, 2 * c, sc0, m0);
-          q4k_scale_min(s, 2 * c + 1, sc1, m1);
-          const float d0 = d * static_cast<float>(sc0), mn0 = dmin * static_cast<float>(m0);
-          const float d1 = d * static_cast<float>(sc1), mn1 = dmin * static_cast<float>(m1);
-          const uint8_t* q = b[i].qs + 32 * c;
-          for (int l = 0; l < 32; ++l) {
-            y[64 * c + l] = d0 * static_cast<float>(q[l] & 0x0f) - mn0;
-            y[64 * c + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - mn1;
-          }
-        }
-      }
-      return;
-    }
+    case DType::Q4_K:
+      return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
+    case DType::Q4_KR:
+      return dequantize_q4_k(static_cast<const BlockQ4_KR*>(src), dst, n);
     case DType::Q6_K: {
       const auto* b = static_cast<const BlockQ6_K*>(src);
       for (int64_t i = 0; i < n / kQKBlock; ++i) {
@@ -281,6 +283,27 @@ void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst) {
       std::memcpy(out + 2 * i, &d, 2);
       for (int m = 0; m < 16; ++m) {  // byte m of the block's qs: chunk m / 4, lane i % 8 of half i / 8
         out[32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4] = b < nb ? blocks[b].qs[m] : uint8_t{0x88};
+      }
+    }
+  }
+}
+
+void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst) {
+  for (int64_t s = 0; s < n; ++s) {
+    BlockQ4_KR& o = dst[s];
+    o.d = blocks[s].d;
+    o.dmin = blocks[s].dmin;
+    std::memset(o.scales, 0, sizeof o.scales);
+    for (int i = 0; i < kQKBlock / kQBlock; ++i) {
+      int sc, m;
+      q4k_scale_min(blocks[s], i, sc, m);
+      o.scales[i] = static_cast<uint8_t>(sc | (m >> 4) << 6);
+      o.scales[8 + i % 4] |= static_cast<uint8_t>((m & 0x0f) << (i < 4 ? 0 : 4));
+    }
+    for (int i = 0; i < kQKBlock / kQBlock; ++i) {
+      for (int m = 0; m < 16; ++m) {
+        const int lo = q4k_code(blocks[s], kQBlock * i + m), hi = q4k_code(blocks[s], kQBlock * i + m + 16);
+        o.qs[m / 4 * 32 + 4 * i + m % 4] = static_cast<uint8_t>(lo | hi << 4);
       }
     }
   }
@@ -350,6 +373,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::I4:
     case DType::Q4_K:
     case DType::Q6_K:
+    case DType::Q4_KR:
       break;
   }
   fail("cannot convert f32 to {} row by row (use tensor/quantize.h; K-quants are read, not written)", dtype_name(t));

@@ -17,7 +17,10 @@ namespace ascent {
 // columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of 32 bytes whose 4-byte lane
 // i holds bytes 4j..4j+3 of block i's qs (chunk j), so one vpdpbusd lane sums columns of one block and a block's
 // scale is one lane of a vector. Rows are padded to whole groups (scale 0, codes 8).
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R };
+// Q4_KR is Q4_K repacked for the AVX-512 kernel (never in a file), the same 144 bytes per super-block (BlockQ4_KR):
+// d, dmin and the packed scales as Q4_K has them, then the codes regrouped so that one vpdpbusd lane sums columns
+// of one 32-column sub-block, as Q4_0R does for Q4_0's blocks.
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R, Q4_KR };
 
 // I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
 // kernels never need a tail.
@@ -49,6 +52,18 @@ struct BlockQ4_K {
   uint8_t qs[kQKBlock / 2];  // per 64 elements: the first 32 in low nibbles, the next 32 in high nibbles
 };
 static_assert(sizeof(BlockQ4_K) == 144);
+// Q4_KR's super-block: d and dmin as Q4_K's; the 16 six-bit scales and minimums laid out for a vector unpacking:
+// scales[i] (i < 8) holds scale i in its low 6 bits and minimum i's top 2 bits above them, scales[8 + k] (k < 4)
+// the low 4 bits of minimums k (low nibble) and k + 4 (high). Sub-block i's 32 codes as 16 bytes in Q4_0's
+// pairing (byte m: code m in the low nibble, code m + 16 in the high one), byte m of sub-block i at
+// qs[m / 4 * 32 + 4 * i + m % 4]: 4 chunks of 32 bytes, each a 4-byte lane per sub-block.
+struct BlockQ4_KR {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQKBlock / 2];
+};
+static_assert(sizeof(BlockQ4_KR) == 144);
 struct BlockQ6_K {
   uint8_t ql[kQKBlock / 2];      // low 4 bits
   uint8_t qh[kQKBlock / 4];      // high 2 bits
@@ -57,10 +72,10 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 inline bool is_kquant(DType t) {
-  return t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_KR;
 }
-// Q4_K sub-block j's 6-bit scale and minimum: j < 4 in the low 6 bits of s[j] and s[j + 4]; j >= 4 split between
-// the nibbles of s[j + 4] and the top 2 bits of s[j - 4] and s[j].
+// Sub-block j's 6-bit scale and minimum in Q4_K's packing: j < 4 in the low 6 bits of s[j] and s[j + 4]; j >= 4
+// split between the nibbles of s[j + 4] and the top 2 bits of s[j - 4] and s[j].
 inline void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
@@ -69,6 +84,23 @@ inline void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
     sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
     m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
+}
+// Sub-block j's scale and minimum, and code e (0..255, unsigned 4-bit), of a Q4_K and of a Q4_KR super-block.
+inline void q4k_scale_min(const BlockQ4_K& b, int j, int& sc, int& m) {
+  q4k_scale_min(b.scales, j, sc, m);
+}
+inline void q4k_scale_min(const BlockQ4_KR& b, int j, int& sc, int& m) {
+  sc = b.scales[j] & 63;
+  m = (b.scales[j] >> 6) << 4 | (j < 4 ? b.scales[8 + j] & 0x0f : b.scales[4 + j] >> 4);
+}
+inline int q4k_code(const BlockQ4_K& b, int e) {
+  const uint8_t v = b.qs[e / 64 * 32 + e % 32];
+  return e % 64 < 32 ? v & 0x0f : v >> 4;
+}
+inline int q4k_code(const BlockQ4_KR& b, int e) {
+  const int i = e / 32, m = e % 16;
+  const uint8_t v = b.qs[m / 4 * 32 + 4 * i + m % 4];
+  return e % 32 < 16 ? v & 0x0f : v >> 4;
 }
 
 std::string_view dtype_name(DType t);
@@ -82,8 +114,10 @@ bool is_quantized(DType t);
 int64_t storage_bytes(DType t, int64_t n);
 // Bytes one row of `cols` elements occupies (I8, I4 and Q4_0R rows padded as padded_cols says).
 int64_t row_bytes(DType t, int64_t cols);
+// The row length the matmul kernels' activations are padded to. Q4_KR weight rows stay whole super-blocks, but
+// its AVX-512 kernel takes two super-blocks per 512-bit step, so its activations pad to 512 columns.
 inline int64_t padded_cols(DType t, int64_t cols) {
-  const int64_t a = t == DType::I4 ? kInt4RowAlign : t == DType::Q4_0R ? kQ4RGroup : kIntRowAlign;
+  const int64_t a = t == DType::I4 ? kInt4RowAlign : t == DType::Q4_0R || t == DType::Q4_KR ? kQ4RGroup : kIntRowAlign;
   return (cols + a - 1) / a * a;
 }
 // I8 and I4 need their scales (Tensor-level: row_to_f32 in tensor.h); the row functions below refuse them.
@@ -113,6 +147,12 @@ inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
 }
 // Repacks nb Q4_0 blocks (one row) into a Q4_0R row of padded_cols(Q4_0R, 32 nb) columns.
 void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst);
+// Repacks n Q4_K super-blocks into Q4_KR ones (the same size).
+void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst);
+// The layout the AVX-512 kernel reads a file's type in (Q4_0 -> Q4_0R, Q4_K -> Q4_KR), or t itself.
+inline DType repacked_type(DType t) {
+  return t == DType::Q4_0 ? DType::Q4_0R : t == DType::Q4_K ? DType::Q4_KR : t;
+}
 
 // Converts n elements of type t at src into f32 at dst (n a whole number of blocks).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

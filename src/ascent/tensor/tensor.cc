@@ -68,21 +68,27 @@ Tensor convert(const Tensor& t, DType dtype) {
   return out;
 }
 
-void repack_q4_0r(const Tensor& t, const Tensor& dst) {
-  ASCENT_CHECK(t.dtype == DType::Q4_0 && t.shape.size() == 2, "repack to q4_0r: needs a 2-D q4_0 tensor, got {} {}",
+void repack(const Tensor& t, const Tensor& dst) {
+  const DType to = repacked_type(t.dtype);
+  ASCENT_CHECK(to != t.dtype && t.shape.size() == 2, "repack: needs a 2-D q4_0 or q4_k tensor, got {} {}",
                dtype_name(t.dtype), shape_str(t.shape));
-  ASCENT_CHECK(dst.dtype == DType::Q4_0R && dst.shape == t.shape, "repack to q4_0r: destination {} {} for {}",
+  ASCENT_CHECK(dst.dtype == to && dst.shape == t.shape, "repack to {}: destination {} {} for {}", dtype_name(to),
                dtype_name(dst.dtype), shape_str(dst.shape), shape_str(t.shape));
   auto* out = static_cast<uint8_t*>(const_cast<void*>(dst.data));
-  const int64_t nb = t.cols() / kQBlock, dst_row = row_bytes(DType::Q4_0R, t.cols());
+  const int64_t dst_row = row_bytes(to, t.cols());
   for (int64_t r = 0; r < t.rows(); ++r) {
-    repack_row_q4_0r(reinterpret_cast<const BlockQ4_0*>(t.row_ptr(r)), nb, out + r * dst_row);
+    if (to == DType::Q4_0R) {
+      repack_row_q4_0r(reinterpret_cast<const BlockQ4_0*>(t.row_ptr(r)), t.cols() / kQBlock, out + r * dst_row);
+    } else {
+      repack_q4_kr(reinterpret_cast<const BlockQ4_K*>(t.row_ptr(r)), t.cols() / kQKBlock,
+                   reinterpret_cast<BlockQ4_KR*>(out + r * dst_row));
+    }
   }
 }
 
-Tensor repack_q4_0r(const Tensor& t) {
-  Tensor out = make_owned(DType::Q4_0R, t.shape);
-  repack_q4_0r(t, out);
+Tensor repack(const Tensor& t) {
+  Tensor out = make_owned(repacked_type(t.dtype), t.shape);
+  repack(t, out);
   return out;
 }
 

@@ -8,6 +8,7 @@
 //              i8 scaled per row, i4 per group.
 //   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
 //   q4_0r      q4_0 repacked in memory for the AVX-512 kernel (dtype.h): q4_0's arithmetic on the same codes.
+//   q4_kr      q4_k repacked likewise: q4_k's arithmetic on the same codes.
 //   q4_k, q6_k the same per-block int8 activations (llama.cpp uses one scale per 256, Q8_K: ours is finer); integer
 //              dot per sub-block (32 elements for q4_k, minus dmin * min * the block's activation sum; 16 for
 //              q6_k), scaled by the super-block's f16 scale times the sub-block's integer scale.
@@ -42,13 +43,15 @@ struct GemmInput {
   // multiplies; lane_d[i] = d[4i / 32], that lane's block scale.
   std::vector<int32_t> lane_sum;  // (Kp / 4,)
   std::vector<float> lane_d;      // (Kp / 4,)
-  // Per-block kind with K a multiple of 256 (the K-quant super-block), every T: for super-block s of token t, 16
-  // floats where lane 2j is the scale d of its 32-column block j and lane 2j + 1 is d times that block's activation
-  // sum (the AVX-512 Q4_K kernel's per-super-block minimum term, and its block scales, in one vector).
+  // Per-block kind prepared for a Q4_K or Q6_K weight (kq_ready; only the Q4_K kernels read them), every T: for
+  // super-block s of token t, 16 floats where lane 2j is the scale d of its 32-column block j and lane 2j + 1 is d
+  // times that block's activation sum (the AVX-512 Q4_K kernel's per-super-block minimum term, and its block
+  // scales, in one vector).
   std::vector<float> kq_dax;  // (T, K / 256, 16)
   // The same, q with each 128 columns reordered 0-31, 64-95, 32-63, 96-127: the pairing of the AVX-512 Q4_K
   // kernel, which takes the low nibbles of two 32-byte chunks in one register and the high nibbles in another.
   std::vector<int8_t> kq_pairs;  // (T, K)
+  bool kq_ready = false;
   // Per-block kind prepared for a Q4_0 weight (q4_ready; built only where the AVX-512 kernel runs, its only
   // reader), every T: q in the AVX-512 Q4_0 kernel's order, where one
   // vpdpbusd lane sums 8 columns of one block, its quarter l's columns 4l..4l+3 and 16+4l..16+4l+3 (the low and
@@ -59,14 +62,16 @@ struct GemmInput {
   std::vector<int8_t> q4_quads;  // (T, Kq)
   std::vector<int32_t> q4_off;   // (T, Kq / 8)
   std::vector<float> q4_d;       // (T, Kq / 8)
-  // Per-block kind prepared for a Q4_0R weight (q4r_ready; built only where the AVX-512 kernel runs), every T: q in the
-  // order of Q4_0R's codes (dtype.h), so vpdpbusd lane i of chunk j of half h multiplies block i's bytes 4j..4j+3: per
-  // 512 columns, for each chunk j, the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the
-  // high-nibble columns (16+4j..16+4j+3) of both halves. And per block, minus 8 x the sum of its 32 activations. (Kp is
-  // a whole number of groups for Q4_0R.)
+  // Per-block kind prepared for a Q4_0R or Q4_KR weight (q4r_ready; built only where the AVX-512 kernels run),
+  // every T: q in the order of those formats' codes (dtype.h), so vpdpbusd lane i of chunk j of half h multiplies
+  // bytes 4j..4j+3 of block (Q4_KR: sub-block) i: per 512 columns (16 blocks; Q4_KR: 2 super-blocks), for each chunk
+  // j, the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the high-nibble columns
+  // (16+4j..16+4j+3) of both halves. Per block, Q4_0R's offset term, minus 8 x the sum of its 32 activations, and
+  // Q4_KR's minimum term's activation side, its scale d times that sum. (Kp is a whole number of 512 columns.)
   bool q4r_ready = false;
   std::vector<int8_t> q4r;       // (T, Kp)
   std::vector<int32_t> q4r_off;  // (T, Kp / 32)
+  std::vector<float> q4r_dsa;    // (T, Kp / 32)
   std::vector<uint16_t> xb;      // (T, Kp) bf16, zero past K
   std::vector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
 };

@@ -1080,6 +1080,164 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   }
 };
 
+// Q4_KR (dtype.h): Q4_K's codes regrouped so that each vpdpbusd lane sums columns of one 32-column sub-block. A
+// super-block's 8 integer sub-block sums then build up in the 8 lanes of one 256-bit register, and the float work
+// (convert, scale, minimum term) runs once per super-block where Q4KKern's runs once per 64-column chunk. Per lane
+// i (sub-block i) of each super-block:
+//   y_i += float(sum(a * code) * scale_i) * (d * da_i),  then  y_i -= (dmin * min_i) * (da_i * sum(a))
+// (one rounding: fnmadd). The integer sum times the 6-bit scale is exact in int32 and in f32 (< 2^22), and
+// dmin * min_i is exact (an f16 times a 6-bit integer). Even super-blocks accumulate in lanes 0-7 and odd ones in
+// lanes 8-15 of the prefill tile's 512-bit accumulators, decode's two 256-bit ones likewise, each reduced once by
+// hsum: the same bits for every tile and token count. The activations come in the same order as Q4_0R's
+// (GemmInput::q4r), whose 512-column groups are two super-blocks here.
+struct Q4KRKern {
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
+
+  // A super-block's 8 scales (int32), d in every lane, and dmin * min_i. Q4_KR's scale bytes (dtype.h) unpack
+  // with two widenings, a variable shift and a bit select, against two byte shuffles and their fix-ups for Q4_K's.
+  static void factors(const BlockQ4_KR& b, __m256i& sc, __m256& d, __m256& wm) {
+    const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)));
+    sc = _mm256_and_si256(s32, _mm256_set1_epi32(63));
+    int low_mins;  // scales[8..11]: minimums 0-3's low 4 bits in the low nibbles, 4-7's in the high
+    std::memcpy(&low_mins, b.scales + 8, 4);
+    const __m256i lows =
+        _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_set1_epi32(low_mins)), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    // Bits 0-3 from lows, bits 4-5 from scales[i] >> 2 (minimum i's top 2 bits), above them zeros.
+    const __m256i m = _mm256_ternarylogic_epi32(lows, _mm256_srli_epi32(s32, 2), _mm256_set1_epi32(0x0f), 0xe4);
+    d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+    wm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.dmin))), _mm256_cvtepi32_ps(m));
+  }
+
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream, two super-blocks
+  // (one 512-column activation group) per step. The loop is bound by its instruction count, so: the high nibbles
+  // enter vpdpbusd in place (raw & 0xf0, 16 x the code), their sum shifted back once (exact: a multiple of 16), which
+  // saves a shift per 32 bytes; the low and high sums run as two chains (integer sums, exact in any order).
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t nsb = in.K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    // One super-block at p against its activations a (one half of a group), scales da and scaled sums dsa.
+    auto step = [&](const uint8_t* p, const int8_t* a, const float* da, const float* dsa, __m256& acc) {
+      const auto& b = *reinterpret_cast<const BlockQ4_KR*>(p);
+      __m256i lo = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
+        lo = _mm256_dpbusd_epi32(lo, _mm256_and_si256(raw, low4),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j)));
+        hi16 = _mm256_dpbusd_epi32(hi16, _mm256_andnot_si256(low4, raw),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 64)));
+      }
+      __m256i sc;
+      __m256 d, wm;
+      factors(b, sc, d, wm);
+      const __m256i is = _mm256_add_epi32(lo, _mm256_srai_epi32(hi16, 4));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)), _mm256_mul_ps(d, _mm256_loadu_ps(da)), acc);
+      acc = _mm256_fnmadd_ps(wm, _mm256_loadu_ps(dsa), acc);
+    };
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      // y[0] takes the even super-blocks, y[1] the odd ones (the halves of each 512-column activation group).
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      const uint8_t* p = row;
+      const int8_t* a = in.q4r.data();
+      const float* da = in.d.data();
+      const float* dsa = in.q4r_dsa.data();
+      int64_t sb = 0;
+      for (; sb + 2 <= nsb; sb += 2, p += 2 * sizeof(BlockQ4_KR), a += kQ4RGroup, da += 16, dsa += 16) {
+        prefetch_block<1, PrefetchTo::L2>(p, 2 * sizeof(BlockQ4_KR), ahead);
+        step(p, a, da, dsa, y[0]);
+        step(p + sizeof(BlockQ4_KR), a + 32, da + 8, dsa + 8, y[1]);
+      }
+      if (sb < nsb) {
+        prefetch_block<1, PrefetchTo::L2>(p, sizeof(BlockQ4_KR), ahead);
+        step(p, a, da, dsa, y[0]);
+      }
+      float res[4][4];
+      res[0][0] = hsum(y[0], y[1]);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  // Prefill: each 4-row tile's codes, unpacked to one byte each in the order of the 512-bit registers (per pair of
+  // super-blocks and chunk j, the low nibbles of both, then the high nibbles), and its factors, formed once into L1
+  // for every token tile. A missing odd super-block (K an odd number of them) is zero codes and factors, which add
+  // exact zeros to lanes 8-15 (accumulators that start at +0 never hold -0).
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (R, K / 512 rounded up, 4 chunks, 2 nibble halves, 64)
+    std::vector<int32_t> sc;     // (R, K / 512 rounded up, 16): the scales
+    std::vector<float> f;        // (R, K / 512 rounded up, 2, 16): d, then dmin * min
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock, NP = in.Kp / kQ4RGroup;
+    c.codes.resize(static_cast<size_t>(4 * NP * kQ4RGroup));
+    c.sc.resize(static_cast<size_t>(4 * NP * 16));
+    c.f.resize(static_cast<size_t>(4 * NP * 32));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_KR*>(w.row_ptr(n) + r * stride);
+      for (int64_t sb = 0; sb < 2 * NP; ++sb) {
+        uint8_t* dst = c.codes.data() + (r * NP + sb / 2) * kQ4RGroup + sb % 2 * 32;
+        for (int j = 0; j < 4; ++j) {
+          __m256i raw = _mm256_setzero_si256();
+          if (sb < nsb) raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[sb].qs + 32 * j));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 * j), _mm256_and_si256(raw, low4));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 * j + 64),
+                              _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+        }
+        __m256i sc = _mm256_setzero_si256();
+        __m256 d = _mm256_setzero_ps(), wm = _mm256_setzero_ps();
+        if (sb < nsb) factors(blk[sb], sc, d, wm);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.sc.data() + (r * NP + sb / 2) * 16 + sb % 2 * 8), sc);
+        float* f = c.f.data() + (r * NP + sb / 2) * 32 + sb % 2 * 8;
+        _mm256_storeu_ps(f, d);
+        _mm256_storeu_ps(f + 16, wm);
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    (void)w;
+    (void)n;
+    const int64_t Kp = in.Kp, NP = Kp / kQ4RGroup, B = Kp / kQBlock;
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < NP; ++g) {
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* codes = c.codes.data() + (r * NP + g) * kQ4RGroup;
+        __m512i lo[4], hi[4];
+        for (int q = 0; q < 4; ++q) {
+          lo[q] = _mm512_loadu_si512(codes + 128 * q);
+          hi[q] = _mm512_loadu_si512(codes + 128 * q + 64);
+        }
+        const __m512i sc = _mm512_loadu_si512(c.sc.data() + (r * NP + g) * 16);
+        const __m512 d = _mm512_loadu_ps(c.f.data() + (r * NP + g) * 32);
+        const __m512 wm = _mm512_loadu_ps(c.f.data() + (r * NP + g) * 32 + 16);
+        for (int j = 0; j < TT; ++j) {
+          const int8_t* a = in.q4r.data() + (t + j) * Kp + g * kQ4RGroup;
+          __m512i is = _mm512_setzero_si512();
+          for (int q = 0; q < 4; ++q) {
+            is = _mm512_dpbusd_epi32(is, lo[q], _mm512_loadu_si512(a + 128 * q));
+            is = _mm512_dpbusd_epi32(is, hi[q], _mm512_loadu_si512(a + 128 * q + 64));
+          }
+          const int64_t b = (t + j) * B + 16 * g;
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(is, sc)),
+                                      _mm512_mul_ps(d, _mm512_loadu_ps(in.d.data() + b)), acc[r][j]);
+          acc[r][j] = _mm512_fnmadd_ps(wm, _mm512_loadu_ps(in.q4r_dsa.data() + b), acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
 // Q6_K: lane value = d * scale_s * sum(a * (code - 32)) over 4 columns of 16-column sub-block s, times the
 // activation block scale. The -32 enters as -32 * sum(a) per lane before the products, so sums stay exact.
 struct Q6KKern : KQuantKern<Q6KKern> {
@@ -1231,6 +1389,7 @@ void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t 
   if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q4_KR) return drive_tiles<Q4KRKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,
                                                                                                              n1, out);
 }

@@ -58,14 +58,16 @@ void q4_layout(const int8_t* q, const float* d, int64_t K, int8_t* quads, int32_
   }
 }
 
-// One token's Q4_0R layout (gemm.h: q4r, q4r_off) from its per-block quantized row q (Kp columns, zero past K).
-void q4r_layout(const int8_t* q, int64_t Kp, int8_t* out, int32_t* off) {
+// One token's Q4_0R / Q4_KR layout (gemm.h: q4r, q4r_off, q4r_dsa) from its per-block quantized row q and block
+// scales d (Kp columns, zero past K).
+void q4r_layout(const int8_t* q, const float* d, int64_t Kp, int8_t* out, int32_t* off, float* dsa) {
   for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
     for (int64_t i = 0; i < 16; ++i) {  // block 16g + i: half i / 8, lane i % 8
       const int8_t* a = q + (16 * g + i) * kQBlock;
       int32_t sum = 0;
       for (int64_t k = 0; k < kQBlock; ++k) sum += a[k];
       off[16 * g + i] = -8 * sum;
+      dsa[16 * g + i] = d[16 * g + i] * static_cast<float>(sum);
       for (int64_t j = 0; j < 4; ++j) {
         for (int64_t part = 0; part < 2; ++part) {  // columns 4j.. (low nibbles), then 16 + 4j.. (high)
           int8_t* dst = out + g * kQ4RGroup + j * 128 + part * 64 + i / 8 * 32 + 4 * (i % 8);
@@ -93,6 +95,7 @@ ActKind act_kind(DType weight) {
     case DType::Q4_0:
     case DType::Q4_0R:
     case DType::Q4_K:
+    case DType::Q4_KR:
     case DType::Q6_K:
       return ActKind::Int8PerBlock;
     default:
@@ -103,7 +106,8 @@ ActKind act_kind(DType weight) {
 bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
-         (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_0R || in.q4r_ready);
+         (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
+         ((w.dtype != DType::Q4_0R && w.dtype != DType::Q4_KR) || in.q4r_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -117,6 +121,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.Kp = padded_cols(w.dtype, K);
   in.q4_ready = false;
   in.q4r_ready = false;
+  in.kq_ready = false;
   const auto TKp = static_cast<size_t>(T * in.Kp);
   // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
   auto per_token = [T](const auto& fn) {
@@ -158,15 +163,17 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.resize(TKp);
       const int64_t B = in.Kp / kQBlock;
       in.d.resize(static_cast<size_t>(T * B));
-      // Rows of whole K-quant super-blocks also get kq_dax and kq_pairs, Q4_0 weights the q4_* layout (gemm.h).
-      const bool super_blocks = K % kQKBlock == 0;
+      // K-quant weights also get kq_dax and kq_pairs (Q6_K too, so that a Q4_K_M model's Q6_K and Q4_K matrices can
+      // share one input), Q4_0 weights the q4_* layout, Q4_0R and Q4_KR the q4r* (gemm.h).
+      const bool super_blocks = (w.dtype == DType::Q4_K || w.dtype == DType::Q6_K) && K % kQKBlock == 0;
+      in.kq_ready = super_blocks;
       if (super_blocks) {
         in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
         in.kq_pairs.resize(static_cast<size_t>(T * K));
       }
       // Only the AVX-512 kernels read those layouts; the flags say the input was prepared for the format.
       in.q4_ready = w.dtype == DType::Q4_0;
-      in.q4r_ready = w.dtype == DType::Q4_0R;
+      in.q4r_ready = w.dtype == DType::Q4_0R || w.dtype == DType::Q4_KR;
       const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
       const bool q4r = in.q4r_ready && avx512_kernel_runs(w.dtype);
       const int64_t Kq = (K + 127) / 128 * 128;
@@ -178,6 +185,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       if (q4r) {
         in.q4r.resize(TKp);
         in.q4r_off.resize(static_cast<size_t>(T * B));
+        in.q4r_dsa.resize(static_cast<size_t>(T * B));
       }
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
@@ -201,7 +209,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
             }
           }
         }
-        if (q4r) q4r_layout(row, in.Kp, in.q4r.data() + t * in.Kp, in.q4r_off.data() + t * B);
+        if (q4r)
+          q4r_layout(row, d, in.Kp, in.q4r.data() + t * in.Kp, in.q4r_off.data() + t * B, in.q4r_dsa.data() + t * B);
         if (q4)
           q4_layout(row, d, K, in.q4_quads.data() + t * Kq, in.q4_off.data() + t * Kq / 8, in.q4_d.data() + t * Kq / 8);
       });

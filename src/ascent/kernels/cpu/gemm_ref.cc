@@ -1,6 +1,6 @@
 // Reference matmul engine: one output at a time in plain C++, defining each format's arithmetic (gemm.h) for the
 // faster variants and the kernel tests. Integer formats sum exactly in int32 per row (i8) or per group/block
-// (i4, q8_0, q4_0, q4_0r, q4_k, q6_k) and scale in f32 in ascending group order.
+// (i4, q8_0, q4_0, q4_0r, q4_k, q4_kr, q6_k) and scale in f32 in ascending group order.
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -15,12 +15,6 @@ namespace {
 inline int i4_at(const uint8_t* row, int64_t k) {
   const uint8_t b = row[k / 64 * 32 + k % 32];
   return (k % 64 < 32 ? b & 0x0f : b >> 4) - 8;
-}
-
-// Unsigned 4-bit code e (0..255) of a Q4_K super-block: per 64 elements 32 bytes, the first 32 in low nibbles.
-inline int q4k_code(const BlockQ4_K& b, int e) {
-  const uint8_t v = b.qs[e / 64 * 32 + e % 32];
-  return e % 64 < 32 ? v & 0x0f : v >> 4;
 }
 
 // Signed 6-bit value e of a Q6_K super-block: per half of 128, runs of 32 take the low or high nibble of ql[l] or
@@ -44,6 +38,31 @@ float dot_q4_0(const int8_t* a, const float* da, int64_t nb, Scale scale, Byte b
       s += a[b * kQBlock + j] * ((q & 0x0f) - 8) + a[b * kQBlock + j + 16] * ((q >> 4) - 8);
     }
     acc += static_cast<float>(s) * (f16_to_f32(scale(b)) * da[b]);
+  }
+  return acc;
+}
+
+// Q4_K's dot against K activations a with block scales da, per 32-element sub-block j (one activation block):
+// d * scale_j * sum(a * code) - dmin * min_j * sum(a), times da: shared by Q4_K and Q4_KR, which hold the same
+// values (read through q4k_scale_min and q4k_code).
+template <class Block>
+float dot_q4_k(const Block* blk, const int8_t* a, const float* da, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < K / kQKBlock; ++sb) {
+    const float d = f16_to_f32(blk[sb].d), dmin = f16_to_f32(blk[sb].dmin);
+    for (int j = 0; j < kQKBlock / kQBlock; ++j) {
+      int sc, m;
+      q4k_scale_min(blk[sb], j, sc, m);
+      const int8_t* ab = a + sb * kQKBlock + j * kQBlock;
+      int32_t sq = 0, sa = 0;
+      for (int i = 0; i < kQBlock; ++i) {
+        sq += ab[i] * q4k_code(blk[sb], j * kQBlock + i);
+        sa += ab[i];
+      }
+      acc += (static_cast<float>(sq) * (d * static_cast<float>(sc)) -
+              static_cast<float>(sa) * (dmin * static_cast<float>(m))) *
+             da[sb * (kQKBlock / kQBlock) + j];
+    }
   }
   return acc;
 }
@@ -88,30 +107,10 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
       return dot_q4_0(
           a, in.d.data() + t * (in.Kp / kQBlock), in.K / kQBlock, [&](int64_t b) { return q4r_scale(row, b); },
           [&](int64_t b, int m) { return q4r_byte(row, b, m); });
-    case DType::Q4_K: {
-      // Per 32-element sub-block j (one activation block): d * scale_j * sum(a * code) - dmin * min_j * sum(a).
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
-      const int64_t B = in.Kp / kQBlock;
-      float acc = 0.0f;
-      for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-        const float d = f16_to_f32(blk[sb].d), dmin = f16_to_f32(blk[sb].dmin);
-        for (int j = 0; j < kQKBlock / kQBlock; ++j) {
-          int sc, m;
-          q4k_scale_min(blk[sb].scales, j, sc, m);
-          const int8_t* ab = a + sb * kQKBlock + j * kQBlock;
-          int32_t sq = 0, sa = 0;
-          for (int i = 0; i < kQBlock; ++i) {
-            sq += ab[i] * q4k_code(blk[sb], j * kQBlock + i);
-            sa += ab[i];
-          }
-          const float da = in.d[static_cast<size_t>(t * B + sb * (kQKBlock / kQBlock) + j)];
-          acc += (static_cast<float>(sq) * (d * static_cast<float>(sc)) -
-                  static_cast<float>(sa) * (dmin * static_cast<float>(m))) *
-                 da;
-        }
-      }
-      return acc;
-    }
+    case DType::Q4_K:
+      return dot_q4_k(reinterpret_cast<const BlockQ4_K*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
+    case DType::Q4_KR:
+      return dot_q4_k(reinterpret_cast<const BlockQ4_KR*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
     case DType::Q6_K: {
       // Per 32-element activation block j: two 16-element sub-blocks, each d * scale * sum(a * value).
       const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
