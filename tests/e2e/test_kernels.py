@@ -217,9 +217,10 @@ def main():
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
     # GGUF K-quants, given as super-blocks (rows of uint16 pairs of bytes): K a multiple of 256, decode (T = 1) and
     # tiles of tokens, rows alone bitwise equal to the same rows in a batch.
-    # q4_kr: Q4_K blocks repacked (dtype.h Q4_KR) as models load them for the AVX-512 kernel, so q4_k's reference.
+    # q4_kr, q6_kr: Q4_K and Q6_K blocks repacked (dtype.h Q4_KR, Q6_KR) as models load them for the AVX-512 kernel,
+    # so q4_k's and q6_k's references.
     for name, make, dequant in (("q4_k", q4_k_blocks, dequant_q4_k), ("q6_k", q6_k_blocks, dequant_q6_k),
-                                ("q4_kr", q4_k_blocks, dequant_q4_k)):
+                                ("q4_kr", q4_k_blocks, dequant_q4_k), ("q6_kr", q6_k_blocks, dequant_q6_k)):
         for isa in supported:
             worst, ok = 0.0, True
             for T, K, N in [(1, 256, 1), (1, 2048, 37), (3, 512, 5), (17, 256, 13), (5, 768, 3), (131, 256, 6)]:
@@ -263,6 +264,20 @@ def main():
     check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
           np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
           "q4_kr: reference matmul and dequantized rows bitwise q4_k's, the rows the NumPy decoding's")
+    # The same for the Q6_K repack.
+    w6 = g.integers(0, 256, (11 * 5, 210), dtype=np.uint8)
+    w6[:, 208:210] = np.frombuffer(np.float16(3e-4).tobytes(), np.uint8)  # d as q6_k_blocks
+    w6 = w6.view("<u2").reshape(11, -1)
+    a, b = run([x, w6], "ref", wtype="q6_k"), run([x, w6], "ref", wtype="q6_kr")
+    rows = []
+    for wt in ("q6_k", "q6_kr"):
+        r = subprocess.run([OP_RUNNER, "embedding", out, save(w6), save(ids), f"wtype={wt}", "k=1280"],
+                           capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+        rows.append(np.load(out) if r.returncode == 0 else None)
+    want = dequant_q6_k(w6.view(np.uint8).reshape(-1, 210), np.float64).reshape(11, 1280)[ids]
+    check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
+          np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
+          "q6_kr: reference matmul and dequantized rows bitwise q6_k's, the rows the NumPy decoding's")
     # The repack is lossless: q4_0r's reference kernel and dequantized rows are bitwise q4_0's (K = 896 and 4128:
     # rows that end inside a 512-column group).
     for K in (896, 4128):

@@ -5,7 +5,7 @@
 // embedding weights are used in their storage type, and wtype=q8_0|q4_0|q4_0r|int8|int4 (group=G, input_scale=1)
 // quantizes an f32 weight first. wtype=q4_k|q6_k takes the weight as GGUF super-blocks instead (we have no K-quant
 // quantizer): a uint16 array (N, row bytes / 2) holding each row's blocks, for K = x's columns (an embedding's: k=K);
-// wtype=q4_kr takes Q4_K blocks and repacks them as models load them for the AVX-512 kernel.
+// wtype=q4_kr (q6_kr) takes Q4_K (Q6_K) blocks and repacks them as models load them for the AVX-512 kernel.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -68,14 +68,14 @@ int run(int argc, char** argv) {
     if (has_input_scale) input_scale = as_f32(in.at(2));
     if (attr.count("wtype")) {
       const std::string wt = attr["wtype"];
-      if (wt == "q4_k" || wt == "q6_k" || wt == "q4_kr") {
-        const DType kt = wt == "q6_k" ? DType::Q6_K : DType::Q4_K;
+      if (wt == "q4_k" || wt == "q6_k" || wt == "q4_kr" || wt == "q6_kr") {
+        const DType kt = wt == "q6_k" || wt == "q6_kr" ? DType::Q6_K : DType::Q4_K;
         const Shape shape{w.shape.at(0), attr.count("k") != 0 ? inum("k") : cols};  // k=K: an embedding's width
         ASCENT_CHECK(w.nbytes() == shape[0] * row_bytes(kt, shape[1]), "matmul: {} blocks of {} bytes for {} weight {}",
                      w.shape[0], w.nbytes(), wt, shape_str(shape));
         w = Tensor{kt, shape, w.data, w.owner};
-        if (wt == "q4_kr") w = repack(w);  // Q4_K as the model loader repacks it for the AVX-512 kernel
-      } else if (wt == "q4_0r") {          // Q4_0 as the model loader repacks it for the AVX-512 kernel
+        if (wt == "q4_kr" || wt == "q6_kr") w = repack(w);  // as the model loader repacks for the AVX-512 kernel
+      } else if (wt == "q4_0r") {  // Q4_0 as the model loader repacks it for the AVX-512 kernel
         w = repack(convert(w, DType::Q4_0));
       } else if (wt == "int8") {
         w = quantize_int8(w, input_scale);

@@ -38,6 +38,7 @@ uint32_t ggml_type(DType t) {
     case DType::Q6_K:
     case DType::Q4_0R:  // in-memory layouts: GGUF cannot hold them
     case DType::Q4_KR:
+    case DType::Q6_KR:
       break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));

@@ -65,6 +65,8 @@ std::string_view dtype_name(DType t) {
       return "q4_0r";
     case DType::Q4_KR:
       return "q4_kr";
+    case DType::Q6_KR:
+      return "q6_kr";
     case DType::I32:
       return "i32";
     case DType::I8:
@@ -114,6 +116,7 @@ int64_t block_bytes(DType t) {
     case DType::Q4_KR:
       return sizeof(BlockQ4_K);
     case DType::Q6_K:
+    case DType::Q6_KR:
       return sizeof(BlockQ6_K);
   }
   return 0;
@@ -201,6 +204,17 @@ void dequantize_q4_k(const Block* b, float* dst, int64_t n) {
   }
 }
 
+// n elements of Q6_K or Q6_KR super-blocks (the same values, read through q6k_value): d * (scale * value).
+template <class Block>
+void dequantize_q6_k(const Block* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n / kQKBlock; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    for (int e = 0; e < kQKBlock; ++e) {
+      dst[i * kQKBlock + e] = d * static_cast<float>(b[i].scales[e / 16] * q6k_value(b[i], e));
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
@@ -241,30 +255,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
     case DType::Q4_KR:
       return dequantize_q4_k(static_cast<const BlockQ4_KR*>(src), dst, n);
-    case DType::Q6_K: {
-      const auto* b = static_cast<const BlockQ6_K*>(src);
-      for (int64_t i = 0; i < n / kQKBlock; ++i) {
-        const float d = f16_to_f32(b[i].d);
-        float* y = dst + i * kQKBlock;
-        for (int h = 0; h < 2; ++h) {  // two halves of 128 elements
-          const uint8_t* ql = b[i].ql + 64 * h;
-          const uint8_t* qh = b[i].qh + 32 * h;
-          const int8_t* sc = b[i].scales + 8 * h;
-          for (int l = 0; l < 32; ++l) {
-            const int is = l / 16;
-            const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[128 * h + l] = d * static_cast<float>(sc[is] * q1);
-            y[128 * h + l + 32] = d * static_cast<float>(sc[is + 2] * q2);
-            y[128 * h + l + 64] = d * static_cast<float>(sc[is + 4] * q3);
-            y[128 * h + l + 96] = d * static_cast<float>(sc[is + 6] * q4);
-          }
-        }
-      }
-      return;
-    }
+    case DType::Q6_K:
+      return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n);
+    case DType::Q6_KR:
+      return dequantize_q6_k(static_cast<const BlockQ6_KR*>(src), dst, n);
     case DType::I32:
     case DType::I8:
     case DType::I4:
@@ -305,6 +299,21 @@ void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst) {
         const int lo = q4k_code(blocks[s], kQBlock * i + m), hi = q4k_code(blocks[s], kQBlock * i + m + 16);
         o.qs[m / 4 * 32 + 4 * i + m % 4] = static_cast<uint8_t>(lo | hi << 4);
       }
+    }
+  }
+}
+
+void repack_q6_kr(const BlockQ6_K* blocks, int64_t n, BlockQ6_KR* dst) {
+  for (int64_t s = 0; s < n; ++s) {
+    BlockQ6_KR& o = dst[s];
+    std::memset(&o, 0, sizeof o);
+    std::memcpy(o.scales, blocks[s].scales, sizeof o.scales);
+    o.d = blocks[s].d;
+    for (int e = 0; e < kQKBlock; ++e) {
+      const int q = q6k_value(blocks[s], e) + 32;
+      const int h = e / 128, i = e % 128 / 16, k = e % 16 / 4, m = e % 4;
+      o.ql[64 * h + 32 * (k % 2) + 4 * i + m] |= static_cast<uint8_t>((q & 0x0f) << (k < 2 ? 0 : 4));
+      o.qh[32 * h + 4 * i + m] |= static_cast<uint8_t>((q >> 4) << (2 * k));
     }
   }
 }
@@ -374,6 +383,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q4_K:
     case DType::Q6_K:
     case DType::Q4_KR:
+    case DType::Q6_KR:
       break;
   }
   fail("cannot convert f32 to {} row by row (use tensor/quantize.h; K-quants are read, not written)", dtype_name(t));

@@ -19,8 +19,9 @@ namespace ascent {
 // scale is one lane of a vector. Rows are padded to whole groups (scale 0, codes 8).
 // Q4_KR is Q4_K repacked for the AVX-512 kernel (never in a file), the same 144 bytes per super-block (BlockQ4_KR):
 // d, dmin and the packed scales as Q4_K has them, then the codes regrouped so that one vpdpbusd lane sums columns
-// of one 32-column sub-block, as Q4_0R does for Q4_0's blocks.
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R, Q4_KR };
+// of one 32-column sub-block, as Q4_0R does for Q4_0's blocks. Q6_KR is Q6_K repacked likewise (BlockQ6_KR): one
+// lane per 16-column sub-block.
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R, Q4_KR, Q6_KR };
 
 // I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
 // kernels never need a tail.
@@ -71,8 +72,19 @@ struct BlockQ6_K {
   uint16_t d;                    // f16 super-block scale
 };
 static_assert(sizeof(BlockQ6_K) == 210);
+// Q6_KR's super-block: scales and d as Q6_K's; the codes of sub-blocks 0-7 (columns 0-127) and 8-15 as two halves
+// R, each 64 bytes of ql and 32 of qh whose 4-byte lane i belongs to sub-block 8R + i. Code c (0-15) of a sub-block,
+// with step k = c / 4 and byte m = c % 4 of its lane: low 4 bits in ql[64R + 32 (k % 2) + 4i + m] (the low nibble
+// for k < 2, the high one for k >= 2), top 2 bits in bits 2k, 2k + 1 of qh[32R + 4i + m].
+struct BlockQ6_KR {
+  uint8_t ql[kQKBlock / 2];
+  uint8_t qh[kQKBlock / 4];
+  int8_t scales[kQKBlock / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_KR) == 210);
 inline bool is_kquant(DType t) {
-  return t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_KR;
+  return t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_KR || t == DType::Q6_KR;
 }
 // Sub-block j's 6-bit scale and minimum in Q4_K's packing: j < 4 in the low 6 bits of s[j] and s[j + 4]; j >= 4
 // split between the nibbles of s[j + 4] and the top 2 bits of s[j - 4] and s[j].
@@ -101,6 +113,20 @@ inline int q4k_code(const BlockQ4_KR& b, int e) {
   const int i = e / 32, m = e % 16;
   const uint8_t v = b.qs[m / 4 * 32 + 4 * i + m % 4];
   return e % 32 < 16 ? v & 0x0f : v >> 4;
+}
+// Signed 6-bit value e (0..255) of a Q6_K and of a Q6_KR super-block. Q6_K: per half of 128, runs of 32 take the
+// low or high nibble of ql[l] or ql[l + 32] and 2 bits of qh[l] above it, minus 32.
+inline int q6k_value(const BlockQ6_K& b, int e) {
+  const int h = e / 128, r = e % 128 / 32, l = e % 32;
+  const uint8_t low = b.ql[64 * h + (r % 2) * 32 + l];
+  const int nib = r < 2 ? low & 0x0f : low >> 4;
+  return (nib | (((b.qh[32 * h + l] >> (2 * r)) & 3) << 4)) - 32;
+}
+inline int q6k_value(const BlockQ6_KR& b, int e) {
+  const int h = e / 128, i = e % 128 / 16, k = e % 16 / 4, m = e % 4;
+  const uint8_t low = b.ql[64 * h + 32 * (k % 2) + 4 * i + m];
+  const int nib = k < 2 ? low & 0x0f : low >> 4;
+  return (nib | (((b.qh[32 * h + 4 * i + m] >> (2 * k)) & 3) << 4)) - 32;
 }
 
 std::string_view dtype_name(DType t);
@@ -147,11 +173,21 @@ inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
 }
 // Repacks nb Q4_0 blocks (one row) into a Q4_0R row of padded_cols(Q4_0R, 32 nb) columns.
 void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst);
-// Repacks n Q4_K super-blocks into Q4_KR ones (the same size).
+// Repacks n Q4_K (Q6_K) super-blocks into Q4_KR (Q6_KR) ones, the same size.
 void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst);
-// The layout the AVX-512 kernel reads a file's type in (Q4_0 -> Q4_0R, Q4_K -> Q4_KR), or t itself.
+void repack_q6_kr(const BlockQ6_K* blocks, int64_t n, BlockQ6_KR* dst);
+// The layout the AVX-512 kernel reads a file's type in (Q4_0 -> Q4_0R, Q4_K -> Q4_KR, Q6_K -> Q6_KR), or t itself.
 inline DType repacked_type(DType t) {
-  return t == DType::Q4_0 ? DType::Q4_0R : t == DType::Q4_K ? DType::Q4_KR : t;
+  switch (t) {
+    case DType::Q4_0:
+      return DType::Q4_0R;
+    case DType::Q4_K:
+      return DType::Q4_KR;
+    case DType::Q6_K:
+      return DType::Q6_KR;
+    default:
+      return t;
+  }
 }
 
 // Converts n elements of type t at src into f32 at dst (n a whole number of blocks).

@@ -8,7 +8,7 @@
 //              i8 scaled per row, i4 per group.
 //   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
 //   q4_0r      q4_0 repacked in memory for the AVX-512 kernel (dtype.h): q4_0's arithmetic on the same codes.
-//   q4_kr      q4_k repacked likewise: q4_k's arithmetic on the same codes.
+//   q4_kr      q4_k repacked likewise: q4_k's arithmetic on the same codes (q6_kr: q6_k's).
 //   q4_k, q6_k the same per-block int8 activations (llama.cpp uses one scale per 256, Q8_K: ours is finer); integer
 //              dot per sub-block (32 elements for q4_k, minus dmin * min * the block's activation sum; 16 for
 //              q6_k), scaled by the super-block's f16 scale times the sub-block's integer scale.
@@ -72,6 +72,15 @@ struct GemmInput {
   std::vector<int8_t> q4r;       // (T, Kp)
   std::vector<int32_t> q4r_off;  // (T, Kp / 32)
   std::vector<float> q4r_dsa;    // (T, Kp / 32)
+  // Per-block kind prepared for a Q6_KR weight (q6r_ready; built only where the AVX-512 kernel runs), every T: q in
+  // the order of Q6_KR's codes (dtype.h), so vpdpbusd lane i of half h multiplies columns of sub-block 8h + i: per
+  // super-block, for each step k (0-3), 32 bytes for half 0 (lane i: columns 16i + 4k .. 16i + 4k + 3), then 32 for
+  // half 1 (columns 128 + ...). Per 16-column sub-block, minus 32 x the sum of its activations (the codes' offset)
+  // and its 32-column block's scale.
+  bool q6r_ready = false;
+  std::vector<int8_t> q6r;       // (T, K)
+  std::vector<int32_t> q6r_off;  // (T, K / 16)
+  std::vector<float> q6r_d;      // (T, K / 16)
   std::vector<uint16_t> xb;      // (T, Kp) bf16, zero past K
   std::vector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
 };

@@ -1383,6 +1383,133 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   }
 };
 
+// Q6_KR (dtype.h): Q6_K's codes regrouped so that each vpdpbusd lane sums columns of one 16-column sub-block: a
+// super-block's 16 integer sub-block sums build up in the 16 lanes of two 256-bit registers (decode) or one 512-bit
+// one (prefill), and the float work runs once per super-block where Q6KKern's runs once per 32 columns. Per lane s
+// (sub-block s) of each super-block:
+//   y_s += float((sum(a * code) - 32 * sum(a)) * scale_s) * (d * da_s)
+// The integer sum times the 8-bit scale is exact in int32 and in f32 (|.| < 2^23). Decode's two registers are the
+// 512-bit accumulator's halves, reduced once by hsum: the same bits for every tile and token count.
+struct Q6KRKern {
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
+
+  // The 6-bit codes of steps 0-3 of half h (the 8 sub-blocks 8h..8h+7): low 4 bits from ql's nibbles, top 2 from
+  // qh's bit pairs (dtype.h), each a byte of 0..63.
+  static void codes(const BlockQ6_KR& b, int h, __m256i out[4]) {
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    // (A & 0x0f) | (B & 0x30): A the nibble's byte, B the bit pair moved to bits 4-5 (shifts cross bytes; the
+    // masks drop what crossed).
+    auto join = [&](__m256i nib, __m256i pair) {
+      return _mm256_ternarylogic_epi32(_mm256_and_si256(nib, low4), pair, bits45, 0xf8);
+    };
+    out[0] = join(ql0, _mm256_slli_epi16(qh, 4));
+    out[1] = join(ql1, _mm256_slli_epi16(qh, 2));
+    out[2] = join(_mm256_srli_epi16(ql0, 4), qh);
+    out[3] = join(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2));
+  }
+
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t nsb = in.K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      const auto* blk = reinterpret_cast<const BlockQ6_KR*>(row);
+      const int8_t* a = in.q6r.data();
+      const int32_t* off = in.q6r_off.data();
+      const float* lane_d = in.q6r_d.data();
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // sub-blocks 0-7 and 8-15 of each super-block
+      for (int64_t sb = 0; sb < nsb; ++sb, a += kQKBlock, off += 16, lane_d += 16) {
+        const BlockQ6_KR& b = blk[sb];
+        prefetch_block<1, PrefetchTo::L2>(&b, sizeof(BlockQ6_KR), ahead);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          codes(b, h, q);
+          __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h));
+          for (int k = 0; k < 4; ++k) {
+            is = _mm256_dpbusd_epi32(is, q[k],
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 * k + 32 * h)));
+          }
+          const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * h)));
+          y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)),
+                                 _mm256_mul_ps(d, _mm256_loadu_ps(lane_d + 8 * h)), y[h]);
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum(y[0], y[1]);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  // Prefill: each 4-row tile's codes (one byte each, per super-block and step the two halves side by side), scales
+  // and d, formed once into L1 for every token tile.
+  struct RowCache {
+    std::vector<uint8_t> codes;  // (R, K / 256, 4 steps, 64)
+    std::vector<int32_t> sc;     // (R, K / 256, 16)
+    std::vector<float> d;        // (R, K / 256, 16): d in every lane
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock;
+    c.codes.resize(static_cast<size_t>(4 * nsb * kQKBlock));
+    c.sc.resize(static_cast<size_t>(4 * nsb * 16));
+    c.d.resize(static_cast<size_t>(4 * nsb * 16));
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_KR*>(w.row_ptr(n) + r * stride);
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const int64_t i = r * nsb + sb;
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          codes(blk[sb], h, q);
+          for (int k = 0; k < 4; ++k) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.codes.data() + i * kQKBlock + 64 * k + 32 * h), q[k]);
+          }
+        }
+        _mm512_storeu_si512(c.sc.data() + i * 16,
+                            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[sb].scales))));
+        _mm512_storeu_ps(c.d.data() + i * 16, _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(blk[sb].d))));
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    (void)w;
+    (void)n;
+    const int64_t K = in.K, nsb = K / kQKBlock;
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      for (int r = 0; r < R; ++r) {
+        const int64_t i = r * nsb + sb;
+        __m512i q[4];
+        for (int k = 0; k < 4; ++k) q[k] = _mm512_loadu_si512(c.codes.data() + i * kQKBlock + 64 * k);
+        const __m512i sc = _mm512_loadu_si512(c.sc.data() + i * 16);
+        const __m512 d = _mm512_loadu_ps(c.d.data() + i * 16);
+        for (int j = 0; j < TT; ++j) {
+          const int8_t* a = in.q6r.data() + (t + j) * K + sb * kQKBlock;
+          __m512i is = _mm512_loadu_si512(in.q6r_off.data() + (t + j) * (K / 16) + 16 * sb);
+          for (int k = 0; k < 4; ++k) is = _mm512_dpbusd_epi32(is, q[k], _mm512_loadu_si512(a + 64 * k));
+          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(is, sc)),
+                                      _mm512_mul_ps(d, _mm512_loadu_ps(in.q6r_d.data() + (t + j) * (K / 16) + 16 * sb)),
+                                      acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
+  }
+};
+
 }  // namespace
 
 void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
@@ -1390,6 +1517,7 @@ void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t 
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_KR) return drive_tiles<Q4KRKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q6_KR) return drive_tiles<Q6KRKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,
                                                                                                              n1, out);
 }

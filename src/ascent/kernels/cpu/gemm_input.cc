@@ -78,6 +78,22 @@ void q4r_layout(const int8_t* q, const float* d, int64_t Kp, int8_t* out, int32_
   }
 }
 
+// One token's Q6_KR layout (gemm.h: q6r, q6r_off, q6r_d) from its per-block quantized row q and block scales d
+// (K columns, a multiple of 256).
+void q6r_layout(const int8_t* q, const float* d, int64_t K, int8_t* out, int32_t* off, float* lane_d) {
+  for (int64_t s = 0; s < K / 16; ++s) {  // sub-block s: super-block s / 16, half s % 16 / 8, lane s % 8
+    const int8_t* a = q + 16 * s;
+    int32_t sum = 0;
+    for (int64_t c = 0; c < 16; ++c) sum += a[c];
+    off[s] = -32 * sum;
+    lane_d[s] = d[s / 2];
+    for (int64_t k = 0; k < 4; ++k) {
+      int8_t* dst = out + s / 16 * kQKBlock + 64 * k + 32 * (s % 16 / 8) + 4 * (s % 8);
+      std::copy(a + 4 * k, a + 4 * k + 4, dst);
+    }
+  }
+}
+
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
 }
@@ -97,6 +113,7 @@ ActKind act_kind(DType weight) {
     case DType::Q4_K:
     case DType::Q4_KR:
     case DType::Q6_K:
+    case DType::Q6_KR:
       return ActKind::Int8PerBlock;
     default:
       return ActKind::F32;
@@ -107,7 +124,8 @@ bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
          (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
-         ((w.dtype != DType::Q4_0R && w.dtype != DType::Q4_KR) || in.q4r_ready);
+         ((w.dtype != DType::Q4_0R && w.dtype != DType::Q4_KR) || in.q4r_ready) &&
+         (w.dtype != DType::Q6_KR || in.q6r_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -122,6 +140,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.q4_ready = false;
   in.q4r_ready = false;
   in.kq_ready = false;
+  in.q6r_ready = false;
   const auto TKp = static_cast<size_t>(T * in.Kp);
   // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
   auto per_token = [T](const auto& fn) {
@@ -164,7 +183,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       const int64_t B = in.Kp / kQBlock;
       in.d.resize(static_cast<size_t>(T * B));
       // K-quant weights also get kq_dax and kq_pairs (Q6_K too, so that a Q4_K_M model's Q6_K and Q4_K matrices can
-      // share one input), Q4_0 weights the q4_* layout, Q4_0R and Q4_KR the q4r* (gemm.h).
+      // share one input), Q4_0 weights the q4_* layout, Q4_0R and Q4_KR the q4r*, Q6_KR the q6r* (gemm.h).
       const bool super_blocks = (w.dtype == DType::Q4_K || w.dtype == DType::Q6_K) && K % kQKBlock == 0;
       in.kq_ready = super_blocks;
       if (super_blocks) {
@@ -174,8 +193,10 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       // Only the AVX-512 kernels read those layouts; the flags say the input was prepared for the format.
       in.q4_ready = w.dtype == DType::Q4_0;
       in.q4r_ready = w.dtype == DType::Q4_0R || w.dtype == DType::Q4_KR;
+      in.q6r_ready = w.dtype == DType::Q6_KR;
       const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
       const bool q4r = in.q4r_ready && avx512_kernel_runs(w.dtype);
+      const bool q6r = in.q6r_ready && avx512_kernel_runs(w.dtype);
       const int64_t Kq = (K + 127) / 128 * 128;
       if (q4) {
         in.q4_quads.resize(static_cast<size_t>(T * Kq));
@@ -186,6 +207,11 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         in.q4r.resize(TKp);
         in.q4r_off.resize(static_cast<size_t>(T * B));
         in.q4r_dsa.resize(static_cast<size_t>(T * B));
+      }
+      if (q6r) {
+        in.q6r.resize(static_cast<size_t>(T * K));
+        in.q6r_off.resize(static_cast<size_t>(T * K / 16));
+        in.q6r_d.resize(static_cast<size_t>(T * K / 16));
       }
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
@@ -211,6 +237,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         }
         if (q4r)
           q4r_layout(row, d, in.Kp, in.q4r.data() + t * in.Kp, in.q4r_off.data() + t * B, in.q4r_dsa.data() + t * B);
+        if (q6r)
+          q6r_layout(row, d, K, in.q6r.data() + t * K, in.q6r_off.data() + t * K / 16, in.q6r_d.data() + t * K / 16);
         if (q4)
           q4_layout(row, d, K, in.q4_quads.data() + t * Kq, in.q4_off.data() + t * Kq / 8, in.q4_d.data() + t * Kq / 8);
       });

@@ -1,6 +1,6 @@
 // Reference matmul engine: one output at a time in plain C++, defining each format's arithmetic (gemm.h) for the
 // faster variants and the kernel tests. Integer formats sum exactly in int32 per row (i8) or per group/block
-// (i4, q8_0, q4_0, q4_0r, q4_k, q4_kr, q6_k) and scale in f32 in ascending group order.
+// (i4, q8_0, q4_0, q4_0r, q4_k, q4_kr, q6_k, q6_kr) and scale in f32 in ascending group order.
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -15,15 +15,6 @@ namespace {
 inline int i4_at(const uint8_t* row, int64_t k) {
   const uint8_t b = row[k / 64 * 32 + k % 32];
   return (k % 64 < 32 ? b & 0x0f : b >> 4) - 8;
-}
-
-// Signed 6-bit value e of a Q6_K super-block: per half of 128, runs of 32 take the low or high nibble of ql[l] or
-// ql[l + 32] and 2 bits of qh[l] above it, minus 32.
-inline int q6k_value(const BlockQ6_K& b, int e) {
-  const int h = e / 128, r = e % 128 / 32, l = e % 32;
-  const uint8_t low = b.ql[64 * h + (r % 2) * 32 + l];
-  const int nib = r < 2 ? low & 0x0f : low >> 4;
-  return (nib | (((b.qh[32 * h + l] >> (2 * r)) & 3) << 4)) - 32;
 }
 
 // Q4_0's integer dot per block against nb blocks of activations a with scales da, the codes read through scale(b)
@@ -61,6 +52,26 @@ float dot_q4_k(const Block* blk, const int8_t* a, const float* da, int64_t K) {
       }
       acc += (static_cast<float>(sq) * (d * static_cast<float>(sc)) -
               static_cast<float>(sa) * (dmin * static_cast<float>(m))) *
+             da[sb * (kQKBlock / kQBlock) + j];
+    }
+  }
+  return acc;
+}
+
+// Q6_K's dot against K activations a with block scales da, per 32-element activation block j: two 16-element
+// sub-blocks, each d * scale * sum(a * value), times da: shared by Q6_K and Q6_KR (values read through q6k_value).
+template <class Block>
+float dot_q6_k(const Block* blk, const int8_t* a, const float* da, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < K / kQKBlock; ++sb) {
+    const float d = f16_to_f32(blk[sb].d);
+    for (int j = 0; j < kQKBlock / kQBlock; ++j) {
+      int32_t s[2] = {0, 0};
+      for (int i = 0; i < kQBlock; ++i) {
+        s[i / 16] += a[sb * kQKBlock + j * kQBlock + i] * q6k_value(blk[sb], j * kQBlock + i);
+      }
+      acc += (static_cast<float>(s[0]) * (d * static_cast<float>(blk[sb].scales[2 * j])) +
+              static_cast<float>(s[1]) * (d * static_cast<float>(blk[sb].scales[2 * j + 1]))) *
              da[sb * (kQKBlock / kQBlock) + j];
     }
   }
@@ -111,26 +122,10 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
       return dot_q4_k(reinterpret_cast<const BlockQ4_K*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
     case DType::Q4_KR:
       return dot_q4_k(reinterpret_cast<const BlockQ4_KR*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
-    case DType::Q6_K: {
-      // Per 32-element activation block j: two 16-element sub-blocks, each d * scale * sum(a * value).
-      const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
-      const int64_t B = in.Kp / kQBlock;
-      float acc = 0.0f;
-      for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-        const float d = f16_to_f32(blk[sb].d);
-        for (int j = 0; j < kQKBlock / kQBlock; ++j) {
-          int32_t s[2] = {0, 0};
-          for (int i = 0; i < kQBlock; ++i) {
-            s[i / 16] += a[sb * kQKBlock + j * kQBlock + i] * q6k_value(blk[sb], j * kQBlock + i);
-          }
-          const float da = in.d[static_cast<size_t>(t * B + sb * (kQKBlock / kQBlock) + j)];
-          acc += (static_cast<float>(s[0]) * (d * static_cast<float>(blk[sb].scales[2 * j])) +
-                  static_cast<float>(s[1]) * (d * static_cast<float>(blk[sb].scales[2 * j + 1]))) *
-                 da;
-        }
-      }
-      return acc;
-    }
+    case DType::Q6_K:
+      return dot_q6_k(reinterpret_cast<const BlockQ6_K*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
+    case DType::Q6_KR:
+      return dot_q6_k(reinterpret_cast<const BlockQ6_KR*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
     default:
       fail("matmul: no integer kernel for {} weights", dtype_name(w.dtype));
   }
