@@ -1,8 +1,9 @@
 """`ascent bench` reports prefill and decode throughput like llama-bench: with --jsonl one object per test with
-the median, range and share of the roofline; -d runs each test after that many tokens in the KV cache; bad flags
-are refused with one line."""
+the median, range and share of the roofline (decode runs, unless --roofline-gbps is given, each against a read
+measured around it); -d runs each test after that many tokens in the KV cache; bad flags are refused with one line."""
 import json
 import os
+import re
 
 from common import SHARED, check, finish, run
 
@@ -52,6 +53,21 @@ def main():
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1] + ROOF)
     check(r.returncode == 0 and "| pp8 |" in r.stdout and "| tg2 |" in r.stdout and "roofline" in r.stdout,
           "table output names the tests and the roofline")
+    # Without --roofline-gbps each decode run is judged against a read measured around it: the table says over
+    # which range, and the decode share lies between the slowest run on the fastest read and the fastest on the
+    # slowest (matrix bytes as printed, plus the KV rows; printed figures are rounded, hence the 5%).
+    r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-r", 3] + ROOF[2:])
+    m_bw = re.search(r"decode runs: each against the read bandwidth measured around it, ([\d.]+)-([\d.]+) GB/s", r.stdout)
+    m_mb = re.search(r"([\d.]+) MiB of matrices", r.stdout)
+    m_tg = re.search(r"\| tg8 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)% \|", r.stdout)
+    ok = r.returncode == 0 and m_bw and m_mb and m_tg
+    if ok:
+        lo_bw, hi_bw = float(m_bw[1]), float(m_bw[2])
+        tps_min, tps_max, share = float(m_tg[2]), float(m_tg[3]), float(m_tg[4])
+        nbytes = float(m_mb[1]) * 2**20 + 4.5 * kv_row
+        lo, hi = 100 * nbytes * tps_min / (hi_bw * 1e9), 100 * nbytes * tps_max / (lo_bw * 1e9)
+        ok = 0 < lo_bw <= hi_bw and 0.95 * lo <= share <= 1.05 * hi
+    check(ok, f"decode runs judged against the read measured around each: {r.stdout.strip()} {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-r", 0])
     check(r.returncode == 1 and "-r" in r.stderr and r.stderr.count("\n") == 1, f"-r 0 refused: {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1, "--roofline-int8-gops", -5] + ROOF[:4])

@@ -45,6 +45,8 @@ struct RooflineFlags {
   // Measures again and keeps the higher of each measured figure: a peak is only ever underestimated by a busy
   // neighbour, so two measurements seconds apart (before and after a benchmark) are a steadier estimate.
   void remeasure();
+  // Whether the read bandwidth came from --roofline-gbps (else it is measured).
+  bool gbps_given() const { return given_gbps_; }
 
  private:
   bool given_gbps_ = false, given_gflops_ = false, given_int8_ = false, given_bf16_ = false;

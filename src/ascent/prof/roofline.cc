@@ -42,11 +42,11 @@ uint64_t sum_scalar(const uint8_t* p, int64_t n) {
   return a + b + c + d;
 }
 
-double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads) {
+double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes = 5) {
   const bool avx2 = cpu_features().avx2;
   std::atomic<uint64_t> sink{0};
   double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = Clock::now();
     std::vector<std::thread> ts;
     const int64_t chunk = bytes / threads / 128 * 128;
@@ -157,16 +157,34 @@ double fma_gflops(int threads, std::string& isa) {
   return f.avx512f ? peak_rate(threads, fma_avx512, flops) : peak_rate(threads, fma_avx2, flops);
 }
 
+// Huge pages, as the weights get with --no-mmap: on 4 KiB pages the same loop reads ~15% slower here, and a
+// decode on huge pages would then read "faster than the roofline". Every page touched, so none is the zero page.
+AlignedPtr read_buffer(int64_t bytes) {
+  AlignedPtr buf = huge_alloc_bytes(static_cast<size_t>(bytes));
+  for (int64_t i = 0; i < bytes; i += 64) buf[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+  return buf;
+}
+
 }  // namespace
+
+ReadProbe::ReadProbe(int threads, int64_t buffer_bytes)
+    : bytes_(buffer_bytes / 4096 * 4096), threads_(std::max(1, threads)) {
+  buf_ = read_buffer(bytes_).release();
+}
+
+ReadProbe::~ReadProbe() {
+  AlignedDeleter{}(buf_);
+}
+
+double ReadProbe::gbps() {
+  return read_bandwidth(buf_, bytes_, threads_, /*passes=*/3);
+}
 
 Roofline measure_roofline(int threads, int64_t buffer_bytes) {
   Roofline r;
   r.threads = std::max(1, threads);
   const int64_t bytes = buffer_bytes / 4096 * 4096;
-  // Huge pages, as the weights get with --no-mmap: on 4 KiB pages the same loop reads ~15% slower here, and a
-  // decode on huge pages would then read "faster than the roofline".
-  AlignedPtr buf = huge_alloc_bytes(static_cast<size_t>(bytes));
-  for (int64_t i = 0; i < bytes; i += 64) buf[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+  AlignedPtr buf = read_buffer(bytes);
   r.read_gbps_1t = read_bandwidth(buf.get(), bytes, 1);
   r.read_gbps_all = read_bandwidth(buf.get(), bytes, r.threads);
   r.fp32_gflops_1t = fma_gflops(1, r.fma_isa);

@@ -20,4 +20,20 @@ struct Roofline {
 // buffer_bytes: size of the buffer streamed for bandwidth (large enough to defeat the caches).
 Roofline measure_roofline(int threads, int64_t buffer_bytes = int64_t{512} << 20);
 
+// measure_roofline's read-bandwidth loop alone on a buffer kept for repeated short measurements (~50 ms each), for a
+// benchmark that compares each of its runs with the memory rate of the same moment (bench's decode runs).
+class ReadProbe {
+ public:
+  explicit ReadProbe(int threads, int64_t buffer_bytes = int64_t{256} << 20);
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+  ~ReadProbe();
+  double gbps();  // all threads, best of 3 passes
+
+ private:
+  uint8_t* buf_ = nullptr;
+  int64_t bytes_ = 0;
+  int threads_ = 1;
+};
+
 }  // namespace ascent::prof
