@@ -251,33 +251,24 @@ def main():
                                         for t in (0, 4, 8))
         check(same, f"q4_kr     {isa:6s} rows alone bitwise equal to the same rows in a batch of 9 (K = 1280: 5 "
                     f"super-blocks)")
-    # The Q4_K repack is lossless: q4_kr's reference kernel gives bitwise q4_k's.
-    a, b = run([x, w], "ref", wtype="q4_k"), run([x, w], "ref", wtype="q4_kr")
-    out = os.path.join(DIR, "out.npy")
-    ids = np.array([10, 0, 3], np.int32)
-    rows = []
-    for wt in ("q4_k", "q4_kr"):
-        r = subprocess.run([OP_RUNNER, "embedding", out, save(w), save(ids), f"wtype={wt}", "k=1280"],
-                           capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
-        rows.append(np.load(out) if r.returncode == 0 else None)
-    want = dequant_q4_k(w.view(np.uint8).reshape(-1, 144), np.float64).reshape(11, 1280)[ids]
-    check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
-          np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
-          "q4_kr: reference matmul and dequantized rows bitwise q4_k's, the rows the NumPy decoding's")
-    # The same for the Q6_K repack.
+    # The K-quant repacks are lossless: q4_kr's and q6_kr's reference matmuls and dequantized rows are bitwise
+    # q4_k's and q6_k's, and the rows are the NumPy decoding's.
     w6 = g.integers(0, 256, (11 * 5, 210), dtype=np.uint8)
     w6[:, 208:210] = np.frombuffer(np.float16(3e-4).tobytes(), np.uint8)  # d as q6_k_blocks
     w6 = w6.view("<u2").reshape(11, -1)
-    a, b = run([x, w6], "ref", wtype="q6_k"), run([x, w6], "ref", wtype="q6_kr")
-    rows = []
-    for wt in ("q6_k", "q6_kr"):
-        r = subprocess.run([OP_RUNNER, "embedding", out, save(w6), save(ids), f"wtype={wt}", "k=1280"],
-                           capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
-        rows.append(np.load(out) if r.returncode == 0 else None)
-    want = dequant_q6_k(w6.view(np.uint8).reshape(-1, 210), np.float64).reshape(11, 1280)[ids]
-    check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
-          np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
-          "q6_kr: reference matmul and dequantized rows bitwise q6_k's, the rows the NumPy decoding's")
+    out = os.path.join(DIR, "out.npy")
+    ids = np.array([10, 0, 3], np.int32)
+    for name, blocks, size, dequant in (("q4_k", w, 144, dequant_q4_k), ("q6_k", w6, 210, dequant_q6_k)):
+        a, b = run([x, blocks], "ref", wtype=name), run([x, blocks], "ref", wtype=name + "r")
+        rows = []
+        for wt in (name, name + "r"):
+            r = subprocess.run([OP_RUNNER, "embedding", out, save(blocks), save(ids), f"wtype={wt}", "k=1280"],
+                               capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+            rows.append(np.load(out) if r.returncode == 0 else None)
+        want = dequant(blocks.view(np.uint8).reshape(-1, size), np.float64).reshape(11, 1280)[ids]
+        check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
+              np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
+              f"{name}r: reference matmul and dequantized rows bitwise {name}'s, the rows the NumPy decoding's")
     # The repack is lossless: q4_0r's reference kernel and dequantized rows are bitwise q4_0's (K = 896 and 4128:
     # rows that end inside a 512-column group).
     for K in (896, 4128):

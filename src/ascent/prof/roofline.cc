@@ -105,7 +105,8 @@ __attribute__((target("avx512f,avx512vnni"))) float vnni_loop() {
   for (int i = 1; i < 24; ++i) s = _mm512_add_epi32(s, acc[i]);
   alignas(64) int32_t lanes[16];
   _mm512_store_si512(lanes, s);
-  return static_cast<float>(lanes[0] + lanes[15]);
+  // The lanes wrap around in the instruction (defined); their sum in int64, where it cannot overflow.
+  return static_cast<float>(int64_t{lanes[0]} + lanes[15]);
 }
 
 __attribute__((target("avx512f,avx512bf16"))) float bf16_loop() {

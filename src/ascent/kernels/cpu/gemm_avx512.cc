@@ -757,6 +757,41 @@ struct Q40Kern {
 // scale, multiply-add) runs once per 16 blocks: two 256-bit halves (blocks 0-7, 8-15) in decode, one 512-bit
 // register in prefill, the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s
 // against 25 for Q40Kern on the file's layout, whose per-block scale work bound it.
+// The prefill tile of the kernels whose RowCache holds codes unpacked in GemmInput::q4r's order (Q40RKern,
+// Q4KRKern): per 512-column group g and row r, the 8 code registers at codes(r, g) (per chunk q, the low nibbles at
+// 128 q, the high ones at 128 q + 64) against tokens t..t+TT-1, each lane's integer sum starting at init(j, g), then
+// acc = scale(acc, sums, r, j, g), the format's float step.
+template <int R, int TT, class Codes, class Init, class Scale>
+void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Scale scale, float out[4][4]) {
+  const int64_t Kp = in.Kp, G = Kp / kQ4RGroup;
+  __m512 acc[R][TT];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* cp = codes(r, g);
+      __m512i lo[4], hi[4];
+      for (int q = 0; q < 4; ++q) {
+        lo[q] = _mm512_loadu_si512(cp + 128 * q);
+        hi[q] = _mm512_loadu_si512(cp + 128 * q + 64);
+      }
+      for (int j = 0; j < TT; ++j) {
+        const int8_t* a = in.q4r.data() + (t + j) * Kp + g * kQ4RGroup;
+        __m512i is = init(j, g);
+        for (int q = 0; q < 4; ++q) {
+          is = _mm512_dpbusd_epi32(is, lo[q], _mm512_loadu_si512(a + 128 * q));
+          is = _mm512_dpbusd_epi32(is, hi[q], _mm512_loadu_si512(a + 128 * q + 64));
+        }
+        acc[r][j] = scale(acc[r][j], is, r, j, g);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+  }
+}
+
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
@@ -832,35 +867,16 @@ struct Q40RKern {
                           float out[4][4]) {
     (void)w;
     (void)n;
-    const int64_t Kp = in.Kp, G = Kp / kQ4RGroup, B = Kp / kQBlock;
-    __m512 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
-    }
-    for (int64_t g = 0; g < G; ++g) {
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* codes = c.codes.data() + (r * G + g) * kQ4RGroup;
-        __m512i lo[4], hi[4];
-        for (int q = 0; q < 4; ++q) {
-          lo[q] = _mm512_loadu_si512(codes + 128 * q);
-          hi[q] = _mm512_loadu_si512(codes + 128 * q + 64);
-        }
-        const __m512 dw = _mm512_loadu_ps(c.dw.data() + (r * G + g) * 16);
-        for (int j = 0; j < TT; ++j) {
-          const int8_t* a = in.q4r.data() + (t + j) * Kp + g * kQ4RGroup;
-          __m512i is = _mm512_loadu_si512(in.q4r_off.data() + (t + j) * B + 16 * g);
-          for (int q = 0; q < 4; ++q) {
-            is = _mm512_dpbusd_epi32(is, lo[q], _mm512_loadu_si512(a + 128 * q));
-            is = _mm512_dpbusd_epi32(is, hi[q], _mm512_loadu_si512(a + 128 * q + 64));
-          }
-          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(in.d.data() + (t + j) * B + 16 * g));
-          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r][j]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
-    }
+    const int64_t G = in.Kp / kQ4RGroup, B = in.Kp / kQBlock;
+    q4r_cached_tile<R, TT>(
+        in, t, [&](int r, int64_t g) { return c.codes.data() + (r * G + g) * kQ4RGroup; },
+        [&](int j, int64_t g) { return _mm512_loadu_si512(in.q4r_off.data() + (t + j) * B + 16 * g); },
+        [&](__m512 acc, __m512i is, int r, int j, int64_t g) {
+          const __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(c.dw.data() + (r * G + g) * 16),
+                                          _mm512_loadu_ps(in.d.data() + (t + j) * B + 16 * g));
+          return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc);
+        },
+        out);
   }
 };
 
@@ -1202,39 +1218,18 @@ struct Q4KRKern {
                           float out[4][4]) {
     (void)w;
     (void)n;
-    const int64_t Kp = in.Kp, NP = Kp / kQ4RGroup, B = Kp / kQBlock;
-    __m512 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
-    }
-    for (int64_t g = 0; g < NP; ++g) {
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* codes = c.codes.data() + (r * NP + g) * kQ4RGroup;
-        __m512i lo[4], hi[4];
-        for (int q = 0; q < 4; ++q) {
-          lo[q] = _mm512_loadu_si512(codes + 128 * q);
-          hi[q] = _mm512_loadu_si512(codes + 128 * q + 64);
-        }
-        const __m512i sc = _mm512_loadu_si512(c.sc.data() + (r * NP + g) * 16);
-        const __m512 d = _mm512_loadu_ps(c.f.data() + (r * NP + g) * 32);
-        const __m512 wm = _mm512_loadu_ps(c.f.data() + (r * NP + g) * 32 + 16);
-        for (int j = 0; j < TT; ++j) {
-          const int8_t* a = in.q4r.data() + (t + j) * Kp + g * kQ4RGroup;
-          __m512i is = _mm512_setzero_si512();
-          for (int q = 0; q < 4; ++q) {
-            is = _mm512_dpbusd_epi32(is, lo[q], _mm512_loadu_si512(a + 128 * q));
-            is = _mm512_dpbusd_epi32(is, hi[q], _mm512_loadu_si512(a + 128 * q + 64));
-          }
-          const int64_t b = (t + j) * B + 16 * g;
-          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(is, sc)),
-                                      _mm512_mul_ps(d, _mm512_loadu_ps(in.d.data() + b)), acc[r][j]);
-          acc[r][j] = _mm512_fnmadd_ps(wm, _mm512_loadu_ps(in.q4r_dsa.data() + b), acc[r][j]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
-    }
+    const int64_t NP = in.Kp / kQ4RGroup, B = in.Kp / kQBlock;
+    q4r_cached_tile<R, TT>(
+        in, t, [&](int r, int64_t g) { return c.codes.data() + (r * NP + g) * kQ4RGroup; },
+        [&](int, int64_t) { return _mm512_setzero_si512(); },
+        [&](__m512 acc, __m512i is, int r, int j, int64_t g) {
+          const int64_t i = r * NP + g, b = (t + j) * B + 16 * g;
+          const __m512 d = _mm512_loadu_ps(c.f.data() + i * 32), wm = _mm512_loadu_ps(c.f.data() + i * 32 + 16);
+          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(is, _mm512_loadu_si512(c.sc.data() + i * 16))),
+                                _mm512_mul_ps(d, _mm512_loadu_ps(in.d.data() + b)), acc);
+          return _mm512_fnmadd_ps(wm, _mm512_loadu_ps(in.q4r_dsa.data() + b), acc);
+        },
+        out);
   }
 };
 
