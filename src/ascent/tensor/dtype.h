@@ -18,9 +18,9 @@ namespace ascent {
 // i holds bytes 4j..4j+3 of block i's qs (chunk j), so one vpdpbusd lane sums columns of one block and a block's
 // scale is one lane of a vector. Rows are padded to whole groups (scale 0, codes 8).
 // Q4_KR is Q4_K repacked for the AVX-512 kernel (never in a file), the same 144 bytes per super-block (BlockQ4_KR):
-// d, dmin and the packed scales as Q4_K has them, then the codes regrouped so that one vpdpbusd lane sums columns
-// of one 32-column sub-block, as Q4_0R does for Q4_0's blocks. Q6_KR is Q6_K repacked likewise (BlockQ6_KR): one
-// lane per 16-column sub-block.
+// d and dmin as Q4_K has them, the 6-bit scales and minimums re-laid for a vector unpacking, and the codes regrouped
+// so that one vpdpbusd lane sums columns of one 32-column sub-block, as Q4_0R does for Q4_0's blocks. Q6_KR is
+// Q6_K repacked likewise (BlockQ6_KR): one lane per 16-column sub-block.
 enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R, Q4_KR, Q6_KR };
 
 // I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
