@@ -7,8 +7,10 @@ round-to-nearest int4 loses. Exit status 1 if a bound fails.
   python3 bench/quality.py [--ascent build/release/ascent] [--shared ../shared] [--group 32] [--chunks 40]
 """
 import argparse
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,7 @@ def main():
     models = os.path.join(args.shared, "models")
     corpus = open(os.path.join(args.shared, "corpora", "tinyshakespeare.txt"), encoding="utf-8").read()
     tmp = tempfile.mkdtemp(prefix="ascent-quality-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     calib, evalf = os.path.join(tmp, "calib.txt"), os.path.join(tmp, "eval.txt")
     # Calibrate on the first 200 kB, evaluate on the last 300 kB: no overlap.
     open(calib, "w", encoding="utf-8").write(corpus[:200_000])

@@ -2,10 +2,12 @@
 writing safetensors and GGUF files independently of Ascent's own code, and a PyTorch reference of each supported
 architecture written from the Hugging Face model definitions (modeling_llama, modeling_mistral, modeling_qwen2,
 modeling_qwen3, modeling_gpt2)."""
+import atexit
 import json
 import math
 import os
 import struct
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,7 +48,10 @@ def run(args, timeout=600, env=None):
 
 
 def tmpdir():
-    return tempfile.mkdtemp(prefix="ascent-test-")
+    """A fresh directory for one test's files, removed when the test's process exits."""
+    path = tempfile.mkdtemp(prefix="ascent-test-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 # --- safetensors (written from the format description: u64 header length, JSON header, raw data) ---------------
