@@ -1,6 +1,6 @@
 // ascent info: what a model file holds — architecture, shapes, parameters, dtypes, sizes — and what loading it
-// cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q4_0 matrices are repacked where the
-// AVX-512 kernel runs, so they count as copies).
+// cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q4_0, Q4_K and Q6_K matrices are
+// repacked where the AVX-512 kernels run, so they count as copies).
 #include <cstdio>
 #include <map>
 

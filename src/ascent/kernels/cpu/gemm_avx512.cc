@@ -751,12 +751,6 @@ struct Q40Kern {
   }
 };
 
-// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
-// codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
-// over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes, and the float work (convert,
-// scale, multiply-add) runs once per 16 blocks: two 256-bit halves (blocks 0-7, 8-15) in decode, one 512-bit
-// register in prefill, the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s
-// against 25 for Q40Kern on the file's layout, whose per-block scale work bound it.
 // The prefill tile of the kernels whose RowCache holds codes unpacked in GemmInput::q4r's order (Q40RKern,
 // Q4KRKern): per 512-column group g and row r, the 8 code registers at codes(r, g) (per chunk q, the low nibbles at
 // 128 q, the high ones at 128 q + 64) against tokens t..t+TT-1, each lane's integer sum starting at init(j, g), then
@@ -792,6 +786,12 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
   }
 }
 
+// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
+// codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
+// over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes, and the float work (convert,
+// scale, multiply-add) runs once per 16 blocks: two 256-bit halves (blocks 0-7, 8-15) in decode, one 512-bit
+// register in prefill, the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s
+// against 25 for Q40Kern on the file's layout, whose per-block scale work bound it.
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
