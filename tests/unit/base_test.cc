@@ -79,6 +79,22 @@ TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
   for (size_t i = 0; i < caller_chunks.size(); ++i) EXPECT_EQ(caller_chunks[i], static_cast<int64_t>(i));
 }
 
+// The pool takes its mutex only to sleep or wake: gaps between loops longer than the spin window put the workers to
+// sleep, and a slow worker chunk puts the caller to sleep; every loop must still start and finish (a lost wake-up
+// hangs here).
+TEST(ThreadPool, WakesSleepingWorkersAndASleepingCaller) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 40; ++round) {
+    if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers give up spinning
+    std::vector<std::atomic<int>> hits(30);
+    pool.parallel_for(30, [&](int64_t b, int64_t e) {
+      if (round % 3 == 0 && b > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // caller waits
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+  }
+}
+
 TEST(ThreadPool, RethrowsAWorkersError) {
   ThreadPool pool(2);
   EXPECT_THROW(pool.parallel_for(100, [](int64_t b, int64_t) { ASCENT_CHECK(b == 0, "chunk {} failed", b); }), Error);

@@ -53,8 +53,15 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     for (int i = 0; i < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
     if (generation_.load(std::memory_order_acquire) == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+      // Announced before the predicate is checked under the mutex (both seq_cst, like the caller's generation
+      // bump and its read of sleepers_): either the caller sees a sleeper and notifies, or this thread sees the
+      // new generation.
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_seq_cst) != seen; });
+      }
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
@@ -69,8 +76,8 @@ void ThreadPool::worker_loop(int index) {
         if (!error_) error_ = std::current_exception();
       }
     }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's predicate check: no lost wake-up
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lock(mutex_);  // the caller is checking or waiting: no lost wake-up
       done_cv_.notify_one();
     }
   }
@@ -82,15 +89,18 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    error_ = nullptr;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+  // The mutex is taken only to sleep or wake a sleeper: a decode token runs ~150 of these loops, and when the caller
+  // and a worker both took it on every loop they collided often enough (~40 futex calls per token, each a trip
+  // through the kernel) to idle a core for several percent of decode.
+  fn_ = &fn;
+  n_ = n;
+  error_ = nullptr;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes fn_, n_ and pending_ to the workers
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }  // a sleeper is now waiting or will see the new generation
+    start_cv_.notify_all();
   }
-  start_cv_.notify_all();
   std::exception_ptr err;
   auto [b, e] = chunk(n, n_threads_, 0);
   try {
@@ -99,11 +109,14 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     err = std::current_exception();
   }
   for (int i = 0; i < kSpinRounds && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
-  if (!err) err = error_;
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    caller_waiting_.store(true, std::memory_order_seq_cst);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_seq_cst) == 0; });
+    caller_waiting_.store(false, std::memory_order_relaxed);
+  }
+  if (!err) err = error_;  // workers are done: their writes happened before their pending_ decrements
   fn_ = nullptr;
-  lock.unlock();
   if (err) std::rethrow_exception(err);
 }
 
@@ -161,14 +174,19 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
       // Own share, front to back.
       uint64_t cur = own.load(std::memory_order_acquire);
       while (share_begin(cur) < share_end(cur)) {
-        const int64_t b = share_begin(cur), e = std::min(share_end(cur), b + grain);
+        // Chunks shrink to half of what is left near a share's end, so the two threads reach the barrier within a
+        // row group of each other rather than a whole grain apart.
+        const int64_t left = share_end(cur) - share_begin(cur);
+        const int64_t b = share_begin(cur), e = b + std::min(grain, std::max<int64_t>(1, left / 2));
         if (!own.compare_exchange_weak(cur, pack_share(e, share_end(cur)), std::memory_order_acq_rel)) continue;
         fn(b, e);
         cur = own.load(std::memory_order_acquire);
       }
-      // Steal the back half of the largest share with more than a chunk left; done when there is none.
+      // Steal the back half of the largest share with two or more items left; done when there is none. (Stealing
+      // only from shares of more than a grain left the owner finishing up to a grain alone while this thread
+      // waited.)
       size_t victim = shares.size();
-      int64_t most = grain;
+      int64_t most = 1;
       for (size_t t = 0; t < shares.size(); ++t) {
         const uint64_t s = shares[t].range.load(std::memory_order_acquire);
         if (share_end(s) - share_begin(s) > most) {
@@ -179,7 +197,7 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
       if (victim == shares.size()) return;
       uint64_t s = shares[victim].range.load(std::memory_order_acquire);
       const int64_t b = share_begin(s), e = share_end(s);
-      if (e - b <= grain) continue;  // changed since the scan: look again
+      if (e - b <= 1) continue;  // changed since the scan: look again
       const int64_t mid = b + (e - b) / 2;
       if (!shares[victim].range.compare_exchange_strong(s, pack_share(b, mid), std::memory_order_acq_rel)) continue;
       own.store(pack_share(mid, e), std::memory_order_release);

@@ -51,9 +51,11 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) to start a loop
+  std::atomic<uint64_t> generation_{0};  // bumped to start a loop
   std::atomic<int> pending_{0};          // workers still running the current loop
   std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};             // workers blocked, or about to block, on start_cv_
+  std::atomic<bool> caller_waiting_{false};  // the caller blocked, or about to block, on done_cv_
   int64_t n_ = 0;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   std::exception_ptr error_;
