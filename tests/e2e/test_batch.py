@@ -46,14 +46,26 @@ def main():
         copied = logits(path, os.path.join(ROOT, "copied.npy"), isas[-1], 0, ["--no-mmap"])
         check(copied is not None and alone is not None and np.array_equal(alone, copied),
               f"{name:5s} {isas[-1]:6s}: logits with --no-mmap == mapped (bitwise)")
-    # Under the AVX-512 kernels Model::load runs q4_0 matrices as Q4_0R (the repack), elsewhere in place; the
+    # Under the AVX-512 kernels Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R), elsewhere in place; the
     # logits above covered both. Their values agree with the reference ISA's to rounding, amplified by this small
     # model's per-block activation quantization (a rounding flip moves a code): AVX2 3.8e-3 from the reference;
     # AVX-512 1.7e-7 since the build stopped fusing the activation quantizer's multiply and add (1.2e-2 before).
     for isa in isas:
-        r = run(["info", "-m", models["q4_0"]], env=dict(os.environ, ASCENT_ISA=isa))
-        want = "q4_0r" if isa == "avx512" else "q4_0"
-        check(r.returncode == 0 and f"{want}: " in r.stdout, f"q4_0 model under {isa}: its matrices run as {want}")
+        for t in ("q4_0", "q8_0"):
+            r = run(["info", "-m", models[t]], env=dict(os.environ, ASCENT_ISA=isa))
+            want = t + "r" if isa == "avx512" else t
+            check(r.returncode == 0 and f"{want}: " in r.stdout, f"{t} model under {isa}: its matrices run as {want}")
+    # --no-repack keeps the file's layouts (used in place, the kernels for them): the same values to rounding.
+    if "avx512" in isas:
+        for t in ("q4_0", "q8_0"):
+            r = run(["info", "-m", models[t], "--no-repack"], env=dict(os.environ, ASCENT_ISA="avx512"))
+            packed = logits(models[t], os.path.join(ROOT, "packed.npy"), "avx512", 0)
+            kept = logits(models[t], os.path.join(ROOT, "kept.npy"), "avx512", 0, ["--no-repack"])
+            ok = packed is not None and kept is not None
+            err = float(np.abs(packed - kept).max() / (np.abs(packed).max() + 1)) if ok else 1.0
+            check(r.returncode == 0 and f"{t}: " in r.stdout and f"{t}r: " not in r.stdout and err < 5e-2,
+                  f"{t} model under avx512 with --no-repack: its matrices run as {t}, logits within {err:.1e} of "
+                  f"the repacked ones (< 5e-2)")
     ref = logits(models["q4_0"], os.path.join(ROOT, "ref.npy"), "ref", 0)
     for isa in isas[1:]:
         got = logits(models["q4_0"], os.path.join(ROOT, f"{isa}.npy"), isa, 0)

@@ -175,6 +175,8 @@ FORMATS = [
     ("q4_0", {"wtype": "q4_0"}, ref_q4_0, 2e-5, True),
     # q4_0 repacked (dtype.h Q4_0R), as models load it for the AVX-512 kernel: the same codes, so q4_0's reference
     ("q4_0r", {"wtype": "q4_0r"}, ref_q4_0, 2e-5, True),
+    # q8_0 repacked (dtype.h Q8_0R) likewise: q8_0's reference
+    ("q8_0r", {"wtype": "q8_0r"}, ref_q8_0, 2e-5, True),
 ]
 SHAPES = [(1, 64, 1), (1, 100, 7), (3, 33, 5), (5, 4097, 3), (17, 256, 13), (1, 2048, 37), (131, 96, 6), (2, 3, 9)]
 # Drawn from a generator of their own, so that adding one leaves the other shapes' data as it was. K = 80: rows that
@@ -269,20 +271,21 @@ def main():
         check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
               np.array_equal(rows[0], rows[1]) and np.abs(rows[1] - want).max() < 1e-6,
               f"{name}r: reference matmul and dequantized rows bitwise {name}'s, the rows the NumPy decoding's")
-    # The repack is lossless: q4_0r's reference kernel and dequantized rows are bitwise q4_0's (K = 896 and 4128:
-    # rows that end inside a 512-column group).
-    for K in (896, 4128):
-        x, w = rng.standard_normal((3, K)).astype(f32), rng.standard_normal((5, K)).astype(f32)
-        a, b = run([x, w], "ref", wtype="q4_0"), run([x, w], "ref", wtype="q4_0r")
-        ids = np.array([4, 0, 2], np.int32)
-        out = os.path.join(DIR, "out.npy")
-        rows = []
-        for wt in ("q4_0", "q4_0r"):
-            r = subprocess.run([OP_RUNNER, "embedding", out, save(w), save(ids), f"wtype={wt}"], capture_output=True,
-                               text=True, env=dict(os.environ, ASCENT_ISA="ref"))
-            rows.append(np.load(out) if r.returncode == 0 else None)
-        check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
-              np.array_equal(rows[0], rows[1]), f"q4_0r: matmul and dequantized rows bitwise q4_0's (K = {K})")
+    # The repacks are lossless: q4_0r's (q8_0r's) reference kernel and dequantized rows are bitwise q4_0's (q8_0's)
+    # (K = 896 and 4128: rows that end inside a 512-column group).
+    for name in ("q4_0", "q8_0"):
+        for K in (896, 4128):
+            x, w = rng.standard_normal((3, K)).astype(f32), rng.standard_normal((5, K)).astype(f32)
+            a, b = run([x, w], "ref", wtype=name), run([x, w], "ref", wtype=name + "r")
+            ids = np.array([4, 0, 2], np.int32)
+            out = os.path.join(DIR, "out.npy")
+            rows = []
+            for wt in (name, name + "r"):
+                r = subprocess.run([OP_RUNNER, "embedding", out, save(w), save(ids), f"wtype={wt}"],
+                                   capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+                rows.append(np.load(out) if r.returncode == 0 else None)
+            check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
+                  np.array_equal(rows[0], rows[1]), f"{name}r: matmul and dequantized rows bitwise {name}'s (K = {K})")
     # Integer formats have exact integer sums, so every ISA gives bitwise the reference's int8 results.
     x, w = rng.standard_normal((7, 333)).astype(f32), rng.standard_normal((9, 333)).astype(f32)
     outs = [run([x, w], isa, wtype="int8") for isa in supported]

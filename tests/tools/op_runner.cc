@@ -2,7 +2,7 @@
 // every op against PyTorch over odd shapes and dtypes.
 //   op_runner OP OUT.npy IN.npy... [key=value...]
 // Activation inputs given as f16/bf16 arrays are widened to f32 (the kernels' activation type); matmul and
-// embedding weights are used in their storage type, and wtype=q8_0|q4_0|q4_0r|int8|int4 (group=G, input_scale=1)
+// embedding weights are used in their storage type, and wtype=q8_0|q8_0r|q4_0|q4_0r|int8|int4 (group=G, input_scale=1)
 // quantizes an f32 weight first. wtype=q4_k|q6_k takes the weight as GGUF super-blocks instead (we have no K-quant
 // quantizer): a uint16 array (N, row bytes / 2) holding each row's blocks, for K = x's columns (an embedding's: k=K);
 // wtype=q4_kr (q6_kr) takes Q4_K (Q6_K) blocks and repacks them as models load them for the AVX-512 kernel.
@@ -75,8 +75,8 @@ int run(int argc, char** argv) {
                      w.shape[0], w.nbytes(), wt, shape_str(shape));
         w = Tensor{kt, shape, w.data, w.owner};
         if (wt == "q4_kr" || wt == "q6_kr") w = repack(w);  // as the model loader repacks for the AVX-512 kernel
-      } else if (wt == "q4_0r") {  // Q4_0 as the model loader repacks it for the AVX-512 kernel
-        w = repack(convert(w, DType::Q4_0));
+      } else if (wt == "q4_0r" || wt == "q8_0r") {          // as the model loader repacks them for the AVX-512 kernel
+        w = repack(convert(w, wt == "q4_0r" ? DType::Q4_0 : DType::Q8_0));
       } else if (wt == "int8") {
         w = quantize_int8(w, input_scale);
       } else if (wt == "int4") {

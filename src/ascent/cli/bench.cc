@@ -80,7 +80,7 @@ void run(Options& o) {
   ASCENT_CHECK(o.depth >= 0, "-d: the depth must be >= 0, got {}", o.depth);
   ASCENT_CHECK(o.runs >= 1, "-r: at least one run, got {}", o.runs);
   o.runtime.before_load();
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.runtime.load_options());
   const auto& cfg = m->config();
   const int64_t ctx = o.depth + std::max(o.prefill, o.decode + 1);
   ASCENT_CHECK(ctx <= cfg.max_seq, "-d/-p/-n need {} positions, more than the model's context {}", ctx, cfg.max_seq);

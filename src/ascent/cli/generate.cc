@@ -23,7 +23,7 @@ struct Options {
 void run(Options& o) {
   set_threads(o.threads);
   o.runtime.before_load();
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.runtime.load_options());
   ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {

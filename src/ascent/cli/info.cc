@@ -1,6 +1,6 @@
 // ascent info: what a model file holds — architecture, shapes, parameters, dtypes, sizes — and what loading it
-// cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q4_0, Q4_K and Q6_K matrices are
-// repacked where the AVX-512 kernels run, so they count as copies).
+// cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q8_0, Q4_0, Q4_K and Q6_K matrices are
+// repacked where the AVX-512 kernels run, so they count as copies, unless --no-repack).
 #include <cstdio>
 #include <map>
 
@@ -12,10 +12,10 @@
 namespace ascent::cli {
 namespace {
 
-void run(const std::string& path, bool no_mmap) {
+void run(const std::string& path, bool no_mmap, bool no_repack) {
   MappedFile::set_copy_files(no_mmap);
   const size_t rss_before = resident_bytes();
-  auto m = model::Model::load(path);
+  auto m = model::Model::load(path, {.repack = !no_repack});
   const size_t rss_after = resident_bytes();
   const auto& c = m->config();
   std::printf("format            %s\n", model::format_name(m->format()));
@@ -57,12 +57,14 @@ void add_info(CLI::App& app) {
   struct Opt {
     std::string path;
     bool no_mmap = false;
+    bool no_repack = false;
   };
   auto o = std::make_shared<Opt>();
   auto* c = app.add_subcommand("info", "describe a model");
   c->add_option("-m,--model", o->path, "HF folder, .gguf or llama2.c .bin")->required();
   add_no_mmap_flag(c, o->no_mmap);
-  c->callback([o] { run(o->path, o->no_mmap); });
+  add_no_repack_flag(c, o->no_repack);
+  c->callback([o] { run(o->path, o->no_mmap, o->no_repack); });
 }
 
 }  // namespace ascent::cli

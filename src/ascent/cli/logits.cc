@@ -19,7 +19,7 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
          int64_t beside, int threads, RuntimeFlags& runtime) {
   set_threads(threads);
   runtime.before_load();
-  auto m = model::Model::load(model_path);
+  auto m = model::Model::load(model_path, runtime.load_options());
   runtime.after_load(*m);
   const auto ids = parse_ids(ids_text, "--prompt-ids");
   ASCENT_CHECK(!ids.empty(), "--prompt-ids: no ids given");

@@ -24,7 +24,7 @@ struct Options {
 void run(Options& o) {
   set_threads(o.threads);
   o.runtime.before_load();
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.runtime.load_options());
   auto tok = model::load_tokenizer(*m, o.tokenizer);
   std::ifstream in(o.file, std::ios::binary);
   ASCENT_CHECK(in.good(), "{}: cannot open", o.file);

@@ -34,7 +34,7 @@ void run(Options& o) {
   ASCENT_CHECK(o.prefill >= 1, "-p: prefill must be at least 1 token, got {}", o.prefill);
   ASCENT_CHECK(o.decode >= 0, "-n: must be >= 0, got {}", o.decode);
   o.runtime.before_load();
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.runtime.load_options());
   const auto& cfg = m->config();
   ASCENT_CHECK(o.prefill + o.decode <= cfg.max_seq, "-p + -n = {} exceeds the model's context {}", o.prefill + o.decode,
                cfg.max_seq);

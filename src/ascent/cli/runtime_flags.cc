@@ -19,6 +19,13 @@ void RuntimeFlags::add_to(CLI::App* c) {
   c->add_option("--memory-csv", memory_csv, "write arena and resident memory over time as CSV");
   c->add_option("--warmup", warmup, "compile the plans of all shape buckets up to this many tokens at start");
   add_no_mmap_flag(c, no_mmap);
+  add_no_repack_flag(c, no_repack);
+}
+
+void add_no_repack_flag(CLI::App* c, bool& no_repack) {
+  c->add_flag("--no-repack", no_repack,
+              "keep q8_0/q4_0/q4_k/q6_k matrices in the file's layout, used in place (no copy) with the slower "
+              "kernels, instead of repacking them for the AVX-512 ones");
 }
 
 void add_no_mmap_flag(CLI::App* c, bool& no_mmap) {

@@ -1,4 +1,4 @@
-// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap.
+// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap, --no-repack.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,10 +17,13 @@ struct RuntimeFlags {
   std::string memory_csv;  // arena and resident memory over time
   int64_t warmup = 0;      // compile plans for buckets up to this many tokens at start
   bool no_mmap = false;    // read model files into memory instead of mapping them
+  bool no_repack = false;  // keep the file's weight layouts (LoadOptions::repack)
 
   void add_to(CLI::App* c);
   // Before Model::load: applies --passes and --no-mmap.
   void before_load() const;
+  // What Model::load takes from the flags (--no-repack).
+  model::LoadOptions load_options() const { return {.repack = !no_repack}; }
   // After load: attaches the tracer when a profile is asked for, and warms up.
   void after_load(model::Model& m);
   // At the end: writes the requested files.
@@ -29,9 +32,10 @@ struct RuntimeFlags {
   std::unique_ptr<prof::Tracer> tracer;
 };
 
-// --no-mmap alone, for commands that load a model but take none of RuntimeFlags' other flags (info). The caller
-// applies it with MappedFile::set_copy_files before Model::load.
+// --no-mmap and --no-repack alone, for commands that load a model but take none of RuntimeFlags' other flags (info).
+// The caller applies them: MappedFile::set_copy_files before Model::load, and LoadOptions::repack.
 void add_no_mmap_flag(CLI::App* c, bool& no_mmap);
+void add_no_repack_flag(CLI::App* c, bool& no_repack);
 
 // --roofline-gbps / -gflops / -int8-gops / -bf16-gflops for the commands that judge speed against the roofline
 // (profile, bench): each either given, or measured by resolve() (and again by remeasure()).

@@ -22,7 +22,7 @@ void run(const Options& o) {
   if (!o.vocab.empty()) {
     tok = std::make_unique<tokenizer::Tokenizer>(model::load_vocab(o.vocab, 0));
   } else {
-    auto m = model::Model::load(o.model);
+    auto m = model::Model::load(o.model, {.repack = false});  // only its tokenizer is needed
     tok = model::load_tokenizer(*m, "");
   }
   std::string text = o.prompt;

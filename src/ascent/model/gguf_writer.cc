@@ -37,6 +37,7 @@ uint32_t ggml_type(DType t) {
     case DType::Q4_K:
     case DType::Q6_K:
     case DType::Q4_0R:  // in-memory layouts: GGUF cannot hold them
+    case DType::Q8_0R:
     case DType::Q4_KR:
     case DType::Q6_KR:
       break;

@@ -26,11 +26,20 @@ struct EmbeddedTokenizer {
   std::string kind;  // tokenizer.json, tokenizer.bin or gguf
 };
 
+// How Model::load treats the weights.
+struct LoadOptions {
+  // Q8_0, Q4_0, Q4_K and Q6_K matrices are copied, once, into the layouts the AVX-512 kernels read faster
+  // (dtype.h: Q8_0R, Q4_0R, Q4_KR, Q6_KR) when those kernels run. false (`--no-repack`) keeps every matrix in the
+  // file's layout, used in place from the mapping: resident memory grows only with the pages decode touches, the
+  // page cache is shared between processes, and decode and prefill run the slower kernels.
+  bool repack = true;
+};
+
 class Model {
  public:
   // PATH: an HF folder (or a .safetensors file inside one), a .gguf file or a llama2.c .bin. Errors name the file
   // and the fault.
-  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> load(const std::string& path, LoadOptions options = {});
 
   const ModelConfig& config() const { return cfg_; }
   const WeightSet& weights() const { return weights_; }

@@ -67,6 +67,8 @@ std::string_view dtype_name(DType t) {
       return "q4_kr";
     case DType::Q6_KR:
       return "q6_kr";
+    case DType::Q8_0R:
+      return "q8_0r";
     case DType::I32:
       return "i32";
     case DType::I8:
@@ -103,6 +105,7 @@ int64_t block_bytes(DType t) {
     case DType::BF16:
       return 2;
     case DType::Q8_0:
+    case DType::Q8_0R:  // whole rows are padded to groups (row_bytes); per block the same 34 bytes
       return sizeof(BlockQ8_0);
     case DType::Q4_0:
     case DType::Q4_0R:  // whole rows are padded to groups (row_bytes); per block the same 18 bytes
@@ -123,7 +126,7 @@ int64_t block_bytes(DType t) {
 }
 
 bool is_quantized(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_0R;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_0R || t == DType::Q8_0R;
 }
 
 int64_t storage_bytes(DType t, int64_t n) {
@@ -133,7 +136,8 @@ int64_t storage_bytes(DType t, int64_t n) {
 }
 
 int64_t row_bytes(DType t, int64_t cols) {
-  return is_int_weight(t) || t == DType::Q4_0R ? storage_bytes(t, padded_cols(t, cols)) : storage_bytes(t, cols);
+  return is_int_weight(t) || t == DType::Q4_0R || t == DType::Q8_0R ? storage_bytes(t, padded_cols(t, cols))
+                                                                    : storage_bytes(t, cols);
 }
 
 float f16_to_f32(uint16_t h) {
@@ -246,6 +250,14 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequantize_q4_0(
           dst, n, [&](int64_t i) { return b[i].d; }, [&](int64_t i, int m) { return b[i].qs[m]; });
     }
+    case DType::Q8_0R: {
+      const auto* row = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n / kQBlock; ++i) {
+        const float d = f16_to_f32(q8r_scale(row, i));
+        for (int j = 0; j < kQBlock; ++j) dst[i * kQBlock + j] = d * static_cast<float>(q8r_code(row, i, j));
+      }
+      return;
+    }
     case DType::Q4_0R: {
       const auto* row = static_cast<const uint8_t*>(src);
       return dequantize_q4_0(
@@ -277,6 +289,22 @@ void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst) {
       std::memcpy(out + 2 * i, &d, 2);
       for (int m = 0; m < 16; ++m) {  // byte m of the block's qs: chunk m / 4, lane i % 8 of half i / 8
         out[32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4] = b < nb ? blocks[b].qs[m] : uint8_t{0x88};
+      }
+    }
+  }
+}
+
+void repack_row_q8_0r(const BlockQ8_0* blocks, int64_t nb, uint8_t* dst) {
+  const int64_t groups = padded_cols(DType::Q8_0R, nb * kQBlock) / kQ4RGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    uint8_t* out = dst + g * kQ8RGroupBytes;
+    for (int64_t i = 0; i < 16; ++i) {
+      const int64_t b = 16 * g + i;
+      const uint16_t d = b < nb ? blocks[b].d : uint16_t{0};
+      std::memcpy(out + 2 * i, &d, 2);
+      for (int m = 0; m < kQBlock; ++m) {  // column m: chunk m % 16 / 4, part m / 16, lane i % 8 of half i / 8
+        const uint8_t code = b < nb ? static_cast<uint8_t>(blocks[b].qs[m]) : uint8_t{0};
+        out[32 + m % 16 / 4 * 128 + m / 16 * 64 + i / 8 * 32 + 4 * (i % 8) + m % 4] = code ^ 0x80;
       }
     }
   }
@@ -369,6 +397,12 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
           b[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
         }
       }
+      return;
+    }
+    case DType::Q8_0R: {
+      std::vector<BlockQ8_0> blocks(static_cast<size_t>(n / kQBlock));
+      quantize_row(DType::Q8_0, src, blocks.data(), n);
+      repack_row_q8_0r(blocks.data(), n / kQBlock, static_cast<uint8_t*>(dst));
       return;
     }
     case DType::Q4_0R: {

@@ -20,8 +20,12 @@ namespace ascent {
 // Q4_KR is Q4_K repacked for the AVX-512 kernel (never in a file), the same 144 bytes per super-block (BlockQ4_KR):
 // d and dmin as Q4_K has them, the 6-bit scales and minimums re-laid for a vector unpacking, and the codes regrouped
 // so that one vpdpbusd lane sums columns of one 32-column sub-block, as Q4_0R does for Q4_0's blocks. Q6_KR is
-// Q6_K repacked likewise (BlockQ6_KR): one lane per 16-column sub-block.
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R, Q4_KR, Q6_KR };
+// Q6_K repacked likewise (BlockQ6_KR): one lane per 16-column sub-block. Q8_0R is Q8_0 repacked the same way as
+// Q4_0R, per 16 blocks 544 bytes: the 16 f16 scales, then the codes as unsigned bytes (code + 128, so vpdpbusd's
+// unsigned side needs no fix-up per step) in the order of GemmInput::q4r's activations: at 128 j + 64 p + 32 h,
+// lane i holds columns 16 p + 4 j .. 16 p + 4 j + 3 of block 8 h + i. Rows are padded to whole groups (scale 0,
+// codes 128).
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K, Q4_0R, Q4_KR, Q6_KR, Q8_0R };
 
 // I8 rows are padded to a multiple of 64 elements and I4 rows to 128 (whole groups of every size) so the integer
 // kernels never need a tail.
@@ -31,6 +35,7 @@ constexpr int64_t kInt4RowAlign = 128;
 constexpr int kQBlock = 32;
 constexpr int64_t kQ4RGroup = 512;       // columns per Q4_0R group
 constexpr int64_t kQ4RGroupBytes = 288;  // bytes per Q4_0R group (16 blocks of 18)
+constexpr int64_t kQ8RGroupBytes = 544;  // bytes per Q8_0R group (16 blocks of 34)
 
 struct BlockQ8_0 {
   uint16_t d;  // f16 scale
@@ -138,12 +143,14 @@ int64_t block_bytes(DType t);
 bool is_quantized(DType t);
 // Bytes that n elements occupy; throws if n is not a whole number of blocks.
 int64_t storage_bytes(DType t, int64_t n);
-// Bytes one row of `cols` elements occupies (I8, I4 and Q4_0R rows padded as padded_cols says).
+// Bytes one row of `cols` elements occupies (I8, I4, Q4_0R and Q8_0R rows padded as padded_cols says).
 int64_t row_bytes(DType t, int64_t cols);
 // The row length the matmul kernels' activations are padded to. Q4_KR weight rows stay whole super-blocks, but
 // its AVX-512 kernel takes two super-blocks per 512-bit step, so its activations pad to 512 columns.
 inline int64_t padded_cols(DType t, int64_t cols) {
-  const int64_t a = t == DType::I4 ? kInt4RowAlign : t == DType::Q4_0R || t == DType::Q4_KR ? kQ4RGroup : kIntRowAlign;
+  const int64_t a = t == DType::I4                                                ? kInt4RowAlign
+                    : t == DType::Q4_0R || t == DType::Q4_KR || t == DType::Q8_0R ? kQ4RGroup
+                                                                                  : kIntRowAlign;
   return (cols + a - 1) / a * a;
 }
 // I8 and I4 need their scales (Tensor-level: row_to_f32 in tensor.h); the row functions below refuse them.
@@ -171,14 +178,31 @@ inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
   const int64_t i = b % 16;
   return row[b / 16 * kQ4RGroupBytes + 32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4];
 }
+// Q8_0R row access (see DType): block b's f16 scale and its code m (0-31), as BlockQ8_0 holds them.
+inline uint16_t q8r_scale(const uint8_t* row, int64_t b) {
+  uint16_t d;
+  std::memcpy(&d, row + b / 16 * kQ8RGroupBytes + 2 * (b % 16), 2);
+  return d;
+}
+inline int8_t q8r_code(const uint8_t* row, int64_t b, int m) {
+  const int64_t i = b % 16;
+  const uint8_t u =
+      row[b / 16 * kQ8RGroupBytes + 32 + m % 16 / 4 * 128 + m / 16 * 64 + i / 8 * 32 + 4 * (i % 8) + m % 4];
+  return static_cast<int8_t>(u ^ 0x80);
+}
 // Repacks nb Q4_0 blocks (one row) into a Q4_0R row of padded_cols(Q4_0R, 32 nb) columns.
 void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst);
+// Repacks nb Q8_0 blocks (one row) into a Q8_0R row of padded_cols(Q8_0R, 32 nb) columns.
+void repack_row_q8_0r(const BlockQ8_0* blocks, int64_t nb, uint8_t* dst);
 // Repacks n Q4_K (Q6_K) super-blocks into Q4_KR (Q6_KR) ones, the same size.
 void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst);
 void repack_q6_kr(const BlockQ6_K* blocks, int64_t n, BlockQ6_KR* dst);
-// The layout the AVX-512 kernel reads a file's type in (Q4_0 -> Q4_0R, Q4_K -> Q4_KR, Q6_K -> Q6_KR), or t itself.
+// The layout the AVX-512 kernel reads a file's type in (Q8_0 -> Q8_0R, Q4_0 -> Q4_0R, Q4_K -> Q4_KR, Q6_K ->
+// Q6_KR), or t itself.
 inline DType repacked_type(DType t) {
   switch (t) {
+    case DType::Q8_0:
+      return DType::Q8_0R;
     case DType::Q4_0:
       return DType::Q4_0R;
     case DType::Q4_K:
@@ -192,8 +216,8 @@ inline DType repacked_type(DType t) {
 
 // Converts n elements of type t at src into f32 at dst (n a whole number of blocks).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
-// Converts n f32 elements into type t (F32, F16, BF16, Q8_0, Q4_0, Q4_0R: Q4_0 then repacked); the quantizers follow
-// GGUF's reference rounding so files we write decode the same in llama.cpp.
+// Converts n f32 elements into type t (F32, F16, BF16, Q8_0, Q4_0, and Q4_0R and Q8_0R: quantized then repacked);
+// the quantizers follow GGUF's reference rounding so files we write decode the same in llama.cpp.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace ascent

@@ -70,14 +70,16 @@ Tensor convert(const Tensor& t, DType dtype) {
 
 void repack(const Tensor& t, const Tensor& dst) {
   const DType to = repacked_type(t.dtype);
-  ASCENT_CHECK(to != t.dtype && t.shape.size() == 2, "repack: needs a 2-D q4_0, q4_k or q6_k tensor, got {} {}",
+  ASCENT_CHECK(to != t.dtype && t.shape.size() == 2, "repack: needs a 2-D q8_0, q4_0, q4_k or q6_k tensor, got {} {}",
                dtype_name(t.dtype), shape_str(t.shape));
   ASCENT_CHECK(dst.dtype == to && dst.shape == t.shape, "repack to {}: destination {} {} for {}", dtype_name(to),
                dtype_name(dst.dtype), shape_str(dst.shape), shape_str(t.shape));
   auto* out = static_cast<uint8_t*>(const_cast<void*>(dst.data));
   const int64_t dst_row = row_bytes(to, t.cols());
   for (int64_t r = 0; r < t.rows(); ++r) {
-    if (to == DType::Q4_0R) {
+    if (to == DType::Q8_0R) {
+      repack_row_q8_0r(reinterpret_cast<const BlockQ8_0*>(t.row_ptr(r)), t.cols() / kQBlock, out + r * dst_row);
+    } else if (to == DType::Q4_0R) {
       repack_row_q4_0r(reinterpret_cast<const BlockQ4_0*>(t.row_ptr(r)), t.cols() / kQBlock, out + r * dst_row);
     } else if (to == DType::Q4_KR) {
       repack_q4_kr(reinterpret_cast<const BlockQ4_K*>(t.row_ptr(r)), t.cols() / kQKBlock,

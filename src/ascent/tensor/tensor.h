@@ -45,9 +45,9 @@ void row_to_f32(const Tensor& t, int64_t r, float* dst);
 Tensor to_f32(const Tensor& t);
 // A new owned tensor holding t's values converted to `dtype` (rounding/quantizing row by row).
 Tensor convert(const Tensor& t, DType dtype);
-// A Q4_0, Q4_K or Q6_K matrix repacked, bit for bit, into Q4_0R, Q4_KR or Q6_KR (repacked_type: the AVX-512 kernels'
-// layouts, dtype.h): into dst (a tensor of that type and t's shape whose data the caller provides, e.g. a slice of one
-// buffer for all of a model's weights), or into a new owned tensor.
+// A Q8_0, Q4_0, Q4_K or Q6_K matrix repacked, bit for bit, into Q8_0R, Q4_0R, Q4_KR or Q6_KR (repacked_type: the
+// AVX-512 kernels' layouts, dtype.h): into dst (a tensor of that type and t's shape whose data the caller provides,
+// e.g. a slice of one buffer for all of a model's weights), or into a new owned tensor.
 void repack(const Tensor& t, const Tensor& dst);
 Tensor repack(const Tensor& t);
 

@@ -8,6 +8,7 @@
 //              i8 scaled per row, i4 per group.
 //   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
 //   q4_0r      q4_0 repacked in memory for the AVX-512 kernel (dtype.h): q4_0's arithmetic on the same codes.
+//   q8_0r      q8_0 repacked likewise: q8_0's arithmetic on the same codes.
 //   q4_kr      q4_k repacked likewise: q4_k's arithmetic on the same codes (q6_kr: q6_k's).
 //   q4_k, q6_k the same per-block int8 activations (llama.cpp uses one scale per 256, Q8_K: ours is finer); integer
 //              dot per sub-block (32 elements for q4_k, minus dmin * min * the block's activation sum; 16 for
@@ -62,12 +63,13 @@ struct GemmInput {
   std::vector<int8_t> q4_quads;  // (T, Kq)
   std::vector<int32_t> q4_off;   // (T, Kq / 8)
   std::vector<float> q4_d;       // (T, Kq / 8)
-  // Per-block kind prepared for a Q4_0R or Q4_KR weight (q4r_ready; built only where the AVX-512 kernels run),
+  // Per-block kind prepared for a Q4_0R, Q4_KR or Q8_0R weight (q4r_ready; built only where the AVX-512 kernels run),
   // every T: q in the order of those formats' codes (dtype.h), so vpdpbusd lane i of chunk j of half h multiplies
   // bytes 4j..4j+3 of block (Q4_KR: sub-block) i: per 512 columns (16 blocks; Q4_KR: 2 super-blocks), for each chunk
   // j, the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the high-nibble columns
   // (16+4j..16+4j+3) of both halves. Per block, Q4_0R's offset term, minus 8 x the sum of its 32 activations, and
   // Q4_KR's minimum term's activation side, its scale d times that sum. (Kp is a whole number of 512 columns.)
+  // Q8_0R's codes lie in this same order (its offset term, minus 128 x the sum, is 16 x q4r_off).
   bool q4r_ready = false;
   std::vector<int8_t> q4r;       // (T, Kp)
   std::vector<int32_t> q4r_off;  // (T, Kp / 32)

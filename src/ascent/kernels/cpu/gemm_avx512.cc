@@ -751,10 +751,10 @@ struct Q40Kern {
   }
 };
 
-// The prefill tile of the kernels whose RowCache holds codes unpacked in GemmInput::q4r's order (Q40RKern,
-// Q4KRKern): per 512-column group g and row r, the 8 code registers at codes(r, g) (per chunk q, the low nibbles at
-// 128 q, the high ones at 128 q + 64) against tokens t..t+TT-1, each lane's integer sum starting at init(j, g), then
-// acc = scale(acc, sums, r, j, g), the format's float step.
+// The prefill tile of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern and Q4KRKern unpack theirs so
+// into a RowCache, Q80RKern's weights hold them so): per 512-column group g and row r, the 8 code registers at codes(r,
+// g) (per chunk q, the low nibbles at 128 q, the high ones at 128 q + 64) against tokens t..t+TT-1, each lane's integer
+// sum starting at init(j, g), then acc = scale(acc, sums, r, j, g), the format's float step.
 template <int R, int TT, class Codes, class Init, class Scale>
 void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Scale scale, float out[4][4]) {
   const int64_t Kp = in.Kp, G = Kp / kQ4RGroup;
@@ -874,6 +874,68 @@ struct Q40RKern {
         [&](__m512 acc, __m512i is, int r, int j, int64_t g) {
           const __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(c.dw.data() + (r * G + g) * 16),
                                           _mm512_loadu_ps(in.d.data() + (t + j) * B + 16 * g));
+          return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc);
+        },
+        out);
+  }
+};
+
+// GGUF Q8_0 repacked as Q8_0R (dtype.h) when the model loads, as Q4_0R is for Q4_0: per 16 blocks the scales side
+// by side and the codes, unsigned (code + 128), in GemmInput::q4r's order, so a block's integer dot builds up in one
+// lane and the float work (convert, scale, multiply-add) runs once per 8 blocks instead of once per block, as Q80Kern
+// on the file's layout must. The unsigned codes' offset, minus 128 x each block's activation sum, is 16 x q4r_off.
+// Decode takes two 256-bit halves (blocks 0-7, 8-15), prefill one 512-bit register (q4r_cached_tile, the codes read
+// in place: they already lie in its order), the same lanes in the same order, so the same bits. One core, weights
+// in L2 (Zen 4): 60 GB/s against 31 for Q80Kern on the file's layout.
+struct Q80RKern {
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
+
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t G = in.Kp / kQ4RGroup;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
+    const int8_t* acts = in.q4r.data();
+    const int32_t* off = in.q4r_off.data();
+    const float* da = in.d.data();
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* p = row + g * kQ8RGroupBytes;
+        prefetch_block<1, PrefetchTo::L2>(p, kQ8RGroupBytes, ahead);
+        const int8_t* a = acts + g * kQ4RGroup;
+        for (int h = 0; h < 2; ++h) {
+          __m256i is = _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), 4);
+          for (int c = 0; c < 8; ++c) {  // chunk c / 2, part c % 2: the order q4r_cached_tile sums them in
+            const int64_t at = 128 * (c / 2) + 64 * (c % 2) + 32 * h;
+            is = _mm256_dpbusd_epi32(is, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + at)),
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + at)));
+          }
+          const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+          y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum(y[0], y[1]);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  // Prefill: the shared tile on the codes in place (no unpacking to cache), scales widened per group.
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]), B = in.Kp / kQBlock;
+    const uint8_t* w0 = w.row_ptr(n);
+    q4r_cached_tile<R, TT>(
+        in, t, [&](int r, int64_t g) { return w0 + r * stride + g * kQ8RGroupBytes + 32; },
+        [&](int j, int64_t g) {
+          return _mm512_slli_epi32(_mm512_loadu_si512(in.q4r_off.data() + (t + j) * B + 16 * g), 4);
+        },
+        [&](__m512 acc, __m512i is, int r, int j, int64_t g) {
+          const __m512 dw = _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + r * stride + g * kQ8RGroupBytes)));
+          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(in.d.data() + (t + j) * B + 16 * g));
           return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc);
         },
         out);
@@ -1511,6 +1573,7 @@ void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t 
   if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q8_0R) return drive_tiles<Q80RKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_KR) return drive_tiles<Q4KRKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_KR) return drive_tiles<Q6KRKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,

@@ -58,7 +58,7 @@ void q4_layout(const int8_t* q, const float* d, int64_t K, int8_t* quads, int32_
   }
 }
 
-// One token's Q4_0R / Q4_KR layout (gemm.h: q4r, q4r_off, q4r_dsa) from its per-block quantized row q and block
+// One token's Q4_0R / Q4_KR / Q8_0R layout (gemm.h: q4r, q4r_off, q4r_dsa) from its per-block quantized row q and block
 // scales d (Kp columns, zero past K).
 void q4r_layout(const int8_t* q, const float* d, int64_t Kp, int8_t* out, int32_t* off, float* dsa) {
   for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
@@ -108,6 +108,7 @@ ActKind act_kind(DType weight) {
     case DType::I4:
       return ActKind::Int8PerToken;
     case DType::Q8_0:
+    case DType::Q8_0R:
     case DType::Q4_0:
     case DType::Q4_0R:
     case DType::Q4_K:
@@ -124,7 +125,7 @@ bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
          (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
-         ((w.dtype != DType::Q4_0R && w.dtype != DType::Q4_KR) || in.q4r_ready) &&
+         ((w.dtype != DType::Q4_0R && w.dtype != DType::Q4_KR && w.dtype != DType::Q8_0R) || in.q4r_ready) &&
          (w.dtype != DType::Q6_KR || in.q6r_ready);
 }
 
@@ -183,7 +184,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       const int64_t B = in.Kp / kQBlock;
       in.d.resize(static_cast<size_t>(T * B));
       // K-quant weights also get kq_dax and kq_pairs (Q6_K too, so that a Q4_K_M model's Q6_K and Q4_K matrices can
-      // share one input), Q4_0 weights the q4_* layout, Q4_0R and Q4_KR the q4r*, Q6_KR the q6r* (gemm.h).
+      // share one input), Q4_0 weights the q4_* layout, Q4_0R, Q4_KR and Q8_0R the q4r*, Q6_KR the q6r* (gemm.h).
       const bool super_blocks = (w.dtype == DType::Q4_K || w.dtype == DType::Q6_K) && K % kQKBlock == 0;
       in.kq_ready = super_blocks;
       if (super_blocks) {
@@ -192,7 +193,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       }
       // Only the AVX-512 kernels read those layouts; the flags say the input was prepared for the format.
       in.q4_ready = w.dtype == DType::Q4_0;
-      in.q4r_ready = w.dtype == DType::Q4_0R || w.dtype == DType::Q4_KR;
+      in.q4r_ready = w.dtype == DType::Q4_0R || w.dtype == DType::Q4_KR || w.dtype == DType::Q8_0R;
       in.q6r_ready = w.dtype == DType::Q6_KR;
       const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
       const bool q4r = in.q4r_ready && avx512_kernel_runs(w.dtype);

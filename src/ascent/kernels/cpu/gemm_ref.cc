@@ -1,6 +1,6 @@
 // Reference matmul engine: one output at a time in plain C++, defining each format's arithmetic (gemm.h) for the
 // faster variants and the kernel tests. Integer formats sum exactly in int32 per row (i8) or per group/block
-// (i4, q8_0, q4_0, q4_0r, q4_k, q4_kr, q6_k, q6_kr) and scale in f32 in ascending group order.
+// (i4, q8_0, q8_0r, q4_0, q4_0r, q4_k, q4_kr, q6_k, q6_kr) and scale in f32 in ascending group order.
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -105,6 +105,16 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
         int32_t s = 0;
         for (int j = 0; j < kQBlock; ++j) s += a[b * kQBlock + j] * blk[b].qs[j];
         acc += static_cast<float>(s) * (f16_to_f32(blk[b].d) * in.d[static_cast<size_t>(t * B + b)]);
+      }
+      return acc;
+    }
+    case DType::Q8_0R: {
+      const int64_t B = in.Kp / kQBlock;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < in.K / kQBlock; ++b) {
+        int32_t s = 0;
+        for (int j = 0; j < kQBlock; ++j) s += a[b * kQBlock + j] * q8r_code(row, b, j);
+        acc += static_cast<float>(s) * (f16_to_f32(q8r_scale(row, b)) * in.d[static_cast<size_t>(t * B + b)]);
       }
       return acc;
     }

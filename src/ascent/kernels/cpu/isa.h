@@ -20,8 +20,8 @@ bool avx512_matmul_supports(DType weight, const CpuFeatures& f);
 
 // Whether matmuls with `weight` run the AVX-512 kernel: the active variant is AVX-512 and this CPU has what its
 // kernel for that format needs. gemm_rows dispatches on it; the Q4_0 layouts of GemmInput are built only for it,
-// and Model::load repacks Q4_0 as Q4_0R (dtype.h) only when it holds for Q4_0R (other variants read Q4_0R through
-// the reference kernel: correct everywhere, only not faster).
+// and Model::load repacks Q4_0 as Q4_0R (likewise Q8_0, Q4_K, Q6_K: dtype.h) only when it holds for the repacked
+// type (other variants read the repacked types through the reference kernel: correct everywhere, only not faster).
 bool avx512_kernel_runs(DType weight);
 
 }  // namespace ascent::kernels
