@@ -70,17 +70,34 @@ inline __m512i unpack_nibbles(const uint8_t* p) {
                             _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
 }
 
-// f32 and f16 weights times f32 activations, 16 columns per step, the tail masked. Each output is two chains of
-// multiply-adds, the even steps (columns 32 i ..) and the odd ones (32 i + 16 ..), added lane-wise before the
-// horizontal sum: decode runs one row at a time, and one chain over the row bound it by the multiply-add latency
-// (4 cycles per 16 weights; f16 26 -> 49 GB/s from L2, one core). The chains interleave so that each row is still
-// read front to back: chains over the two halves of each row ran a 40-matrix stream from DRAM at 59% of a plain
-// read against 83% (one chain). The tiles sum the same two chains, one pass each, so decode and prefill give the
-// same bits.
+// Decode for the float kernels: rows [n0, n1) two at a time through Kern::body<2, 1> (the last one alone),
+// prefetching into L2.
+template <class Kern>
+void decode_pairs(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, bool masked) {
+  for (int64_t n = n0; n < n1; n += 2) {
+    float res[4][4];
+    if (n + 2 <= n1) {
+      if (masked) {
+        Kern::template body<2, 1, true, PrefetchTo::L2>(in, w, n, 0, res);
+      } else {
+        Kern::template body<2, 1, false, PrefetchTo::L2>(in, w, n, 0, res);
+      }
+      store_tile<2>(o, 0, 1, n, res);
+    } else {
+      if (masked) {
+        Kern::template body<1, 1, true, PrefetchTo::L2>(in, w, n, 0, res);
+      } else {
+        Kern::template body<1, 1, false, PrefetchTo::L2>(in, w, n, 0, res);
+      }
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+}
+
+// f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
 template <DType WT>
 struct FloatKern {
-  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
-  static constexpr int64_t kElemBytes = WT == DType::F32 ? 4 : 2;
+  static constexpr int kDecodeRows = 1;
   static __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
     if constexpr (WT == DType::F32) {
       return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
@@ -96,177 +113,105 @@ struct FloatKern {
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
     }
   }
-  static __mmask16 tail_mask(int64_t K, int64_t k) {
-    return static_cast<__mmask16>(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
-  }
-  // One chain, the steps at k0, k0 + 32, ... below K, into acc. kMasked: rows whose length is not a multiple of 16
-  // take a mask on every step. Only when K needs it: a mask in the loop makes GCC 12 store every accumulator to the
-  // stack on every step (measured 2x slower), and a masked tail after the loop does the same.
-  template <int R, int TT, bool kMasked>
-  static void chain(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, int64_t k0, __m512 (&acc)[R][TT]) {
+  // kMasked: rows whose length is not a multiple of 16 take a mask on every step. Only when K needs it: a mask in
+  // the loop makes GCC 12 store every accumulator to the stack on every step (measured 2x slower), and a masked
+  // tail after the loop does the same.
+  template <int R, int TT, bool kMasked, PrefetchTo kTo = PrefetchTo::L1>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t K = in.K, Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
-    const int64_t ahead = prefetch_distance(R * stride);
+    const int64_t ahead = prefetch_distance(R * stride, kTo);
+    __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const float* x = in.xf.data() + t * Kp;  // zero-padded to Kp
-    for (int64_t k = k0; k < K; k += 32) {
+    for (int64_t k = 0; k < K; k += 16) {
       __m512 xv[TT];
       for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + j * Kp + k);
       for (int r = 0; r < R; ++r) {
         const uint8_t* row = w0 + r * stride;
-        prefetch_ahead<TT>(row + k * kElemBytes, ahead);
+        prefetch_ahead<TT, kTo>(row + k * (WT == DType::F32 ? 4 : 2), ahead);
         __m512 wv;
         if constexpr (kMasked) {
-          wv = load_w(row, k, tail_mask(K, k));
+          wv = load_w(row, k, static_cast<__mmask16>(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1));
         } else {
           wv = load_w(row, k);
         }
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
       }
     }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
   }
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    __m512 even[R][TT], odd[R][TT];
     if (in.K % 16 == 0) {
-      chain<R, TT, false>(in, w, n, t, 0, even);
-      chain<R, TT, false>(in, w, n, t, 16, odd);
+      body<R, TT, false>(in, w, n, t, out);
     } else {
-      chain<R, TT, true>(in, w, n, t, 0, even);
-      chain<R, TT, true>(in, w, n, t, 16, odd);
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(_mm512_add_ps(even[r][j], odd[r][j]));
+      body<R, TT, true>(in, w, n, t, out);
     }
   }
-  // Decode (one token): R rows' two chains each, side by side, the same steps as tile's.
-  template <int R>
-  static void decode_tile(const float* x, int64_t K, const uint8_t* row, int64_t stride, int64_t ahead,
-                          float res[4][4]) {
-    __m512 a[R], b[R];
-    for (int r = 0; r < R; ++r) a[r] = b[r] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 32 <= K; k += 32) {
-      const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* p = row + r * stride;
-        prefetch_ahead<1, PrefetchTo::L2>(p + k * kElemBytes, ahead);
-        if constexpr (WT == DType::F32) prefetch_ahead<1, PrefetchTo::L2>(p + (k + 16) * kElemBytes, ahead);
-        a[r] = _mm512_fmadd_ps(load_w(p, k), x0, a[r]);
-        b[r] = _mm512_fmadd_ps(load_w(p, k + 16), x1, b[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = row + r * stride;
-      if (k < K) a[r] = _mm512_fmadd_ps(load_w(p, k, tail_mask(K, k)), _mm512_loadu_ps(x + k), a[r]);
-      if (k + 16 < K) {
-        b[r] = _mm512_fmadd_ps(load_w(p, k + 16, tail_mask(K, k + 16)), _mm512_loadu_ps(x + k + 16), b[r]);
-      }
-      res[r][0] = hsum(_mm512_add_ps(a[r], b[r]));
-    }
-  }
-  // Decode rows [n0, n1) two at a time, unlike the other formats' one row, one stream per thread: the f32
-  // activations (4 bytes a column against the weights' 2) then serve two rows per load. One row at a time, the
-  // activations of a 5632-column row (22 KiB) and the weights streaming past them did not fit L1 together, and a
-  // 40-matrix stream of 2048x5632 f16 from DRAM ran at 51-65% of a plain read against 86-89% in pairs (2048 columns:
-  // 55-80% against 89-93%; prefetching into L2, 2 rows ahead: into L1 the pairs ran at 70%).
+  // Decode (one token): rows in pairs, body<2, 1>, prefetching into L2. Each output is one chain of multiply-adds
+  // (the tiles' arithmetic, so the same bits), and one row at a time was bound by that chain's latency (4 cycles
+  // per 16 weights: f16 26 GB/s from L2 on one core; a pair runs two chains). The pair also shares each load of
+  // the f32 activations, which for a 5632-column row (22 KiB) did not stay in L1 beside the streaming weights: a
+  // 40-matrix stream of 2048x5632 f16 from DRAM ran at 51-65% of a plain read one row at a time, 86-89% in pairs
+  // with L2 prefetch (70% with L1's).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(2 * stride);
-    for (int64_t n = n0; n < n1; n += 2) {
-      float res[4][4];
-      if (n + 2 <= n1) {
-        decode_tile<2>(in.xf.data(), in.K, w.row_ptr(n), stride, ahead, res);
-        store_tile<2>(o, 0, 1, n, res);
-      } else {
-        decode_tile<1>(in.xf.data(), in.K, w.row_ptr(n), stride, ahead, res);
-        store_tile<1>(o, 0, 1, n, res);
-      }
-    }
+    decode_pairs<FloatKern>(in, w, n0, n1, o, in.K % 16 != 0);
   }
 };
 
-// bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step; each output two chains, the
-// even steps and the odd ones, added before the horizontal sum, as FloatKern's (bf16 47 -> 62 GB/s from L2).
+// bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step.
 struct Bf16Kern {
-  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
-  static __mmask32 tail_mask(int64_t K, int64_t k) {
-    return K - k >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (K - k)) - 1);
-  }
-  // One chain, the steps at k0, k0 + 64, ... below K, into acc; kMasked only when K is not a multiple of 32 (see
-  // FloatKern: a mask in the loop costs GCC's register allocation the accumulators).
-  template <int R, int TT, bool kMasked>
-  static void chain(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, int64_t k0, __m512 (&acc)[R][TT]) {
+  static constexpr int kDecodeRows = 1;
+  // kMasked only when K is not a multiple of 32 (see FloatKern: a mask in the loop costs GCC's register
+  // allocation the accumulators).
+  template <int R, int TT, bool kMasked, PrefetchTo kTo = PrefetchTo::L1>
+  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t K = in.K, Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
-    const int64_t ahead = prefetch_distance(R * stride);  // bytes
+    const int64_t ahead = prefetch_distance(R * stride, kTo);  // bytes
+    __m512 acc[R][TT];
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
     }
     const uint16_t* x = in.xb.data() + t * Kp;  // zero-padded to Kp
-    for (int64_t k = k0; k < K; k += 64) {
+    for (int64_t k = 0; k < K; k += 32) {
       __m512bh xv[TT];
       for (int j = 0; j < TT; ++j) xv[j] = (__m512bh)_mm512_loadu_si512(x + j * Kp + k);
       for (int r = 0; r < R; ++r) {
         const uint16_t* row = reinterpret_cast<const uint16_t*>(w0 + r * stride);
-        prefetch_ahead<TT>(row + k, ahead);
+        prefetch_ahead<TT, kTo>(row + k, ahead);
         __m512bh wv;
         if constexpr (kMasked) {
-          wv = (__m512bh)_mm512_maskz_loadu_epi16(tail_mask(K, k), row + k);
+          const auto m = K - k >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (K - k)) - 1);
+          wv = (__m512bh)_mm512_maskz_loadu_epi16(m, row + k);
         } else {
           wv = (__m512bh)_mm512_loadu_si512(row + k);
         }
         for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv, xv[j]);
       }
     }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]);
+    }
   }
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    __m512 even[R][TT], odd[R][TT];
     if (in.K % 32 == 0) {
-      chain<R, TT, false>(in, w, n, t, 0, even);
-      chain<R, TT, false>(in, w, n, t, 32, odd);
+      body<R, TT, false>(in, w, n, t, out);
     } else {
-      chain<R, TT, true>(in, w, n, t, 0, even);
-      chain<R, TT, true>(in, w, n, t, 32, odd);
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(_mm512_add_ps(even[r][j], odd[r][j]));
+      body<R, TT, true>(in, w, n, t, out);
     }
   }
-  // Decode (one token), rows [n0, n1) one at a time: the two chains side by side, the same steps as tile's.
+  // Decode (one token): rows in pairs, as FloatKern's (one vdpbf16ps chain per output bound one row at a time).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    const int64_t K = in.K;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride);
-    const uint16_t* x = in.xb.data();
-    const uint8_t* base = w.row_ptr(n0);
-    for (int64_t n = n0; n < n1; ++n, base += stride) {
-      const uint16_t* row = reinterpret_cast<const uint16_t*>(base);
-      __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
-      int64_t k = 0;
-      for (; k + 64 <= K; k += 64) {
-        prefetch_ahead<1>(row + k, ahead);
-        prefetch_ahead<1>(row + k + 32, ahead);
-        a = _mm512_dpbf16_ps(a, (__m512bh)_mm512_loadu_si512(row + k), (__m512bh)_mm512_loadu_si512(x + k));
-        b = _mm512_dpbf16_ps(b, (__m512bh)_mm512_loadu_si512(row + k + 32), (__m512bh)_mm512_loadu_si512(x + k + 32));
-      }
-      if (k < K) {
-        a = _mm512_dpbf16_ps(a, (__m512bh)_mm512_maskz_loadu_epi16(tail_mask(K, k), row + k),
-                             (__m512bh)_mm512_loadu_si512(x + k));
-      }
-      if (k + 32 < K) {
-        b = _mm512_dpbf16_ps(b, (__m512bh)_mm512_maskz_loadu_epi16(tail_mask(K, k + 32), row + k + 32),
-                             (__m512bh)_mm512_loadu_si512(x + k + 32));
-      }
-      float res[4][4];
-      res[0][0] = hsum(_mm512_add_ps(a, b));
-      store_tile<1>(o, 0, 1, n, res);
-    }
+    decode_pairs<Bf16Kern>(in, w, n0, n1, o, in.K % 32 != 0);
   }
 };
 
