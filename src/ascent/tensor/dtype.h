@@ -168,11 +168,15 @@ inline float bf16_to_f32(uint16_t h) {
 }
 uint16_t f32_to_bf16(float f);  // round to nearest even; NaN stays NaN
 
+// Block b's f16 scale in a Q4_0R or Q8_0R row (groups of 16 blocks of group_bytes, the scales first).
+inline uint16_t r_group_scale(const uint8_t* row, int64_t b, int64_t group_bytes) {
+  uint16_t d;
+  std::memcpy(&d, row + b / 16 * group_bytes + 2 * (b % 16), 2);
+  return d;
+}
 // Q4_0R row access (see DType): block b's f16 scale and byte m (0-15) of its qs, as BlockQ4_0 holds them.
 inline uint16_t q4r_scale(const uint8_t* row, int64_t b) {
-  uint16_t d;
-  std::memcpy(&d, row + b / 16 * kQ4RGroupBytes + 2 * (b % 16), 2);
-  return d;
+  return r_group_scale(row, b, kQ4RGroupBytes);
 }
 inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
   const int64_t i = b % 16;
@@ -180,9 +184,7 @@ inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
 }
 // Q8_0R row access (see DType): block b's f16 scale and its code m (0-31), as BlockQ8_0 holds them.
 inline uint16_t q8r_scale(const uint8_t* row, int64_t b) {
-  uint16_t d;
-  std::memcpy(&d, row + b / 16 * kQ8RGroupBytes + 2 * (b % 16), 2);
-  return d;
+  return r_group_scale(row, b, kQ8RGroupBytes);
 }
 inline int8_t q8r_code(const uint8_t* row, int64_t b, int m) {
   const int64_t i = b % 16;

@@ -823,6 +823,46 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
   }
 }
 
+// The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) one
+// at a time, each thread's weights one sequential stream. Per 512-column group of kGroupBytes (its 16 f16 scales
+// first), each 256-bit half's lanes (blocks 0-7, 8-15) start at the blocks' offset terms (q4r_off << kShift) and sum
+// codes(p, h, j, c0, c1), chunk j's two code vectors for half h, against the activations in q4r_cached_tile's
+// order; then y[h] += sums x (scale x activation scale), the tile's float step in two halves: the same bits.
+template <int64_t kGroupBytes, int kShift, class Codes>
+void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
+  const int64_t G = in.Kp / kQ4RGroup;
+  const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+  const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
+  const int8_t* acts = in.q4r.data();
+  const int32_t* off = in.q4r_off.data();
+  const float* da = in.d.data();
+  const uint8_t* row = w.row_ptr(n0);
+  for (int64_t n = n0; n < n1; ++n, row += stride) {
+    __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* p = row + g * kGroupBytes;
+      prefetch_block<1, PrefetchTo::L2>(p, kGroupBytes, ahead);
+      const int8_t* a = acts + g * kQ4RGroup;
+      for (int h = 0; h < 2; ++h) {
+        __m256i is =
+            _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), kShift);
+        for (int j = 0; j < 4; ++j) {
+          __m256i c0, c1;
+          codes(p, h, j, c0, c1);
+          is = _mm256_dpbusd_epi32(is, c0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 32 * h)));
+          is = _mm256_dpbusd_epi32(is, c1,
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 64 + 32 * h)));
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+        y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
+      }
+    }
+    float res[4][4];
+    res[0][0] = hsum(y[0], y[1]);
+    store_tile<1>(o, 0, 1, n, res);
+  }
+}
+
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
 // codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
 // over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes, and the float work (convert,
@@ -832,39 +872,15 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
-  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream.
+  // Decode (one token): the low and high nibbles of each 32-byte chunk.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    const int64_t G = in.Kp / kQ4RGroup;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
-    const int8_t* acts = in.q4r.data();
-    const int32_t* neg_off = in.q4r_off.data();
-    const float* da = in.d.data();
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const uint8_t* row = w.row_ptr(n0);
-    for (int64_t n = n0; n < n1; ++n, row += stride) {
-      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* p = row + g * kQ4RGroupBytes;
-        prefetch_block<1, PrefetchTo::L2>(p, kQ4RGroupBytes, ahead);
-        const int8_t* a = acts + g * kQ4RGroup;
-        for (int h = 0; h < 2; ++h) {
-          __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(neg_off + 16 * g + 8 * h));
-          for (int j = 0; j < 4; ++j) {
-            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 * h + 32 * j));
-            is = _mm256_dpbusd_epi32(is, _mm256_and_si256(raw, low4),
-                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 32 * h)));
-            is = _mm256_dpbusd_epi32(is, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
-                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 128 * j + 64 + 32 * h)));
-          }
-          const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
-          y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
-        }
-      }
-      float res[4][4];
-      res[0][0] = hsum(y[0], y[1]);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0>(
+        in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& lo, __m256i& hi) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 * h + 32 * j));
+          lo = _mm256_and_si256(raw, low4);
+          hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        });
   }
 
   // Prefill: each 4-row tile's codes, unpacked to one byte each in the order of the 512-bit registers (per chunk,
@@ -927,36 +943,13 @@ struct Q40RKern {
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
-  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream.
+  // Decode (one token): the codes as they lie (offset 128, so the offset terms shifted by 4: x 16).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    const int64_t G = in.Kp / kQ4RGroup;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
-    const int8_t* acts = in.q4r.data();
-    const int32_t* off = in.q4r_off.data();
-    const float* da = in.d.data();
-    const uint8_t* row = w.row_ptr(n0);
-    for (int64_t n = n0; n < n1; ++n, row += stride) {
-      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* p = row + g * kQ8RGroupBytes;
-        prefetch_block<1, PrefetchTo::L2>(p, kQ8RGroupBytes, ahead);
-        const int8_t* a = acts + g * kQ4RGroup;
-        for (int h = 0; h < 2; ++h) {
-          __m256i is = _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), 4);
-          for (int c = 0; c < 8; ++c) {  // chunk c / 2, part c % 2: the order q4r_cached_tile sums them in
-            const int64_t at = 128 * (c / 2) + 64 * (c % 2) + 32 * h;
-            is = _mm256_dpbusd_epi32(is, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + at)),
-                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + at)));
-          }
-          const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
-          y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
-        }
-      }
-      float res[4][4];
-      res[0][0] = hsum(y[0], y[1]);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4>(
+        in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& c0, __m256i& c1) {
+          c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 * j + 32 * h));
+          c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 * j + 64 + 32 * h));
+        });
   }
 
   // Prefill: the shared tile on the codes in place (no unpacking to cache), scales widened per group.
