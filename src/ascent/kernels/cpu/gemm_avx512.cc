@@ -97,7 +97,7 @@ void decode_pairs(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, 
 // f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
 template <DType WT>
 struct FloatKern {
-  static constexpr int kDecodeRows = 1;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   static __m512 load_w(const uint8_t* row, int64_t k, __mmask16 m) {
     if constexpr (WT == DType::F32) {
       return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
@@ -167,7 +167,7 @@ struct FloatKern {
 
 // bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step.
 struct Bf16Kern {
-  static constexpr int kDecodeRows = 1;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   // kMasked only when K is not a multiple of 32 (see FloatKern: a mask in the loop costs GCC's register
   // allocation the accumulators).
   template <int R, int TT, bool kMasked, PrefetchTo kTo = PrefetchTo::L1>
