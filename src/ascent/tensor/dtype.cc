@@ -279,35 +279,40 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   fail("cannot convert {} to f32 row by row", dtype_name(t));
 }
 
-void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst) {
-  const int64_t groups = padded_cols(DType::Q4_0R, nb * kQBlock) / kQ4RGroup;
+namespace {
+
+// The group loop of the Q4_0R and Q8_0R repacks: per 512-column group of group_bytes, the 16 blocks' f16 scales
+// first (0 past the row's nb blocks), then put(out, i, b) writes block b's codes as block i of the group at out
+// (b >= nb: padding).
+template <class Block, class Put>
+void repack_groups(const Block* blocks, int64_t nb, int64_t group_bytes, uint8_t* dst, Put put) {
+  const int64_t groups = (nb * kQBlock + kQ4RGroup - 1) / kQ4RGroup;
   for (int64_t g = 0; g < groups; ++g) {
-    uint8_t* out = dst + g * kQ4RGroupBytes;
+    uint8_t* out = dst + g * group_bytes;
     for (int64_t i = 0; i < 16; ++i) {
       const int64_t b = 16 * g + i;
       const uint16_t d = b < nb ? blocks[b].d : uint16_t{0};
       std::memcpy(out + 2 * i, &d, 2);
-      for (int m = 0; m < 16; ++m) {  // byte m of the block's qs: chunk m / 4, lane i % 8 of half i / 8
-        out[32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4] = b < nb ? blocks[b].qs[m] : uint8_t{0x88};
-      }
+      put(out, i, b);
     }
   }
 }
 
+}  // namespace
+
+void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst) {
+  repack_groups(blocks, nb, kQ4RGroupBytes, dst, [&](uint8_t* out, int64_t i, int64_t b) {
+    for (int m = 0; m < 16; ++m) out[q4r_byte_at(i, m)] = b < nb ? blocks[b].qs[m] : uint8_t{0x88};
+  });
+}
+
 void repack_row_q8_0r(const BlockQ8_0* blocks, int64_t nb, uint8_t* dst) {
-  const int64_t groups = padded_cols(DType::Q8_0R, nb * kQBlock) / kQ4RGroup;
-  for (int64_t g = 0; g < groups; ++g) {
-    uint8_t* out = dst + g * kQ8RGroupBytes;
-    for (int64_t i = 0; i < 16; ++i) {
-      const int64_t b = 16 * g + i;
-      const uint16_t d = b < nb ? blocks[b].d : uint16_t{0};
-      std::memcpy(out + 2 * i, &d, 2);
-      for (int m = 0; m < kQBlock; ++m) {  // column m: chunk m % 16 / 4, part m / 16, lane i % 8 of half i / 8
-        const uint8_t code = b < nb ? static_cast<uint8_t>(blocks[b].qs[m]) : uint8_t{0};
-        out[32 + m % 16 / 4 * 128 + m / 16 * 64 + i / 8 * 32 + 4 * (i % 8) + m % 4] = code ^ 0x80;
-      }
+  repack_groups(blocks, nb, kQ8RGroupBytes, dst, [&](uint8_t* out, int64_t i, int64_t b) {
+    for (int m = 0; m < kQBlock; ++m) {  // unsigned: code + 128
+      const uint8_t code = b < nb ? static_cast<uint8_t>(blocks[b].qs[m]) : uint8_t{0};
+      out[q8r_code_at(i, m)] = code ^ 0x80;
     }
-  }
+  });
 }
 
 void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst) {

@@ -178,19 +178,24 @@ inline uint16_t r_group_scale(const uint8_t* row, int64_t b, int64_t group_bytes
 inline uint16_t q4r_scale(const uint8_t* row, int64_t b) {
   return r_group_scale(row, b, kQ4RGroupBytes);
 }
+// Where byte m of block i (0-15) of a group lies in that Q4_0R group: chunk m / 4, lane i % 8 of half i / 8.
+inline int64_t q4r_byte_at(int64_t i, int m) {
+  return 32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4;
+}
 inline uint8_t q4r_byte(const uint8_t* row, int64_t b, int m) {
-  const int64_t i = b % 16;
-  return row[b / 16 * kQ4RGroupBytes + 32 + i / 8 * 128 + m / 4 * 32 + 4 * (i % 8) + m % 4];
+  return row[b / 16 * kQ4RGroupBytes + q4r_byte_at(b % 16, m)];
 }
 // Q8_0R row access (see DType): block b's f16 scale and its code m (0-31), as BlockQ8_0 holds them.
 inline uint16_t q8r_scale(const uint8_t* row, int64_t b) {
   return r_group_scale(row, b, kQ8RGroupBytes);
 }
+// Where code m (column m) of block i (0-15) of a group lies in that Q8_0R group: chunk m % 16 / 4, part m / 16,
+// lane i % 8 of half i / 8.
+inline int64_t q8r_code_at(int64_t i, int m) {
+  return 32 + m % 16 / 4 * 128 + m / 16 * 64 + i / 8 * 32 + 4 * (i % 8) + m % 4;
+}
 inline int8_t q8r_code(const uint8_t* row, int64_t b, int m) {
-  const int64_t i = b % 16;
-  const uint8_t u =
-      row[b / 16 * kQ8RGroupBytes + 32 + m % 16 / 4 * 128 + m / 16 * 64 + i / 8 * 32 + 4 * (i % 8) + m % 4];
-  return static_cast<int8_t>(u ^ 0x80);
+  return static_cast<int8_t>(row[b / 16 * kQ8RGroupBytes + q8r_code_at(b % 16, m)] ^ 0x80);
 }
 // Repacks nb Q4_0 blocks (one row) into a Q4_0R row of padded_cols(Q4_0R, 32 nb) columns.
 void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst);
