@@ -75,11 +75,10 @@ namespace {
 
 // Q8_0, Q4_0, Q4_K and Q6_K matrices repacked, once, into the layouts the AVX-512 kernels read faster than the
 // file's own (dtype.h Q8_0R: 1.95x, Q4_0R: 1.7x, Q4_KR 1.9x, Q6_KR 1.45x from L2), when those kernels are the ones
-// that run. The same codes
-// and scales, so the same results; aliases (tied embeddings) stay aliases. The copies share one buffer on
-// transparent huge pages, as the weights of a --no-mmap load are: on 4 KiB pages decode ran ~15% slower. The file's
-// pages of each repacked matrix (views into the mapping or the --no-mmap copy; nothing reads them again) are then
-// given back, so the model still holds its weights once.
+// that run. The same codes and scales, so the same results; aliases (tied embeddings) stay aliases. The copies share
+// one buffer on transparent huge pages, as the weights of a --no-mmap load are: on 4 KiB pages decode ran ~15%
+// slower. The file's pages of each repacked matrix (views into the mapping or the --no-mmap copy; nothing reads them
+// again) are then given back, so the model still holds its weights once.
 void repack_weights(WeightSet& w) {
   std::vector<std::string> names;  // first name of each distinct matrix to repack
   std::vector<std::pair<std::string, size_t>> aliases;

@@ -98,6 +98,11 @@ float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t
   return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
 }
 
+// The weight formats whose AVX-512 kernels read the activations in GemmInput::q4r's order.
+bool reads_q4r(DType t) {
+  return t == DType::Q4_0R || t == DType::Q4_KR || t == DType::Q8_0R;
+}
+
 }  // namespace
 
 ActKind act_kind(DType weight) {
@@ -125,8 +130,7 @@ bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
          (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
-         ((w.dtype != DType::Q4_0R && w.dtype != DType::Q4_KR && w.dtype != DType::Q8_0R) || in.q4r_ready) &&
-         (w.dtype != DType::Q6_KR || in.q6r_ready);
+         (!reads_q4r(w.dtype) || in.q4r_ready) && (w.dtype != DType::Q6_KR || in.q6r_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -193,7 +197,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       }
       // Only the AVX-512 kernels read those layouts; the flags say the input was prepared for the format.
       in.q4_ready = w.dtype == DType::Q4_0;
-      in.q4r_ready = w.dtype == DType::Q4_0R || w.dtype == DType::Q4_KR || w.dtype == DType::Q8_0R;
+      in.q4r_ready = reads_q4r(w.dtype);
       in.q6r_ready = w.dtype == DType::Q6_KR;
       const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
       const bool q4r = in.q4r_ready && avx512_kernel_runs(w.dtype);
