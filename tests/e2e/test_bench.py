@@ -18,10 +18,13 @@ def main():
     check(r.returncode == 0 and len(lines) == 2, f"two JSON lines: {lines} {r.stderr.strip()}")
     objs = [json.loads(line) for line in lines] if r.returncode == 0 else []
     check([o.get("test") for o in objs] == ["pp32", "tg8"], "tests are pp32 and tg8")
-    keys = {"test", "tps_median", "tps_min", "tps_max", "roofline_pct"}
-    check(all(set(o) == keys for o in objs), "each object has exactly the documented keys")
+    keys = {"test", "tps_median", "tps_min", "tps_max", "roofline_pct", "samples_tps"}
+    check(all(set(o) == keys for o in objs), "each object has exactly the documented keys (no read_gbps: given)")
     check(all(0 < o["tps_min"] <= o["tps_median"] <= o["tps_max"] and o["roofline_pct"] > 0 for o in objs),
           "min <= median <= max, roofline share positive")
+    check(all(len(o["samples_tps"]) == 3 and min(o["samples_tps"]) == o["tps_min"] and
+              max(o["samples_tps"]) == o["tps_max"] and sorted(o["samples_tps"])[1] == o["tps_median"] for o in objs),
+          f"samples_tps holds the 3 runs the median and range come from: {[o.get('samples_tps') for o in objs]}")
     with open(os.path.join(MODEL, "config.json")) as f:
         cfg = json.load(f)
     head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
@@ -56,6 +59,10 @@ def main():
     # Without --roofline-gbps each decode run is judged against a read measured around it: the table says over
     # which range, and the decode share lies between the slowest run on the fastest read and the fastest on the
     # slowest (matrix bytes as printed, plus the KV rows; printed figures are rounded, hence the 5%).
+    r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-r", 2, "--jsonl"] + ROOF[2:])
+    objs_r = [json.loads(line) for line in r.stdout.strip().splitlines()] if r.returncode == 0 else []
+    check(len(objs_r) == 1 and len(objs_r[0].get("read_gbps", [])) == 2 and min(objs_r[0]["read_gbps"]) > 0,
+          f"without --roofline-gbps the decode object lists the read each run was judged against: {objs_r}")
     r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-r", 3] + ROOF[2:])
     m_bw = re.search(r"decode runs: each against the read bandwidth measured around it, ([\d.]+)-([\d.]+) GB/s", r.stdout)
     m_mb = re.search(r"([\d.]+) MiB of matrices", r.stdout)

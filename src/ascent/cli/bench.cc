@@ -9,6 +9,10 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
@@ -32,6 +36,8 @@ struct Options {
 struct Result {
   std::string test;
   double median = 0, min = 0, max = 0, roofline_pct = 0;
+  std::vector<double> samples;    // each timed run's t/s, in run order (llama-bench's samples_ts)
+  std::vector<double> read_gbps;  // decode: the read bandwidth each run was judged against, in run order
 };
 
 double median_of(std::vector<double> v) {
@@ -64,8 +70,9 @@ void weight_traffic(const model::Model& m, double& bytes, double& elems, DType& 
 }
 
 Result summarize(std::string test, std::vector<double> tps, double pct_per_tps) {
-  std::sort(tps.begin(), tps.end());
   Result r;
+  r.samples = tps;
+  std::sort(tps.begin(), tps.end());
   r.test = std::move(test);
   r.min = tps.front();
   r.max = tps.back();
@@ -174,13 +181,22 @@ void run(Options& o) {
       for (size_t i = 0; i < tg_tps.size(); ++i)
         shares.push_back(100.0 * (wbytes + kv_bytes) * tg_tps[i] / (tg_gbps[i] * 1e9));
       results.back().roofline_pct = median_of(shares);
+      results.back().read_gbps = tg_gbps;
     }
   }
   o.runtime.finish();
   if (o.jsonl) {
+    auto array = [](const std::vector<double>& v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{:.4f}", i ? "," : "", v[i]);
+      return s + "]";
+    };
     for (const auto& r : results) {
-      std::printf("{\"test\":\"%s\",\"tps_median\":%.4f,\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f}\n",
-                  r.test.c_str(), r.median, r.min, r.max, r.roofline_pct);
+      std::printf(
+          "{\"test\":\"%s\",\"tps_median\":%.4f,\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f,"
+          "\"samples_tps\":%s%s}\n",
+          r.test.c_str(), r.median, r.min, r.max, r.roofline_pct, array(r.samples).c_str(),
+          r.read_gbps.empty() ? "" : (",\"read_gbps\":" + array(r.read_gbps)).c_str());
     }
     return;
   }
