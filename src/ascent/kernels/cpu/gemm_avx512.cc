@@ -416,9 +416,10 @@ struct I4Kern {
           }
           for (int st = 0; st < kSteps; ++st, ak += 64) {
             const __m256i a0 = load_reg(ak), a1 = load_reg(ak + 32);
-            for (int r = 0; r < R; ++r, p[r - 1] += 32) {
+            for (int r = 0; r < R; ++r) {
               prefetch_ahead<1, PrefetchTo::L2>(p[r], ahead);
               const __m256i raw = load_reg(p[r]);
+              p[r] += 32;
               is[r][0] = _mm256_dpbusd_epi32(is[r][0], _mm256_and_si256(raw, low4), a0);
               is[r][1] = _mm256_dpbusd_epi32(is[r][1], _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), a1);
             }
