@@ -10,8 +10,6 @@
 // (K-quant super-blocks with random codes, sub-block scales and a fixed d). Each format's matrix keeps the first
 // of --rows rows that fit in 640 KiB, so that it stays in a 1 MiB L2 beside the activations. Prints the best and
 // median pass of each in GB/s of weight bytes.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -24,6 +22,7 @@
 
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/isa.h"
+#include "ascent/prof/roofline.h"
 #include "ascent/tensor/quantize.h"
 #include "ascent/tensor/tensor.h"
 
@@ -80,20 +79,6 @@ ascent::Tensor make_weight(const std::string& format, const ascent::Tensor& f, s
     }
   }
   return format.back() == 'r' ? ascent::repack(q) : q;
-}
-
-__attribute__((target("avx2"))) uint64_t read_bytes(const uint8_t* p, int64_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
 struct Rate {
@@ -168,8 +153,8 @@ int main(int argc, char** argv) {
     const ascent::kernels::GemmOut out{y.data(), o.rows, nullptr, nullptr, 0};
     const int64_t reps = std::max<int64_t>(1, o.bytes_per_pass / bytes);
     const Rate k = measure(o.passes, reps, bytes, [&] { ascent::kernels::gemm_rows(in, w, 0, w.shape[0], out); });
-    const Rate r =
-        measure(o.passes, reps, bytes, [&] { sink = sink + read_bytes(static_cast<const uint8_t*>(w.data), bytes); });
+    const Rate r = measure(o.passes, reps, bytes,
+                           [&] { sink = sink + ascent::prof::sum_bytes(static_cast<const uint8_t*>(w.data), bytes); });
     std::printf("| %s | %lld | %lld | %.1f | %.1f | %.1f | %.2f |\n", format.c_str(),
                 static_cast<long long>(w.shape[0]), static_cast<long long>(bytes), k.best, k.median, r.best,
                 k.best / r.best);

@@ -42,8 +42,15 @@ uint64_t sum_scalar(const uint8_t* p, int64_t n) {
   return a + b + c + d;
 }
 
+}  // namespace
+
+uint64_t sum_bytes(const uint8_t* p, int64_t n) {
+  return cpu_features().avx2 ? sum_avx2(p, n) : sum_scalar(p, n);
+}
+
+namespace {
+
 double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes = 5) {
-  const bool avx2 = cpu_features().avx2;
   std::atomic<uint64_t> sink{0};
   double best = 0;
   for (int pass = 0; pass < passes; ++pass) {
@@ -53,7 +60,7 @@ double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes
     for (int t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
         const uint8_t* p = buf + t * chunk;
-        sink += avx2 ? sum_avx2(p, chunk) : sum_scalar(p, chunk);
+        sink += sum_bytes(p, chunk);
       });
     }
     for (auto& t : ts) t.join();

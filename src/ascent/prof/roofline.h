@@ -17,6 +17,11 @@ struct Roofline {
   std::string fma_isa;  // which instruction set the FLOP/s loop used
 };
 
+// The read loop every bandwidth figure here comes from, on the calling thread: sums n bytes at p as 64-bit words
+// (AVX2 where the CPU has it), n a multiple of 128. For a benchmark that compares a kernel with a plain read of the
+// same bytes (bench/decode_ceiling.cc).
+uint64_t sum_bytes(const uint8_t* p, int64_t n);
+
 // buffer_bytes: size of the buffer streamed for bandwidth (large enough to defeat the caches).
 Roofline measure_roofline(int threads, int64_t buffer_bytes = int64_t{512} << 20);
 
