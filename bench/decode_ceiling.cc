@@ -62,8 +62,7 @@ ascent::Tensor make_weight(const std::string& format, const ascent::Tensor& f, s
   if (format == "q4_0") return ascent::convert(f, DType::Q4_0);
   if (format == "q8_0r") return ascent::repack(ascent::convert(f, DType::Q8_0));
   if (format == "q4_0r") return ascent::repack(ascent::convert(f, DType::Q4_0));
-  const bool q4k = format == "q4_k" || format == "q4_kr";
-  if (!q4k && format != "q6_k" && format != "q6_kr") usage("unknown format '" + format + "'");
+  const bool q4k = format == "q4_k" || format == "q4_kr";  // else q6_k or q6_kr (main checked the name)
   // Random super-blocks: every code and sub-block scale drawn, d (and dmin) fixed so values stay finite.
   ascent::Tensor q = ascent::make_owned(q4k ? DType::Q4_K : DType::Q6_K, {f.shape[0], f.shape[1]});
   auto* bytes = static_cast<uint8_t*>(const_cast<void*>(q.data));
@@ -125,10 +124,12 @@ int main(int argc, char** argv) {
   }
   if (o.cols % 256 != 0)
     usage("--cols must be a multiple of 256 (the K-quant super-block), got " + std::to_string(o.cols));
-  if (o.formats.empty()) {
-    o.formats = {"f32",  "f16",  "bf16",  "int8",  "int4",  "q8_0", "q4_0",
-                 "q4_k", "q6_k", "q8_0r", "q4_0r", "q4_kr", "q6_kr"};
+  const std::vector<std::string> all = {"f32",  "f16",  "bf16",  "int8",  "int4",  "q8_0", "q4_0",
+                                        "q4_k", "q6_k", "q8_0r", "q4_0r", "q4_kr", "q6_kr"};
+  for (const std::string& f : o.formats) {
+    if (std::find(all.begin(), all.end(), f) == all.end()) usage("unknown format '" + f + "'");
   }
+  if (o.formats.empty()) o.formats = all;
   std::printf("decode_ceiling: one thread, ISA %s, %lld x %lld, best / median of %lld passes (GB/s of weights)\n",
               ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
               static_cast<long long>(o.cols), static_cast<long long>(o.passes));
