@@ -79,28 +79,33 @@ inline __m512i unpack_nibbles(const uint8_t* p) {
                             _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
 }
 
-// Decode for the float kernels: rows [n0, n1) two at a time through Kern::body<2, 1> (the last one alone),
-// prefetching into L2.
-template <class Kern>
-void decode_pairs(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, bool masked) {
+// Decode rows [n0, n1) two at a time, the last one alone: rows.template operator()<R>(n, res) puts rows n..n+R-1
+// (R = 2, or 1 at the end) in res[r][0], stored here. The kernels that take their single token's rows in pairs
+// (FloatKern, Bf16Kern, I4Kern, q4r_decode_rows) share this loop.
+template <class Rows>
+void decode_in_pairs(int64_t n0, int64_t n1, const GemmOut& o, Rows&& rows) {
   for (int64_t n = n0; n < n1; n += 2) {
     float res[4][4];
     if (n + 2 <= n1) {
-      if (masked) {
-        Kern::template body<2, 1, true, PrefetchTo::L2>(in, w, n, 0, res);
-      } else {
-        Kern::template body<2, 1, false, PrefetchTo::L2>(in, w, n, 0, res);
-      }
+      rows.template operator()<2>(n, res);
       store_tile<2>(o, 0, 1, n, res);
     } else {
-      if (masked) {
-        Kern::template body<1, 1, true, PrefetchTo::L2>(in, w, n, 0, res);
-      } else {
-        Kern::template body<1, 1, false, PrefetchTo::L2>(in, w, n, 0, res);
-      }
+      rows.template operator()<1>(n, res);
       store_tile<1>(o, 0, 1, n, res);
     }
   }
+}
+
+// Decode for the float kernels: rows in pairs through Kern::body<R, 1>, prefetching into L2.
+template <class Kern>
+void decode_pairs(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, bool masked) {
+  decode_in_pairs(n0, n1, o, [&]<int R>(int64_t n, float res[4][4]) {
+    if (masked) {
+      Kern::template body<R, 1, true, PrefetchTo::L2>(in, w, n, 0, res);
+    } else {
+      Kern::template body<R, 1, false, PrefetchTo::L2>(in, w, n, 0, res);
+    }
+  });
 }
 
 // f32 and f16 weights times f32 activations, 16 columns per step, the tail masked.
@@ -396,7 +401,7 @@ struct I4Kern {
       }
       const int64_t stride = row_bytes(w.dtype, w.shape[1]);
       const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
-      // Rows n..n+R-1 (R = 1 or 2) into res[r][0].
+      // Rows n..n+R-1 (R = 1 or 2) into res[r][0], for decode_in_pairs.
       auto rows = [&]<int R>(int64_t n, float res[4][4]) {
         const uint8_t* p[R];  // each row's next 32 packed bytes
         const float* scales[R];
@@ -433,16 +438,7 @@ struct I4Kern {
         }
         for (int r = 0; r < R; ++r) res[r][0] = hsum(acc[r][0], acc[r][1]) * in.d[0];
       };
-      for (int64_t n = n0; n < n1; n += 2) {
-        float res[4][4];
-        if (n + 2 <= n1) {
-          rows.template operator()<2>(n, res);
-          store_tile<2>(o, 0, 1, n, res);
-        } else {
-          rows.template operator()<1>(n, res);
-          store_tile<1>(o, 0, 1, n, res);
-        }
-      }
+      decode_in_pairs(n0, n1, o, rows);
     });
   }
 
@@ -904,16 +900,9 @@ template <int64_t kGroupBytes, int kShift, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t stride = row_bytes(w.dtype, w.shape[1]);
   const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
-  for (int64_t n = n0; n < n1; n += 2) {
-    float res[4][4];
-    if (n + 2 <= n1) {
-      q4r_decode_tile<2, kGroupBytes, kShift>(in, w.row_ptr(n), stride, ahead, res, codes);
-      store_tile<2>(o, 0, 1, n, res);
-    } else {
-      q4r_decode_tile<1, kGroupBytes, kShift>(in, w.row_ptr(n), stride, ahead, res, codes);
-      store_tile<1>(o, 0, 1, n, res);
-    }
-  }
+  decode_in_pairs(n0, n1, o, [&]<int R>(int64_t n, float res[4][4]) {
+    q4r_decode_tile<R, kGroupBytes, kShift>(in, w.row_ptr(n), stride, ahead, res, codes);
+  });
 }
 
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
