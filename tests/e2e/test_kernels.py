@@ -291,6 +291,16 @@ def main():
     outs = [run([x, w], isa, wtype="int8") for isa in supported]
     check(all(o is not None and np.array_equal(o, outs[0]) for o in outs),
           f"int8: {', '.join(supported)} bitwise equal")
+    # int4 likewise: every ISA forms each group's exact sum, scales it and adds it in group order, as the reference
+    # does, so all give its bits. N = 37 and 53: whole blocks of 16 rows and a partial last one, in the AVX-512
+    # prefill's tiles of three blocks and in decode's pairs; 13 tokens: tiles of 4 and a remainder of 1.
+    same = True
+    for group in (32, 64, 128):
+        for T, N in ((1, 37), (13, 53)):
+            x, w = rng.standard_normal((T, 333)).astype(f32), rng.standard_normal((N, 333)).astype(f32)
+            outs = [run([x, w], isa, wtype="int4", group=group) for isa in supported]
+            same &= all(o is not None and np.array_equal(o, outs[0]) for o in outs)
+    check(same, f"int4 g32/g64/g128: {', '.join(supported)} bitwise equal (1 and 13 tokens, 37 and 53 rows)")
     # The same with activations that stress the quantizer (AVX-512 has its own, meant to give the scalar one's
     # bits): exact rounding ties (x.5 after scaling by 127 / amax), an all-zero row, values 1e30 apart, a row of one
     # value. (q8_0 shares the quantizer, but its per-block float sums are ordered per ISA, so it is not bitwise.)

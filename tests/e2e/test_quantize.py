@@ -67,10 +67,15 @@ def read_ascent(path):
         if qinfo[name]["type"] == "int8":
             w = (codes[:, :K].astype(np.float64) - 128) * scale[:, None]
         else:
+            # Blocks of 16 rows (codes (blocks, 16 * Kp / 2), scales (blocks, groups, 16)): per 8-column step 64
+            # bytes, byte 4i + j holding column 8o + j of row i in its low nibble and 8o + 4 + j in its high one.
             g = qinfo[name]["group"]
-            chunks = codes.reshape(N, -1, 32)
-            q = np.concatenate([chunks & 15, chunks >> 4], axis=2).reshape(N, -1).astype(np.float64) - 8
-            w = (q * np.repeat(scale.reshape(N, -1), g, axis=1))[:, :K]
+            blocks = codes.shape[0]
+            steps = codes.reshape(blocks, -1, 16, 4)  # (block, step o, row i, byte j)
+            q = np.concatenate([steps & 15, steps >> 4], axis=3)  # (block, o, i, column 8o + 0..7)
+            q = q.transpose(0, 2, 1, 3).reshape(blocks * 16, -1).astype(np.float64) - 8
+            s = scale.reshape(blocks, -1, 16).transpose(0, 2, 1).reshape(blocks * 16, -1)
+            w = (q * np.repeat(s, g, axis=1))[:N, :K]
         if name + ".input_scale" in header:
             w = w * np.frombuffer(raw(name + ".input_scale")[0], np.float32).astype(np.float64)[None, :]
         out[name] = torch.from_numpy(w)
@@ -148,10 +153,10 @@ def main():
         open(p, "wb").write(data)
         return p
 
-    def rewrite(h):
+    def rewrite(h, src=good):
         text = json.dumps(h).encode()
         text += b" " * ((64 - (8 + len(text)) % 64) % 64)  # keep the data section 64-byte aligned
-        return struct.pack("<Q", len(text)) + text + good[8 + n:]
+        return struct.pack("<Q", len(text)) + text + src[8 + struct.unpack("<Q", src[:8])[0]:]
 
     cases = []
     cases.append(("truncated data", variant("trunc", good[: len(good) - 1000]), "outside"))
@@ -169,6 +174,16 @@ def main():
     t["blk.0.attn_k.weight"]["type"] = "int3"
     h["__metadata__"]["ascent.tensors"] = json.dumps(t)
     cases.append(("unknown type", variant("type", rewrite(h)), "int3"))
+    # Version 1 files laid int4 out row by row: one holding int4 is refused with the fix; int8 ones still load.
+    good4 = open(q4, "rb").read()
+    h = json.loads(good4[8:8 + struct.unpack("<Q", good4[:8])[0]])
+    h["__metadata__"]["ascent.version"] = "1"
+    cases.append(("int4 in a version 1 file", variant("v1int4", rewrite(h, good4)), "quantize the model again"))
+    h = json.loads(json.dumps(header))
+    h["__metadata__"]["ascent.version"] = "1"
+    r = run(["generate", "-m", variant("v1int8", rewrite(h)), "--temp", "0", "-n", "61"])
+    check(r.returncode == 0 and "Once upon a time, there was a little girl named Lily." in r.stdout,
+          f"a version 1 int8 file still loads and generates the known story (exit {r.returncode})")
     for what, path, needle in cases:
         r = run(["generate", "-m", path, "-n", "2"])
         err = r.stderr.strip()

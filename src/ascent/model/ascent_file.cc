@@ -16,7 +16,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kVersion = 1;
+// Version 2: int4 codes and scales in blocks of 16 rows (dtype.h). Version 1 files load unless they hold int4.
+constexpr int kVersion = 2;
+
+// The shape of an I8/I4 matrix's code entry: (N, row bytes) for I8; for I4 (blocks of 16 rows, bytes per block).
+Shape int_codes_shape(DType t, int64_t N, int64_t K) {
+  if (t == DType::I8) return {N, row_bytes(t, K)};
+  return {int4_stored_rows(N) / kInt4Rows, kInt4Rows * row_bytes(t, K)};
+}
 
 json config_json(const ModelConfig& c) {
   json j;
@@ -130,9 +137,10 @@ void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::s
     if (is_int_weight(t.dtype)) {
       ASCENT_CHECK(t.shape.size() == 2, "{}: {} tensors must be 2-D", name, dtype_name(t.dtype));
       const int64_t N = t.shape[0], K = t.shape[1];
-      entries.push_back({name, "U8", {N, row_bytes(t.dtype, K)}, {data, static_cast<size_t>(t.nbytes())}});
+      entries.push_back({name, "U8", int_codes_shape(t.dtype, N, K), {data, static_cast<size_t>(t.nbytes())}});
       const int64_t ns = int_weight_scale_count(t.dtype, N, K, t.group);
-      const Shape sshape = t.dtype == DType::I8 ? Shape{N} : Shape{N, ns / N};
+      const int64_t blocks = int4_stored_rows(N) / kInt4Rows;
+      const Shape sshape = t.dtype == DType::I8 ? Shape{N} : Shape{blocks, ns / (blocks * kInt4Rows), kInt4Rows};
       entries.push_back(
           {name + ".scale", "F32", sshape, {reinterpret_cast<const char*>(t.scales), static_cast<size_t>(ns * 4)}});
       if (t.input_scale != nullptr) {
@@ -191,12 +199,15 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
   const uint64_t data_size = layout.data_size;
   AscentFileInfo info;
   json tensors;
+  int version = kVersion;
   std::string field = "__metadata__";
   try {
     const json& meta = header.at("__metadata__");
     field = "ascent.version";
-    ASCENT_CHECK(meta.at(field).get<std::string>() == std::to_string(kVersion), "unsupported version {}",
-                 meta.at(field).dump());
+    const std::string v = meta.at(field).get<std::string>();
+    ASCENT_CHECK(v == "1" || v == std::to_string(kVersion), "unsupported version {} (this build reads 1 and {})",
+                 meta.at(field).dump(), kVersion);
+    version = std::stoi(v);
     field = "ascent.config";
     cfg = config_from_json(json::parse(meta.at(field).get<std::string>()));
     field = "ascent.quant";
@@ -271,9 +282,14 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       t.shape = shape;
       t.group = dt == DType::I4 ? group : 0;
       if (dt == DType::I4) check_int4_group(group);
+      ASCENT_CHECK(dt != DType::I4 || version >= 2,
+                   "int4 tensor in a version {} file: int4 is laid out in blocks of 16 rows since version 2; quantize "
+                   "the model again with this build",
+                   version);
       const Raw& q = take(name);
-      ASCENT_CHECK(q.dtype == "U8" && q.shape == Shape({N, row_bytes(dt, K)}), "codes are {} {}, expected U8 {}",
-                   q.dtype, shape_str(q.shape), shape_str({N, row_bytes(dt, K)}));
+      const Shape qshape = int_codes_shape(dt, N, K);
+      ASCENT_CHECK(q.dtype == "U8" && q.shape == qshape, "codes are {} {}, expected U8 {}", q.dtype, shape_str(q.shape),
+                   shape_str(qshape));
       const Raw& s = take(name + ".scale");
       const int64_t ns = int_weight_scale_count(dt, N, K, group);
       ASCENT_CHECK(s.dtype == "F32" && numel(s.shape) == ns, "{}.scale is {} {}, expected F32 with {} values", name,

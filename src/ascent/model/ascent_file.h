@@ -1,9 +1,11 @@
 // Ascent's quantized model file: a safetensors container that any safetensors reader can list, holding
 //   - plain tensors (F32/F16/BF16) under their canonical names (GGUF-style, "blk.0.attn_norm.weight");
-//   - each I8/I4 matrix NAME as three entries: NAME (U8, (N, row bytes): offset-binary codes, rows padded),
-//     NAME.scale (F32, (N,) or (N, groups)) and, for activation-aware models, NAME.input_scale (F32, (K,));
+//   - each I8/I4 matrix NAME as three entries: NAME (U8: offset-binary codes; I8 (N, row bytes), rows padded; I4
+//     (blocks of 16 rows, bytes per block), dtype.h's layout), NAME.scale (F32, I8 (N,), I4 (blocks, groups, 16))
+//     and, for activation-aware models, NAME.input_scale (F32, (K,));
 //   - the tokenizer's own file as the U8 tensor "ascent.tokenizer";
-//   - __metadata__ strings: "format" = "ascent", "ascent.version", "ascent.config" (the model config as JSON),
+//   - __metadata__ strings: "format" = "ascent", "ascent.version" (2; 1 before int4 took blocks of 16 rows, read unless
+//   it holds int4), "ascent.config" (the model config as JSON),
 //     "ascent.quant" (int8, int4, bf16), "ascent.tensors" (JSON: name -> {type, shape, group}),
 //     "ascent.tokenizer_kind" (tokenizer.json, tokenizer.bin, gguf).
 // Loading maps the file and uses every tensor in place. Every field is checked: a corrupted or truncated file

@@ -48,13 +48,13 @@ void check_int4_group(int64_t group) {
 }
 
 int64_t int_weight_data_bytes(DType t, int64_t N, int64_t K) {
-  return N * row_bytes(t, K);
+  return (t == DType::I4 ? int4_stored_rows(N) : N) * row_bytes(t, K);
 }
 
 int64_t int_weight_scale_count(DType t, int64_t N, int64_t K, int group) {
   if (t == DType::I8) return N;
   check_int4_group(group);
-  return N * (padded_cols(t, K) / group);
+  return int4_stored_rows(N) * (padded_cols(t, K) / group);
 }
 
 Tensor quantize_int8(const Tensor& w, std::span<const float> input_scale) {
@@ -105,18 +105,22 @@ Tensor quantize_int4(const Tensor& w, int group, std::span<const float> input_sc
                clip.size(), N * G);
   Tensor out = make_int_weight(DType::I4, N, K, group, !input_scale.empty());
   auto* scales = const_cast<float*>(out.scales);
+  auto* data = const_cast<uint8_t*>(static_cast<const uint8_t*>(out.data));
+  // Rows past N (padding the last block of 16) hold code 8 (value 0) and scale 0.
+  std::fill(data, data + out.nbytes(), uint8_t{0x88});
+  std::fill(scales, scales + int_weight_scale_count(DType::I4, N, K, group), 0.0f);
   std::vector<float> row(static_cast<size_t>(Kp), 0.0f);
   std::vector<uint8_t> codes(static_cast<size_t>(Kp));
   for (int64_t r = 0; r < N; ++r) {
     scaled_row(w, r, input_scale, row.data());
     for (int64_t g = 0; g < G; ++g) {
-      scales[r * G + g] = quantize_int4_group(row.data() + g * group, group, clip.empty() ? 1.0f : clip[r * G + g],
-                                              codes.data() + g * group);
+      scales[int4_scale_index(G, r, g)] = quantize_int4_group(
+          row.data() + g * group, group, clip.empty() ? 1.0f : clip[r * G + g], codes.data() + g * group);
     }
-    auto* q = const_cast<uint8_t*>(out.row_ptr(r));
-    for (int64_t c = 0; c < Kp / 64; ++c) {
-      for (int j = 0; j < 32; ++j)
-        q[c * 32 + j] = static_cast<uint8_t>(codes[c * 64 + j] | (codes[c * 64 + 32 + j] << 4));
+    for (int64_t k = 0; k < Kp; k += 8) {  // each byte: column k + j low, k + 4 + j high (dtype.h)
+      for (int j = 0; j < 4; ++j) {
+        data[int4_byte(Kp, r, k + j)] = static_cast<uint8_t>(codes[k + j] | (codes[k + 4 + j] << 4));
+      }
     }
   }
   if (!input_scale.empty()) std::copy(input_scale.begin(), input_scale.end(), const_cast<float*>(out.input_scale));

@@ -31,20 +31,19 @@ Tensor make_owned(DType dtype, Shape shape) {
 
 void row_to_f32(const Tensor& t, int64_t r, float* dst) {
   const int64_t K = t.cols();
-  const uint8_t* row = t.row_ptr(r);
   if (t.dtype == DType::I8) {
+    const uint8_t* row = t.row_ptr(r);
     const float s = t.scales[r];
     for (int64_t k = 0; k < K; ++k) dst[k] = s * static_cast<float>(static_cast<int>(row[k]) - 128);
   } else if (t.dtype == DType::I4) {
-    const int64_t groups = padded_cols(t.dtype, K) / t.group;
+    const int64_t Kp = padded_cols(t.dtype, K), groups = Kp / t.group;
+    const auto* data = static_cast<const uint8_t*>(t.data);
     for (int64_t k = 0; k < K; ++k) {
-      // Each 64-element chunk is 32 bytes: element j in the low nibble of byte j, element j + 32 in the high one.
-      const uint8_t b = row[k / 64 * 32 + k % 32];
-      const int q = (k % 64 < 32 ? b & 0x0f : b >> 4) - 8;
-      dst[k] = t.scales[r * groups + k / t.group] * static_cast<float>(q);
+      const int q = int4_code(data, Kp, r, k) - 8;
+      dst[k] = t.scales[int4_scale_index(groups, r, k / t.group)] * static_cast<float>(q);
     }
   } else {
-    dequantize_row(t.dtype, row, dst, K);
+    dequantize_row(t.dtype, t.row_ptr(r), dst, K);
     return;
   }
   if (t.input_scale != nullptr) {

@@ -22,7 +22,8 @@ struct Tensor {
   const void* data = nullptr;
   std::shared_ptr<const void> owner;  // keeps owned storage alive; null for views into mapped files
 
-  // I8 and I4 weights only. scales: (rows,) for I8, (rows, padded_cols / group) for I4. input_scale: optional
+  // I8 and I4 weights only. scales: (rows,) for I8, (blocks of 16 rows, padded_cols / group, 16) for I4 (dtype.h).
+  // input_scale: optional
   // (cols,) multiplier applied to the activations before they are quantized (activation-aware scaling: the
   // weight was divided by it column-wise). They point into the same file or owner as data.
   const float* scales = nullptr;
@@ -30,9 +31,13 @@ struct Tensor {
   int32_t group = 0;
 
   int64_t numel() const { return ascent::numel(shape); }
-  int64_t nbytes() const { return shape.empty() ? storage_bytes(dtype, 1) : rows() * row_bytes(dtype, cols()); }
+  int64_t nbytes() const {
+    if (shape.empty()) return storage_bytes(dtype, 1);
+    return (dtype == DType::I4 ? int4_stored_rows(rows()) : rows()) * row_bytes(dtype, cols());
+  }
   int64_t rows() const { return shape.size() < 2 ? 1 : numel() / shape.back(); }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  // Not for I4, whose rows interleave in blocks of 16 (dtype.h: int4_byte).
   const uint8_t* row_ptr(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(dtype, cols()); }
   const float* f32() const { return static_cast<const float*>(data); }
 };

@@ -5,7 +5,8 @@
 //   f32, f16   f32 activations times the exactly widened weights.
 //   bf16       activations rounded to bf16 (vdpbf16ps semantics), products summed in f32.
 //   i8, i4     activations quantized to int8 with one scale per token (after input_scale); integer dot products;
-//              i8 scaled per row, i4 per group.
+//              i8 scaled per row, i4 per group (each group's exact sum times its scale, then added, in ascending
+//              group order: every variant computes i4 to the same bits as the reference).
 //   q8_0, q4_0 activations quantized to int8 per 32-element block, as llama.cpp does; integer dot per block.
 //   q4_0r      q4_0 repacked in memory for the AVX-512 kernel (dtype.h): q4_0's arithmetic on the same codes.
 //   q8_0r      q8_0 repacked likewise: q8_0's arithmetic on the same codes.
@@ -39,6 +40,7 @@ struct GemmInput {
   std::vector<int8_t> q;               // (T, Kp) int8, zero past K
   std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
   std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
+  std::vector<int32_t> sum32;          // (T, Kp / 32) sum of each 32 columns of q (per-token kind; I4's offsets)
   // Decode only (T == 1, per-block kind): per-token work the AVX-512 Q8_0 and Q6_K decode loops would otherwise
   // redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane
   // multiplies; lane_d[i] = d[4i / 32], that lane's block scale.

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "ascent/kernels/cpu/gemm.h"
 
@@ -147,54 +148,99 @@ struct I8Kern {
   }
 };
 
-// I4: each 64-column chunk is 32 bytes; the low nibbles are columns 0..31 and the high nibbles 32..63, so a
-// chunk is two 32-column halves, each inside one group. Codes times activations with vpmaddubsw (exact for 4-bit
-// codes), minus 8 * each lane's activation sum.
+// I4 in blocks of 16 rows (dtype.h), each taken as two halves of 8 rows: lane i of a vector is row 8h + i of the
+// block, so a step's 32 bytes per half are one load, two nibble masks and two vpmaddubsw against the step's 8
+// activations broadcast as two 4-byte groups. Each group's int32 sum (from int4_offsets' term) is scaled for 8 rows
+// at once: the reference's product, then sum, per group, so the same bits as the reference and AVX-512.
+// Prefill tiles one half by four tokens; decode takes both halves of a block for its single token.
 struct I4Kern {
-  static constexpr int kDecodeRows = 4;
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, group = w.group, G = Kp / group;
-    const __m256i low4 = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8), ones16 = _mm256_set1_epi16(1);
-    __m256 acc[R][TT];
-    __m256i isum[R][TT];
-    const uint8_t* rows[R];
-    for (int r = 0; r < R; ++r) {
-      rows[r] = w.row_ptr(n + r);
-      for (int j = 0; j < TT; ++j) {
-        acc[r][j] = _mm256_setzero_ps();
-        isum[r][j] = _mm256_setzero_si256();
-      }
+  template <int GROUP, int NH, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, const int32_t* off, int64_t b, int h0, int64_t t, int64_t n0,
+                   int64_t n1, const GemmOut& o) {
+    constexpr int64_t kSteps = GROUP / 8;
+    const int64_t Kp = in.Kp, G = Kp / GROUP, block_bytes = kInt4Rows * Kp / 2;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+    const uint8_t* p = static_cast<const uint8_t*>(w.data) + b * block_bytes + 32 * h0;
+    const int64_t ahead = prefetch_distance(block_bytes);
+    __m256 acc[NH][TT];
+    for (int h = 0; h < NH; ++h) {
+      for (int j = 0; j < TT; ++j) acc[h][j] = _mm256_setzero_ps();
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
-    const int8_t* a = in.q.data() + t * Kp;
-    for (int64_t k = 0; k < Kp; k += 32) {
-      __m256i av[TT], off[TT];  // activations of columns k .. k + 31; 8 * each lane's activation sum
+    const auto* a = reinterpret_cast<const int32_t*>(in.q.data() + t * Kp);
+    const int64_t a_stride = Kp / 4;
+    for (int64_t g = 0; g < G; ++g) {
+      __m256i is[NH][TT];
       for (int j = 0; j < TT; ++j) {
-        av[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * Kp + k));
-        off[j] = dot_u8s8(eight, av[j], ones16);
+        for (int h = 0; h < NH; ++h) is[h][j] = _mm256_set1_epi32(off[j * G + g]);
       }
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* p = rows[r] + k / 64 * 32;
-        prefetch_ahead<TT>(p, ahead);
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-        const __m256i codes = _mm256_and_si256(k % 64 != 0 ? _mm256_srli_epi16(raw, 4) : raw, low4);
-        for (int j = 0; j < TT; ++j) {
-          isum[r][j] = _mm256_add_epi32(isum[r][j], _mm256_sub_epi32(dot_u8s8(codes, av[j], ones16), off[j]));
+      for (int64_t st = g * kSteps; st < (g + 1) * kSteps; ++st) {
+        __m256i lo[NH], hi[NH];
+        for (int h = 0; h < NH; ++h) {
+          prefetch_ahead<TT>(p + st * 64 + 32 * h, ahead);
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + st * 64 + 32 * h));
+          lo[h] = _mm256_and_si256(raw, low4);
+          hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
         }
-      }
-      if ((k + 32) % group == 0) {
-        for (int r = 0; r < R; ++r) {
-          const __m256 sv = _mm256_set1_ps(w.scales[(n + r) * G + k / group]);
-          for (int j = 0; j < TT; ++j) {
-            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][j]), sv, acc[r][j]);
-            isum[r][j] = _mm256_setzero_si256();
+        for (int j = 0; j < TT; ++j) {
+          const __m256i a0 = _mm256_set1_epi32(a[j * a_stride + 2 * st]);
+          const __m256i a1 = _mm256_set1_epi32(a[j * a_stride + 2 * st + 1]);
+          for (int h = 0; h < NH; ++h) {
+            // Each int16 pair sum is at most 2 x 15 x 128 = 3840, so the two steps' sum fits before widening.
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], a0), _mm256_maddubs_epi16(hi[h], a1));
+            is[h][j] = _mm256_add_epi32(is[h][j], _mm256_madd_epi16(s16, ones16));
           }
         }
       }
+      for (int h = 0; h < NH; ++h) {
+        const __m256 sc = _mm256_loadu_ps(w.scales + ((b * G + g) * kInt4Rows + 8 * (h0 + h)));
+        for (int j = 0; j < TT; ++j) {
+          acc[h][j] = _mm256_add_ps(acc[h][j], _mm256_mul_ps(_mm256_cvtepi32_ps(is[h][j]), sc));
+        }
+      }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
+    for (int h = 0; h < NH; ++h) {
+      for (int j = 0; j < TT; ++j) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, _mm256_mul_ps(acc[h][j], _mm256_set1_ps(in.d[static_cast<size_t>(t + j)])));
+        const int64_t first = b * kInt4Rows + 8 * (h0 + h);
+        store_rows(o, t + j, first, first > n0 ? first : n0, first + 8 < n1 ? first + 8 : n1, v);
+      }
+    }
+  }
+
+  static void run(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    if (n0 >= n1) return;
+    auto go = [&]<int GROUP>() {
+      const int64_t G = in.Kp / GROUP;
+      thread_local std::vector<int32_t> off;  // (T, G)
+      off.resize(static_cast<size_t>(in.T * G));
+      for (int64_t t = 0; t < in.T; ++t) int4_offsets(in, GROUP, t, off.data() + t * G);
+      const int64_t b0 = n0 / kInt4Rows, b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
+      if (in.T == 1) {
+        for (int64_t b = b0; b < b1; ++b) tile<GROUP, 2, 1>(in, w, off.data(), b, 0, 0, n0, n1, o);
+        return;
+      }
+      const int64_t tok_block = tile_min(128, (256 * 1024 / in.Kp + 3) / 4 * 4 + 4);
+      for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
+        const int64_t t1 = tile_min(in.T, t0 + tok_block);
+        for (int64_t b = b0; b < b1; ++b) {
+          for (int h = 0; h < 2; ++h) {
+            if (b * kInt4Rows + 8 * h >= n1 || b * kInt4Rows + 8 * h + 8 <= n0) continue;  // outside the range
+            for (int64_t t = t0; t < t1; t += 4) {
+              with_tile_size(tile_min(4, t1 - t),
+                             [&]<int TT>() { tile<GROUP, 1, TT>(in, w, off.data() + t * G, b, h, t, n0, n1, o); });
+            }
+          }
+        }
+      }
+    };
+    switch (w.group) {
+      case 32:
+        return go.template operator()<32>();
+      case 64:
+        return go.template operator()<64>();
+      default:
+        return go.template operator()<128>();
     }
   }
 };

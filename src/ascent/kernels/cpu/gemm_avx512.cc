@@ -47,6 +47,13 @@ inline __m256i load_reg(const void* p) {
   return v;
 }
 
+// load_reg's 512-bit form.
+inline __m512i load_reg512(const void* p) {
+  __m512i v = _mm512_loadu_si512(p);
+  asm("" : "+v"(v));
+  return v;
+}
+
 // For a single token's decode loops: minus each lane's activation sum (GemmInput::lane_sum) times 2^shift, the
 // exact offset term a kernel with codes stored as value + 2^shift adds to each lane's vpdpbusd sum. Formed once per
 // call into a per-thread buffer (Kp / 4 values) instead of once per row.
@@ -61,7 +68,7 @@ const int32_t* scaled_lane_offsets(const GemmInput& in, int shift) {
   return neg_off.data();
 }
 
-// The 128 codes of 64 packed bytes (two 32-byte chunks c0, c1 of the I4 / Q4_K layout): [0] the low nibbles
+// The 128 codes of 64 packed bytes (two 32-byte chunks c0, c1 of the Q4_K layout): [0] the low nibbles
 // (columns 0-31 of c0, then of c1), [1] the high nibbles (columns 32-63 of c0, then of c1). No lane crossing.
 inline void split_nibbles(const uint8_t* p, __m512i out[2]) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -70,18 +77,9 @@ inline void split_nibbles(const uint8_t* p, __m512i out[2]) {
   out[1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
 }
 
-// The 64 codes of 32 packed bytes (I4 and Q4_K layout): low nibbles (columns 0-31) in the low half, high nibbles
-// in the high half.
-inline __m512i unpack_nibbles(const uint8_t* p) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
-                            _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
-}
-
 // Decode rows [n0, n1) two at a time, the last one alone: rows.template operator()<R>(n, res) puts rows n..n+R-1
 // (R = 2, or 1 at the end) in res[r][0], stored here. The kernels that take their single token's rows in pairs
-// (FloatKern, Bf16Kern, I4Kern, q4r_decode_rows) share this loop.
+// (FloatKern, Bf16Kern, q4r_decode_rows) share this loop.
 template <class Rows>
 void decode_in_pairs(int64_t n0, int64_t n1, const GemmOut& o, Rows&& rows) {
   for (int64_t n = n0; n < n1; n += 2) {
@@ -296,20 +294,16 @@ struct I8Kern {
   }
 };
 
-// I4: 64 columns per step from 32 packed bytes; int32 sums per group, scaled per group in f32. Groups of 32 take
-// two scales per step (low and high half of the register).
+// I4 in blocks of 16 rows (dtype.h): lane i of every vector is row 16b + i, so a step's 64 bytes (16 rows x 8
+// columns) are one load, two nibble masks and two vpdpbusd against the step's 8 activations broadcast as two
+// 4-byte groups. Each group's int32 sum (starting from int4_offsets' term) is converted and scaled for 16 rows at
+// once; the float work is one multiply and one add per group and 16 rows, not per row (the row-major layout
+// before it spent as much on conversion and scaling as on dot products, and a horizontal sum per row).
+// Decode takes two blocks at a time (two streams sharing the activation broadcasts, four vpdpbusd chains in
+// flight); prefill tiles three blocks by four tokens (12 accumulators) and reads a block's codes once per tile.
+// Every path forms each (token, row) from the same integers with the same float operations as the reference
+// (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
-  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
-  // The scales of the span starting at column k0, one per lane: groups of 32 take two (low and high half).
-  template <int GROUP>
-  static __m512 span_scales(const float* row_scales, int64_t k0) {
-    if constexpr (GROUP == 32) {
-      return _mm512_insertf32x8(_mm512_set1_ps(row_scales[k0 / 32]), _mm256_set1_ps(row_scales[k0 / 32 + 1]), 1);
-    } else {
-      return _mm512_set1_ps(row_scales[k0 / GROUP]);
-    }
-  }
-  // Calls fn.template operator()<GROUP>() for w's group size (32, 64, else 128).
   template <class Fn>
   static void with_group(const Tensor& w, Fn&& fn) {
     switch (w.group) {
@@ -321,203 +315,148 @@ struct I4Kern {
         return fn.template operator()<128>();
     }
   }
-  // One scale span (a group, or two groups of 32) at a time, with the group size a template parameter so the span
-  // loop is fixed and unrolled: a run-time "group finished?" test inside the K loop made GCC spill.
-  template <int R, int TT, int GROUP>
-  static void body(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;  // 64-column steps per span
-    constexpr int64_t kSpan = 64 * kSteps;
-    const int64_t Kp = in.Kp, G = Kp / GROUP;
-    const __m512i eights = _mm512_set1_epi8(8);
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* w0 = w.row_ptr(n);
-    const int64_t ahead = prefetch_distance(R * stride);
-    __m512 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
-    }
-    const int8_t* a = in.q.data() + t * Kp;
-    for (int64_t k0 = 0; k0 < Kp; k0 += kSpan) {
-      __m512i av[kSteps][TT], neg_off[TT];
-      for (int j = 0; j < TT; ++j) {
-        __m512i off = _mm512_setzero_si512();
-        for (int st = 0; st < kSteps; ++st) {
-          av[st][j] = _mm512_loadu_si512(a + j * Kp + k0 + 64 * st);
-          off = _mm512_dpbusd_epi32(off, eights, av[st][j]);  // 8 * sum of each 4 activations
-        }
-        neg_off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
-      }
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* row = w0 + r * stride;
-        __m512i wv[kSteps];
-        for (int st = 0; st < kSteps; ++st) {
-          prefetch_ahead<TT>(row + (k0 + 64 * st) / 2, ahead);
-          wv[st] = unpack_nibbles(row + (k0 + 64 * st) / 2);
-        }
-        const __m512 sv = span_scales<GROUP>(w.scales + (n + r) * G, k0);
-        for (int j = 0; j < TT; ++j) {
-          __m512i is = neg_off[j];  // exact: the span's sum of a * (code - 8)
-          for (int st = 0; st < kSteps; ++st) is = _mm512_dpbusd_epi32(is, wv[st], av[st][j]);
-          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, acc[r][j]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
-    }
-  }
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    with_group(w, [&]<int GROUP>() { body<R, TT, GROUP>(in, w, n, t, out); });
-  }
-
-  // Decode (one token), rows [n0, n1) in pairs (the last one alone): body<R, 1>'s arithmetic in 256-bit halves, the
-  // low nibbles (lanes 0-7 of body's register) and the high nibbles (lanes 8-15) in separate accumulators, so the
-  // same integer sums, products and final reduction per lane: the same bits. A pair is two sequential streams
-  // (four-row tiles, four streams, streamed worse from DRAM); it shares the activation loads and runs two rows'
-  // float chains (one multiply-add per span each) side by side: one core from L2 (Zen 4, g128, best of interleaved
-  // runs) 30-31 -> 33-35 GB/s. Lane-local 256-bit work needs no insert to join the nibble halves, which matters on
-  // Zen 4 (512-bit instructions run as two halves); the spans' activation offsets are formed once per call.
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void run(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    if (n0 >= n1) return;
     with_group(w, [&]<int GROUP>() {
-      constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;  // 64-column steps per span
-      constexpr int64_t kSpan = 64 * kSteps;
-      const int64_t Kp = in.Kp, G = Kp / GROUP;
-      // (spans, 2, 8): minus 8 x the sum of each lane's 4 activations over the span's steps, per 256-bit half
-      thread_local std::vector<int32_t> neg_off;
-      neg_off.resize(static_cast<size_t>(Kp / kSpan * 16));
-      const __m256i eights = _mm256_set1_epi8(8), low4 = _mm256_set1_epi8(0x0f);
-      const int8_t* a = in.q.data();
-      for (int64_t k0 = 0; k0 < Kp; k0 += kSpan) {
-        for (int h = 0; h < 2; ++h) {
-          __m256i off = _mm256_setzero_si256();
-          for (int st = 0; st < kSteps; ++st) {
-            off = _mm256_dpbusd_epi32(off, eights,
-                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k0 + 64 * st + 32 * h)));
-          }
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(neg_off.data() + (k0 / kSpan) * 16 + 8 * h),
-                              _mm256_sub_epi32(_mm256_setzero_si256(), off));
-        }
+      if (in.T == 1) {
+        decode<GROUP>(in, w, n0, n1, o);
+      } else {
+        prefill<GROUP>(in, w, n0, n1, o);
       }
-      const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-      const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
-      // Rows n..n+R-1 (R = 1 or 2) into res[r][0], for decode_in_pairs.
-      auto rows = [&]<int R>(int64_t n, float res[4][4]) {
-        const uint8_t* p[R];  // each row's next 32 packed bytes
-        const float* scales[R];
-        __m256 acc[R][2];
-        for (int r = 0; r < R; ++r) {
-          p[r] = w.row_ptr(n + r);
-          scales[r] = w.scales + (n + r) * G;
-          acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-        }
-        const int8_t* ak = a;
-        const int32_t* off = neg_off.data();
-        for (int64_t k0 = 0; k0 < Kp; k0 += kSpan, off += 16) {
-          __m256i is[R][2];
-          for (int r = 0; r < R; ++r) {
-            is[r][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off));
-            is[r][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8));
-          }
-          for (int st = 0; st < kSteps; ++st, ak += 64) {
-            const __m256i a0 = load_reg(ak), a1 = load_reg(ak + 32);
-            for (int r = 0; r < R; ++r) {
-              prefetch_ahead<1, PrefetchTo::L2>(p[r], ahead);
-              const __m256i raw = load_reg(p[r]);
-              p[r] += 32;
-              is[r][0] = _mm256_dpbusd_epi32(is[r][0], _mm256_and_si256(raw, low4), a0);
-              is[r][1] = _mm256_dpbusd_epi32(is[r][1], _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), a1);
-            }
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m256 s0 = _mm256_broadcast_ss(scales[r] + k0 / GROUP);
-            const __m256 s1 = GROUP == 32 ? _mm256_broadcast_ss(scales[r] + k0 / GROUP + 1) : s0;  // 32: one per half
-            acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][0]), s0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r][1]), s1, acc[r][1]);
-          }
-        }
-        for (int r = 0; r < R; ++r) res[r][0] = hsum(acc[r][0], acc[r][1]) * in.d[0];
-      };
-      decode_in_pairs(n0, n1, o, rows);
     });
   }
 
-  // Prefill: a row tile's nibbles are unpacked once into signed bytes (code - 8) that stay in L1 for every token
-  // tile, and activations are read as unsigned (a + 128, one xor). Each lane then starts from -128 x the sum of
-  // its own weights in the span, so it ends holding sum a * (code - 8) over its columns: the very integers the
-  // streaming kernel above forms, hence the same bits.
-  struct RowCache {
-    std::vector<int8_t> w;     // (R, Kp) code - 8
-    std::vector<int32_t> off;  // (R, spans, 16) per-lane -128 * sum of the span's weights
-  };
-  template <int R>
-  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
-    with_group(w, [&]<int GROUP>() { fill_g<R, GROUP>(in, w, n, c); });
+  // Stores block b's 16 results (acc times the token's scale) for token t, the rows of [n0, n1) only.
+  static void store_block(const GemmOut& o, int64_t t, int64_t b, int64_t n0, int64_t n1, __m512 acc, float d) {
+    alignas(64) float v[16];
+    _mm512_store_ps(v, _mm512_mul_ps(acc, _mm512_set1_ps(d)));
+    const int64_t first = b * kInt4Rows;
+    store_rows(o, t, first, first > n0 ? first : n0, first + kInt4Rows < n1 ? first + kInt4Rows : n1, v);
   }
-  template <int R, int GROUP>
-  static void fill_g(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
-    constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;
-    const int64_t Kp = in.Kp, spans = Kp / (64 * kSteps);
-    c.w.resize(static_cast<size_t>(4 * Kp));
-    c.off.resize(static_cast<size_t>(4 * spans * 16));
-    const __m512i eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi8(1);
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* row = w.row_ptr(n) + r * stride;
-      for (int64_t sp = 0; sp < spans; ++sp) {
-        __m512i sum = _mm512_setzero_si512();
-        for (int st = 0; st < kSteps; ++st) {
-          const int64_t k = (sp * kSteps + st) * 64;
-          const __m512i sw = _mm512_sub_epi8(unpack_nibbles(row + k / 2), eight);
-          _mm512_storeu_si512(c.w.data() + r * Kp + k, sw);
-          sum = _mm512_dpbusd_epi32(sum, ones, sw);
-        }
-        _mm512_storeu_si512(c.off.data() + (r * spans + sp) * 16,
-                            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+
+  // acc + float(is) * scales: the reference's product, then sum.
+  static __m512 scale_add(__m512 acc, __m512i is, const float* scales) {
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_loadu_ps(scales)));
+  }
+
+  template <int GROUP>
+  static void decode(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    constexpr int64_t kSteps = GROUP / 8;  // 64-byte steps per group
+    const int64_t Kp = in.Kp, G = Kp / GROUP, block_bytes = kInt4Rows * Kp / 2;
+    thread_local std::vector<int32_t> off;
+    off.resize(static_cast<size_t>(G));
+    int4_offsets(in, GROUP, 0, off.data());
+    const auto* a = reinterpret_cast<const int32_t*>(in.q.data());  // 4 activations per element
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const int64_t b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
+    auto blocks = [&]<int NB>(int64_t b) {
+      const uint8_t* p[NB];
+      const float* sc[NB];
+      __m512 acc[NB];
+      for (int i = 0; i < NB; ++i) {
+        p[i] = base + (b + i) * block_bytes;
+        sc[i] = w.scales + (b + i) * G * kInt4Rows;
+        acc[i] = _mm512_setzero_ps();
       }
-    }
+      const int32_t* ak = a;
+      for (int64_t g = 0; g < G; ++g) {
+        __m512i is[NB][2];  // low-nibble and high-nibble chains, added at the group's end (exact)
+        for (int i = 0; i < NB; ++i) {
+          is[i][0] = _mm512_set1_epi32(off[static_cast<size_t>(g)]);
+          is[i][1] = _mm512_setzero_si512();
+        }
+        for (int64_t st = 0; st < kSteps; ++st, ak += 2) {
+          const __m512i a0 = _mm512_set1_epi32(ak[0]), a1 = _mm512_set1_epi32(ak[1]);
+          for (int i = 0; i < NB; ++i) {
+            prefetch_ahead<1, PrefetchTo::L2>(p[i], 8192);
+            const __m512i raw = load_reg512(p[i]);
+            p[i] += 64;
+            is[i][0] = dpbusd(is[i][0], _mm512_and_si512(raw, low4), a0);
+            is[i][1] = dpbusd(is[i][1], _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), a1);
+          }
+        }
+        for (int i = 0; i < NB; ++i) {
+          acc[i] = scale_add(acc[i], _mm512_add_epi32(is[i][0], is[i][1]), sc[i] + g * kInt4Rows);
+        }
+      }
+      for (int i = 0; i < NB; ++i) store_block(o, 0, b + i, n0, n1, acc[i], in.d[0]);
+    };
+    int64_t b = n0 / kInt4Rows;
+    for (; b + 2 <= b1; b += 2) blocks.template operator()<2>(b);
+    if (b < b1) blocks.template operator()<1>(b);
   }
-  template <int R, int TT>
-  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
-                          float out[4][4]) {
-    with_group(w, [&]<int GROUP>() { cached_body<R, TT, GROUP>(in, w, c, n, t, out); });
-  }
-  template <int R, int TT, int GROUP>
-  static void cached_body(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
-                          float out[4][4]) {
-    constexpr int kSteps = GROUP >= 64 ? GROUP / 64 : 1;
-    constexpr int64_t kSpan = 64 * kSteps;
-    const int64_t Kp = in.Kp, G = Kp / GROUP, spans = Kp / kSpan;
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_setzero_ps();
+
+  // NB blocks (16 NB rows from block b) by TT tokens from t.
+  template <int GROUP, int NB, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, const int32_t* off, int64_t b, int64_t t, int64_t n0,
+                   int64_t n1, const GemmOut& o) {
+    constexpr int64_t kSteps = GROUP / 8;
+    const int64_t Kp = in.Kp, G = Kp / GROUP, block_bytes = kInt4Rows * Kp / 2;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const uint8_t* p[NB];
+    __m512 acc[NB][TT];
+    for (int i = 0; i < NB; ++i) {
+      p[i] = static_cast<const uint8_t*>(w.data) + (b + i) * block_bytes;
+      for (int j = 0; j < TT; ++j) acc[i][j] = _mm512_setzero_ps();
     }
-    const int8_t* a = in.q.data() + t * Kp;
-    const int8_t* wc = c.w.data();
-    const int32_t* off = c.off.data();
-    for (int64_t sp = 0; sp < spans; ++sp) {
-      const int64_t k0 = sp * kSpan;
-      __m512i au[kSteps][TT];
+    const auto* a = reinterpret_cast<const int32_t*>(in.q.data() + t * Kp);
+    const int64_t a_stride = Kp / 4;
+    for (int64_t g = 0; g < G; ++g) {
+      __m512i is[NB][TT];
       for (int j = 0; j < TT; ++j) {
-        for (int st = 0; st < kSteps; ++st) {
-          au[st][j] = _mm512_xor_si512(_mm512_loadu_si512(a + j * Kp + k0 + 64 * st), flip);
+        const __m512i o0 = _mm512_set1_epi32(off[j * G + g]);
+        for (int i = 0; i < NB; ++i) is[i][j] = o0;
+      }
+      for (int64_t st = g * kSteps; st < (g + 1) * kSteps; ++st) {
+        __m512i lo[NB], hi[NB];
+        for (int i = 0; i < NB; ++i) {
+          const __m512i raw = load_reg512(p[i] + st * 64);
+          lo[i] = _mm512_and_si512(raw, low4);
+          hi[i] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        }
+        for (int j = 0; j < TT; ++j) {
+          const __m512i a0 = _mm512_set1_epi32(a[j * a_stride + 2 * st]);
+          const __m512i a1 = _mm512_set1_epi32(a[j * a_stride + 2 * st + 1]);
+          for (int i = 0; i < NB; ++i) {
+            is[i][j] = dpbusd(is[i][j], lo[i], a0);
+            is[i][j] = dpbusd(is[i][j], hi[i], a1);
+          }
         }
       }
-      for (int r = 0; r < R; ++r) {
-        __m512i wv[kSteps];
-        for (int st = 0; st < kSteps; ++st) wv[st] = _mm512_loadu_si512(wc + r * Kp + k0 + 64 * st);
-        const __m512 sv = span_scales<GROUP>(w.scales + (n + r) * G, k0);
-        const __m512i o = _mm512_loadu_si512(off + (r * spans + sp) * 16);
-        for (int j = 0; j < TT; ++j) {
-          __m512i is = o;
-          for (int st = 0; st < kSteps; ++st) is = _mm512_dpbusd_epi32(is, au[st][j], wv[st]);
-          acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, acc[r][j]);
-        }
+      for (int i = 0; i < NB; ++i) {
+        const float* sc = w.scales + ((b + i) * G + g) * kInt4Rows;
+        for (int j = 0; j < TT; ++j) acc[i][j] = scale_add(acc[i][j], is[i][j], sc);
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum(acc[r][j]) * in.d[static_cast<size_t>(t + j)];
+    for (int i = 0; i < NB; ++i) {
+      for (int j = 0; j < TT; ++j) store_block(o, t + j, b + i, n0, n1, acc[i][j], in.d[static_cast<size_t>(t + j)]);
+    }
+  }
+
+  template <int GROUP>
+  static void prefill(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t G = in.Kp / GROUP;
+    // (T, G): each token's offset terms, formed once per call.
+    thread_local std::vector<int32_t> off;
+    off.resize(static_cast<size_t>(in.T * G));
+    for (int64_t t = 0; t < in.T; ++t) int4_offsets(in, GROUP, t, off.data() + t * G);
+    // Tokens in blocks whose activations stay in L2 while the thread sweeps its row blocks.
+    const int64_t tok_block = tile_min(128, (256 * 1024 / in.Kp + 3) / 4 * 4 + 4);
+    const int64_t b0 = n0 / kInt4Rows, b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
+    for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
+      const int64_t t1 = tile_min(in.T, t0 + tok_block);
+      for (int64_t b = b0; b < b1; b += 3) {
+        const int64_t nb = tile_min(3, b1 - b);
+        for (int64_t t = t0; t < t1; t += 4) {
+          with_tile_size(nb, [&]<int NB>() {
+            if constexpr (NB <= 3) {
+              with_tile_size(tile_min(4, t1 - t),
+                             [&]<int TT>() { tile<GROUP, NB, TT>(in, w, off.data() + t * G, b, t, n0, n1, o); });
+            }
+          });
+        }
+      }
     }
   }
 };

@@ -175,10 +175,17 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.resize(TKp);
       in.d.resize(static_cast<size_t>(T));
       in.qsum.resize(static_cast<size_t>(T));
+      in.sum32.resize(static_cast<size_t>(T * in.Kp / 32));
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
         in.d[static_cast<size_t>(t)] = quantize_any(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
         std::fill(row + K, row + in.Kp, int8_t{0});
+        int32_t* s32 = in.sum32.data() + t * in.Kp / 32;
+        for (int64_t c = 0; c < in.Kp / 32; ++c) {
+          int32_t s = 0;
+          for (int j = 0; j < 32; ++j) s += row[c * 32 + j];
+          s32[c] = s;
+        }
       });
       break;
     case ActKind::Int8PerBlock: {

@@ -10,13 +10,6 @@
 namespace ascent::kernels {
 namespace {
 
-// Signed 4-bit value k of an I4 row: 64-element chunks of 32 bytes, element j low nibble of byte j, element j + 32
-// the high nibble.
-inline int i4_at(const uint8_t* row, int64_t k) {
-  const uint8_t b = row[k / 64 * 32 + k % 32];
-  return (k % 64 < 32 ? b & 0x0f : b >> 4) - 8;
-}
-
 // Q4_0's integer dot per block against nb blocks of activations a with scales da, the codes read through scale(b)
 // (block b's f16 scale) and byte(b, m) (byte m of its qs): shared by Q4_0 and Q4_0R, which hold the same codes.
 template <class Scale, class Byte>
@@ -80,7 +73,7 @@ float dot_q6_k(const Block* blk, const int8_t* a, const float* da, int64_t K) {
 
 float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
   const int8_t* a = in.q.data() + t * in.Kp;
-  const uint8_t* row = w.row_ptr(n);
+  const uint8_t* row = w.dtype == DType::I4 ? nullptr : w.row_ptr(n);  // I4 rows interleave (dtype.h)
   switch (w.dtype) {
     case DType::I8: {
       int32_t acc = 0;
@@ -89,11 +82,14 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
     }
     case DType::I4: {
       const int64_t G = in.Kp / w.group;
+      const auto* data = static_cast<const uint8_t*>(w.data);
       float acc = 0.0f;
       for (int64_t g = 0; g < G; ++g) {
         int32_t s = 0;
-        for (int64_t k = g * w.group; k < (g + 1) * w.group; ++k) s += a[k] * i4_at(row, k);
-        acc += static_cast<float>(s) * w.scales[n * G + g];
+        for (int64_t k = g * w.group; k < (g + 1) * w.group; ++k) s += a[k] * (int4_code(data, in.Kp, n, k) - 8);
+        // Product and sum rounded apart (no fused multiply-add), as every variant does.
+        const float p = static_cast<float>(s) * w.scales[int4_scale_index(G, n, g)];
+        acc += p;
       }
       return acc * in.d[static_cast<size_t>(t)];
     }

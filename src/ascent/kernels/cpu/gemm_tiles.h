@@ -39,6 +39,28 @@ inline void store_tile(const GemmOut& o, int64_t t, int64_t tt, int64_t n, const
   }
 }
 
+// store_out for outputs [lo, hi) of token t, where v[i] is output first + i: an I4 row block's 16 results, of which
+// a thread's range may take only some.
+inline void store_rows(const GemmOut& o, int64_t t, int64_t first, int64_t lo, int64_t hi, const float* v) {
+  const int64_t base = t * o.ldy - o.n_base;
+  for (int64_t n = lo; n < hi; ++n) {
+    const float x = v[n - first] + (o.bias != nullptr ? o.bias[n] : 0.0f);
+    o.y[base + n] = o.residual != nullptr ? o.residual[base + n] + x : x;
+  }
+}
+
+// I4's offset term for token t, one value per group of `group` columns: minus 8 x the sum of the group's
+// activations (the codes are stored as value + 8), from GemmInput::sum32. Exact in int32.
+inline void int4_offsets(const GemmInput& in, int64_t group, int64_t t, int32_t* off) {
+  const int64_t per = group / 32, G = in.Kp / group;
+  const int32_t* s32 = in.sum32.data() + t * in.Kp / 32;
+  for (int64_t g = 0; g < G; ++g) {
+    int32_t s = 0;
+    for (int64_t c = 0; c < per; ++c) s += s32[g * per + c];
+    off[g] = -8 * s;
+  }
+}
+
 // Decode (one token) streams each weight byte once: ask for the bytes `ahead` further on (the next tile's rows,
 // or further along a kernel's one row stream) while these compute, so both cores keep enough memory requests in
 // flight. Where to: the 8-bit and float kernels consume their bytes fastest and keep L1 (into L2 measured 2x
@@ -143,7 +165,7 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
 // AVX-512 ones, until their decode_rows did the unpacking in lane-local 256-bit halves with the activation side
 // formed once per call: then one row at a time, one stream per thread, was 1.3-1.8x faster on Zen 4.)
 template <class Kern>
-void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+void drive_tile_loop(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
   if constexpr (requires { Kern::decode_rows(in, w, n0, n1, o); }) {  // a kernel's own row loop for one token
     if (in.T == 1) return Kern::decode_rows(in, w, n0, n1, o);
   }
@@ -156,6 +178,16 @@ void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, c
     for (int64_t n = n0; n < n1; n += rows_per_tile) {
       with_tile_size(tile_min(rows_per_tile, n1 - n), [&]<int R>() { run_row_tile<Kern, R>(in, w, n, t0, t1, o); });
     }
+  }
+}
+
+// A kernel with its own driver (Kern::run: I4's blocks of 16 rows), else the tile loop above.
+template <class Kern>
+void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  if constexpr (requires { Kern::run(in, w, n0, n1, o); }) {
+    Kern::run(in, w, n0, n1, o);
+  } else {
+    drive_tile_loop<Kern>(in, w, n0, n1, o);
   }
 }
 

@@ -1,6 +1,7 @@
 // matmul_forward and its fused forms over the matmul engine (gemm.h): activations are prepared once per input,
-// then output columns are split over the thread pool in groups of four rows, so decode (T = 1) streams the
-// weights from every core. Also the embedding lookup and the fixed-order f32 dot product.
+// then output columns are split over the thread pool in groups of four rows (I4: its blocks of 16), so decode (T = 1)
+// streams the weights from every core. Also the embedding lookup and the fixed-order f32 dot product.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -25,19 +26,24 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 namespace {
 
-constexpr int64_t kRowGroup = 4;  // rows per unit of thread work, the tile height
+// Rows per unit of thread work: the tile height, or I4's block of 16 rows (dtype.h), which a split would make two
+// threads compute both.
+int64_t row_group(const Tensor& w) {
+  return w.dtype == DType::I4 ? kInt4Rows : 4;
+}
 
-// Runs fn(n0, n1) over [0, N) in whole groups of kRowGroup rows. Each thread walks its own contiguous share in
+// Runs fn(n0, n1) over [0, N) in whole groups of `group` rows. Each thread walks its own contiguous share in
 // chunks of about 1/16 of it (at least 64 rows) and a thread done early steals the back half of the largest share
 // left, so a thread slowed down by a busy neighbour does less of the work. Handing chunks out round-robin from a
 // shared counter instead made every chunk a new stream for the hardware prefetchers (decode: q4_k tg64 89-102 ->
 // 121-129 t/s, int8 65-68 -> 68-76 in pairs). A row's result does not depend on which thread computes it.
 template <class Fn>
-void parallel_rows(int64_t N, Fn&& fn) {
-  const int64_t groups = (N + kRowGroup - 1) / kRowGroup;
-  const int64_t grain = std::max<int64_t>(16, groups / (16 * ThreadPool::global().size()));
-  ThreadPool::global().parallel_for_stealing(
-      groups, grain, [&](int64_t g0, int64_t g1) { fn(g0 * kRowGroup, std::min(N, g1 * kRowGroup)); });
+void parallel_rows(int64_t N, int64_t group, Fn&& fn) {
+  const int64_t groups = (N + group - 1) / group;
+  // At least 64 rows per chunk (16 groups of 4; I4's blocks of 16 take 4).
+  const int64_t grain = std::max<int64_t>(64 / group, groups / (16 * ThreadPool::global().size()));
+  ThreadPool::global().parallel_for_stealing(groups, grain,
+                                             [&](int64_t g0, int64_t g1) { fn(g0 * group, std::min(N, g1 * group)); });
 }
 
 // Activation buffers kept per calling thread across matmuls (slot 0 for matmul_forward, 0-1 for swiglu, 0..n for
@@ -60,7 +66,7 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
   prepare_gemm_input(x, T, w, in);  // checks that w is 2-D
   const int64_t N = w.shape[0];
   const GemmOut out{y, N, bias, residual, 0};
-  parallel_rows(N, [&](int64_t n0, int64_t n1) { gemm_rows(in, w, n0, n1, out); });
+  parallel_rows(N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_rows(in, w, n0, n1, out); });
 }
 
 void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* const> ws,
@@ -71,9 +77,11 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   std::vector<int64_t> first(ws.size() + 1, 0);  // global output column where each weight starts (row groups)
   std::vector<GemmInput*> inputs;
   std::vector<size_t> input_of(ws.size());
+  int64_t group = 1;
+  for (const Tensor* w : ws) group = std::max(group, row_group(*w));
   for (size_t i = 0; i < ws.size(); ++i) {
     check_weight(*ws[i], K, "matmul_multi");
-    first[i + 1] = first[i] + (ws[i]->shape[0] + kRowGroup - 1) / kRowGroup * kRowGroup;
+    first[i + 1] = first[i] + (ws[i]->shape[0] + group - 1) / group * group;
     size_t j = 0;
     while (j < inputs.size() && !gemm_input_fits(*inputs[j], *ws[i])) ++j;
     if (j == inputs.size()) {
@@ -82,7 +90,7 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
     }
     input_of[i] = j;
   }
-  parallel_rows(first.back(), [&](int64_t g0, int64_t g1) {
+  parallel_rows(first.back(), group, [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max(g0, first[i]) - first[i];
       const int64_t hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i];
@@ -107,8 +115,8 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   // slice's first rows unprefetched (int8's 4 KiB into L1 ahead had gone to the other matrix's rows, evicted by the
   // time they were read). tl16 int8 decode, in-run ratio of the fused matmul's GB/s to the down projection's: one
   // thread 0.81-0.86 with 64 columns, 0.89-1.05 with 1024; two threads 0.89-0.92 -> 0.93-0.97 (q4_0 unchanged).
-  const int64_t kSlice = T == 1 ? 1024 : 64;
-  parallel_rows(N, [&](int64_t n0, int64_t n1) {
+  const int64_t kSlice = T == 1 ? 1024 : 64;  // whole I4 blocks
+  parallel_rows(N, std::max(row_group(wg), row_group(wu)), [&](int64_t n0, int64_t n1) {
     // (T, kSlice) gate and up results; per thread, kept across calls (this runs for every chunk of every layer).
     thread_local std::vector<float> g, u;
     g.resize(static_cast<size_t>(T * kSlice));
