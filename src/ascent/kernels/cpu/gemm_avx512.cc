@@ -299,8 +299,12 @@ struct I8Kern {
 // 4-byte groups. Each group's int32 sum (starting from int4_offsets' term) is converted and scaled for 16 rows at
 // once; the float work is one multiply and one add per group and 16 rows, not per row (the row-major layout
 // before it spent as much on conversion and scaling as on dot products, and a horizontal sum per row).
-// Decode takes two blocks at a time (two streams sharing the activation broadcasts, four vpdpbusd chains in
-// flight); prefill tiles three blocks by four tokens (12 accumulators) and reads a block's codes once per tile.
+// Decode reads one block after another, each a contiguous run of 16 x Kp / 2 bytes, with four vpdpbusd chains in
+// flight and no software prefetch: on such runs the hardware prefetchers alone streamed best (Zen 4, tl16 int4
+// tg32 --no-mmap, alternating builds: one thread 78-85% of a one-thread read against 63-68% with the other
+// kernels' L2 prefetch 8 KiB ahead and 55-60% with two blocks at a time; two threads 77-83% in the slow memory
+// state, 62-67% in the fast one, the best of the variants). Prefill tiles three blocks by four tokens (12
+// accumulators) and reads a block's codes once per tile.
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
@@ -350,41 +354,28 @@ struct I4Kern {
     const auto* base = static_cast<const uint8_t*>(w.data);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const int64_t b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
-    auto blocks = [&]<int NB>(int64_t b) {
-      const uint8_t* p[NB];
-      const float* sc[NB];
-      __m512 acc[NB];
-      for (int i = 0; i < NB; ++i) {
-        p[i] = base + (b + i) * block_bytes;
-        sc[i] = w.scales + (b + i) * G * kInt4Rows;
-        acc[i] = _mm512_setzero_ps();
-      }
+    for (int64_t b = n0 / kInt4Rows; b < b1; ++b) {
+      const uint8_t* p = base + b * block_bytes;
+      const float* sc = w.scales + b * G * kInt4Rows;
+      __m512 acc = _mm512_setzero_ps();
       const int32_t* ak = a;
       for (int64_t g = 0; g < G; ++g) {
-        __m512i is[NB][2];  // low-nibble and high-nibble chains, added at the group's end (exact)
-        for (int i = 0; i < NB; ++i) {
-          is[i][0] = _mm512_set1_epi32(off[static_cast<size_t>(g)]);
-          is[i][1] = _mm512_setzero_si512();
-        }
-        for (int64_t st = 0; st < kSteps; ++st, ak += 2) {
-          const __m512i a0 = _mm512_set1_epi32(ak[0]), a1 = _mm512_set1_epi32(ak[1]);
-          for (int i = 0; i < NB; ++i) {
-            prefetch_ahead<1, PrefetchTo::L2>(p[i], 8192);
-            const __m512i raw = load_reg512(p[i]);
-            p[i] += 64;
-            is[i][0] = dpbusd(is[i][0], _mm512_and_si512(raw, low4), a0);
-            is[i][1] = dpbusd(is[i][1], _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), a1);
+        // Four chains (low and high nibbles of even and odd steps), added at the group's end (exact).
+        __m512i is[4] = {_mm512_set1_epi32(off[static_cast<size_t>(g)]), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                         _mm512_setzero_si512()};
+        for (int64_t st = 0; st < kSteps; st += 2) {
+          for (int c = 0; c < 2; ++c, ak += 2, p += 64) {
+            const __m512i raw = load_reg512(p);
+            is[2 * c] = dpbusd(is[2 * c], _mm512_and_si512(raw, low4), _mm512_set1_epi32(ak[0]));
+            is[2 * c + 1] =
+                dpbusd(is[2 * c + 1], _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), _mm512_set1_epi32(ak[1]));
           }
         }
-        for (int i = 0; i < NB; ++i) {
-          acc[i] = scale_add(acc[i], _mm512_add_epi32(is[i][0], is[i][1]), sc[i] + g * kInt4Rows);
-        }
+        const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(is[0], is[1]), _mm512_add_epi32(is[2], is[3]));
+        acc = scale_add(acc, sum, sc + g * kInt4Rows);
       }
-      for (int i = 0; i < NB; ++i) store_block(o, 0, b + i, n0, n1, acc[i], in.d[0]);
-    };
-    int64_t b = n0 / kInt4Rows;
-    for (; b + 2 <= b1; b += 2) blocks.template operator()<2>(b);
-    if (b < b1) blocks.template operator()<1>(b);
+      store_block(o, 0, b, n0, n1, acc, in.d[0]);
+    }
   }
 
   // NB blocks (16 NB rows from block b) by TT tokens from t.
