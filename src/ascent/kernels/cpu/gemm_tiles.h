@@ -69,7 +69,8 @@ inline void int4_offsets(const GemmInput& in, int64_t group, int64_t t, int32_t*
 // prefetches do not hold L1's miss buffers for a whole memory latency. Measured on the Zen 4, model decode tg64
 // `--no-mmap` in alternating pairs of binaries (medians of three): int4 68.4 -> 74.8 t/s, q4_0 59.4 -> 62.6,
 // q4_k 55.8 -> 56.2, q6_k 39.6 -> 45.3; Q8_0 with it 32 -> 22. (int4 has since taken blocks of 16 rows, read as
-// one contiguous run per block, and streams best with no software prefetch at all: gemm_avx512.cc.)
+// one contiguous run per block, and streams best with no software prefetch at all, as does the AVX-512 int8
+// decode: gemm_avx512.cc.)
 enum class PrefetchTo { L1, L2 };
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
