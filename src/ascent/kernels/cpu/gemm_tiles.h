@@ -71,7 +71,9 @@ inline void int4_offsets(const GemmInput& in, int64_t group, int64_t t, int32_t*
 // q4_k 55.8 -> 56.2, q6_k 39.6 -> 45.3; Q8_0 with it 32 -> 22. (int4 has since taken blocks of 16 rows, read as
 // one contiguous run per block, and streams best with no software prefetch at all, as does the AVX-512 int8
 // decode: gemm_avx512.cc.)
-enum class PrefetchTo { L1, L2 };
+// None: some decode loops read one contiguous run a whole cache line per load, in order, and the hardware
+// prefetchers alone follow that best (int4, int8, bf16 decode in gemm_avx512.cc).
+enum class PrefetchTo { L1, L2, None };
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
 inline void prefetch_ahead(const void* p, int64_t ahead) {
