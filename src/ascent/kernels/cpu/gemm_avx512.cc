@@ -794,14 +794,15 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 }
 
 // The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) in
-// pairs (the last one alone), each row's weights one sequential stream. Per 512-column group of kGroupBytes (its 16
-// f16 scales first), each 256-bit half's lanes (blocks 0-7, 8-15) start at the blocks' offset terms (q4r_off <<
-// kShift) and sum codes(p, h, j, c0, c1), chunk j's two code vectors for half h, against the activations in
-// q4r_cached_tile's order; then y[h] += sums x (scale x activation scale), the tile's float step in two halves: the
-// same bits. The pair shares each activation load (one row at a time loads two bytes of activations per byte of
-// 4-bit weights) and keeps twice the independent sums in flight. One core, weights in L2 (Zen 4, best of interleaved
-// runs): Q4_0R 39 -> 40 GB/s, Q8_0R 68 -> 69 (medians 64 -> 69): the loops stay bound by their instruction mix.
-template <int R, int64_t kGroupBytes, int kShift, class Codes>
+// pairs (the last one alone) or one at a time (q4r_decode_rows' kPairs), each row's weights one sequential stream. Per
+// 512-column group of kGroupBytes (its 16 f16 scales first), each 256-bit half's lanes (blocks 0-7, 8-15) start at the
+// blocks' offset terms (q4r_off << kShift) and sum codes(p, h, j, c0, c1), chunk j's two code vectors for half h,
+// against the activations in q4r_cached_tile's order; then y[h] += sums x (scale x activation scale), the tile's float
+// step in two halves: the same bits. The pair shares each activation load (one row at a time loads two bytes of
+// activations per byte of 4-bit weights) and keeps twice the independent sums in flight. One core, weights in L2 (Zen
+// 4, best of interleaved runs): Q4_0R 39 -> 40 GB/s, Q8_0R 68 -> 69 (medians 64 -> 69): the loops stay bound by their
+// instruction mix.
+template <int R, int64_t kGroupBytes, int kShift, PrefetchTo kTo, class Codes>
 void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, int64_t ahead, float res[4][4],
                      Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
@@ -812,8 +813,7 @@ void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, in
   for (int r = 0; r < R; ++r) y[r][0] = y[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
     const int8_t* a = acts + g * kQ4RGroup;
-    for (int r = 0; r < R; ++r)
-      prefetch_block<1, PrefetchTo::L2>(row + r * stride + g * kGroupBytes, kGroupBytes, ahead);
+    for (int r = 0; r < R; ++r) prefetch_block<1, kTo>(row + r * stride + g * kGroupBytes, kGroupBytes, ahead);
     for (int h = 0; h < 2; ++h) {
       const __m256i init =
           _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), kShift);
@@ -839,13 +839,25 @@ void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, in
   }
   for (int r = 0; r < R; ++r) res[r][0] = hsum(y[r][0], y[r][1]);
 }
-template <int64_t kGroupBytes, int kShift, class Codes>
+// kPairs: rows in pairs with the L2 prefetch (Q4_0R), else one row at a time with none (Q8_0R: its rows are then
+// one contiguous run that the hardware prefetchers follow best, as for int8; tl16 q8_0 tg32, alternating builds on
+// the Zen 4: one thread --no-mmap 59-61% -> 74-85% of a one-thread read; two threads 56-61% -> 75% in the fast
+// memory state, 84% -> 89-94% in the slow one. Q4_0R measured the same either way, 70-80% on one thread).
+template <int64_t kGroupBytes, int kShift, bool kPairs, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-  const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
-  decode_in_pairs(n0, n1, o, [&]<int R>(int64_t n, float res[4][4]) {
-    q4r_decode_tile<R, kGroupBytes, kShift>(in, w.row_ptr(n), stride, ahead, res, codes);
-  });
+  if constexpr (kPairs) {
+    const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
+    decode_in_pairs(n0, n1, o, [&]<int R>(int64_t n, float res[4][4]) {
+      q4r_decode_tile<R, kGroupBytes, kShift, PrefetchTo::L2>(in, w.row_ptr(n), stride, ahead, res, codes);
+    });
+  } else {
+    for (int64_t n = n0; n < n1; ++n) {
+      float res[4][4];
+      q4r_decode_tile<1, kGroupBytes, kShift, PrefetchTo::None>(in, w.row_ptr(n), stride, 0, res, codes);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
 }
 
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
@@ -860,12 +872,12 @@ struct Q40RKern {
   // Decode (one token): the low and high nibbles of each 32-byte chunk.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0>(in, w, n0, n1, o,
-                                                  [&](const uint8_t* p, int h, int j, __m256i& lo, __m256i& hi) {
-                                                    const __m256i raw = load_reg(p + 32 + 128 * h + 32 * j);
-                                                    lo = _mm256_and_si256(raw, low4);
-                                                    hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-                                                  });
+    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kPairs=*/true>(
+        in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& lo, __m256i& hi) {
+          const __m256i raw = load_reg(p + 32 + 128 * h + 32 * j);
+          lo = _mm256_and_si256(raw, low4);
+          hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        });
   }
 
   // Prefill: each 4-row tile's codes, unpacked to one byte each in the order of the 512-bit registers (per chunk,
@@ -930,11 +942,11 @@ struct Q80RKern {
 
   // Decode (one token): the codes as they lie (offset 128, so the offset terms shifted by 4: x 16).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4>(in, w, n0, n1, o,
-                                                  [&](const uint8_t* p, int h, int j, __m256i& c0, __m256i& c1) {
-                                                    c0 = load_reg(p + 32 + 128 * j + 32 * h);
-                                                    c1 = load_reg(p + 32 + 128 * j + 64 + 32 * h);
-                                                  });
+    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kPairs=*/false>(
+        in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& c0, __m256i& c1) {
+          c0 = load_reg(p + 32 + 128 * j + 32 * h);
+          c1 = load_reg(p + 32 + 128 * j + 64 + 32 * h);
+        });
   }
 
   // Prefill: the shared tile on the codes in place (no unpacking to cache), scales widened per group.

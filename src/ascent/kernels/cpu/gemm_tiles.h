@@ -72,7 +72,7 @@ inline void int4_offsets(const GemmInput& in, int64_t group, int64_t t, int32_t*
 // one contiguous run per block, and streams best with no software prefetch at all, as does the AVX-512 int8
 // decode: gemm_avx512.cc.)
 // None: some decode loops read one contiguous run a whole cache line per load, in order, and the hardware
-// prefetchers alone follow that best (int4, int8, bf16 decode in gemm_avx512.cc).
+// prefetchers alone follow that best (int4, int8, bf16, Q8_0R decode in gemm_avx512.cc).
 enum class PrefetchTo { L1, L2, None };
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
