@@ -234,14 +234,7 @@ struct I4Kern {
         }
       }
     };
-    switch (w.group) {
-      case 32:
-        return go.template operator()<32>();
-      case 64:
-        return go.template operator()<64>();
-      default:
-        return go.template operator()<128>();
-    }
+    with_int4_group(w, go);
   }
 };
 

@@ -321,20 +321,9 @@ struct I8Kern {
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
-  template <class Fn>
-  static void with_group(const Tensor& w, Fn&& fn) {
-    switch (w.group) {
-      case 32:
-        return fn.template operator()<32>();
-      case 64:
-        return fn.template operator()<64>();
-      default:
-        return fn.template operator()<128>();
-    }
-  }
   static void run(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     if (n0 >= n1) return;
-    with_group(w, [&]<int GROUP>() {
+    with_int4_group(w, [&]<int GROUP>() {
       if (in.T == 1) {
         decode<GROUP>(in, w, n0, n1, o);
       } else {

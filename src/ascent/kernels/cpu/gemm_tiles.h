@@ -61,6 +61,20 @@ inline void int4_offsets(const GemmInput& in, int64_t group, int64_t t, int32_t*
   }
 }
 
+// Calls fn.template operator()<GROUP>() for an I4 weight's group size (32, 64, else 128): the I4 kernels' group
+// loops are fixed and unrolled at compile time.
+template <class Fn>
+inline void with_int4_group(const Tensor& w, Fn&& fn) {
+  switch (w.group) {
+    case 32:
+      return fn.template operator()<32>();
+    case 64:
+      return fn.template operator()<64>();
+    default:
+      return fn.template operator()<128>();
+  }
+}
+
 // Decode (one token) streams each weight byte once: ask for the bytes `ahead` further on (the next tile's rows,
 // or further along a kernel's one row stream) while these compute, so both cores keep enough memory requests in
 // flight. Where to: the 8-bit and float kernels consume their bytes fastest and keep L1 (into L2 measured 2x
