@@ -7,7 +7,8 @@
 // decode_rows(const GemmInput&, const Tensor&, int64_t n0, int64_t n1, const GemmOut&)`, its own loop over rows
 // for a single token (same bits as tile<1, 1>), where a tile call per row costs a noticeable share of a short row.
 // A kernel with a RowCache (fill, cached_tile: run_row_tile) and decode_rows needs no tile: run_tile then
-// computes on a freshly filled cache.
+// computes on a freshly filled cache. A kernel with `static void run(...)` (the I4 kernels, whose rows come in
+// blocks of 16) drives itself for every token count: drive_tiles hands it the whole range.
 #pragma once
 
 #include <immintrin.h>
@@ -22,7 +23,7 @@ inline int64_t tile_min(int64_t a, int64_t b) {
 }
 
 // store_out for a whole tile, with the null tests hoisted out of the loops (same arithmetic: dot + bias, then
-// residual + that). A per-element store_out cost ~10% of an int4 prefill.
+// residual + that). A per-element store_out cost ~10% of an int4 prefill (row-major int4, before its blocks).
 template <int R>
 inline void store_tile(const GemmOut& o, int64_t t, int64_t tt, int64_t n, const float res[4][4]) {
   float bias[R];
