@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""A/B decode speed of several ascent binaries on one model, runs interleaved and each judged against the read
+bandwidth measured around it.
+
+This host's memory moves between a slow state (two threads read about what one does) and a fast one (two threads
+read ~1.7x one) within minutes (bench/RESULTS.md, sessions 13-14), so back-to-back medians of two builds compare
+states as often as code. This alternates the binaries round by round, takes each `ascent bench --jsonl` decode
+result with the reads measured around its runs, and prints per binary the median t/s and % of read, overall and
+split by state (the median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
+
+  bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] BIN [BIN ...]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+
+def run_once(binary, args):
+    cmd = [binary, "bench", "-m", args.model, "-p", "0", "-n", str(args.n), "-t", str(args.threads), "-r",
+           str(args.reps), "--jsonl"] + (["--no-mmap"] if args.no_mmap else [])
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"ab_decode: {' '.join(cmd)} failed (exit {r.returncode}): {r.stderr.strip()[-300:]}")
+    for line in r.stdout.splitlines():
+        d = json.loads(line)
+        if d["test"].startswith("tg"):
+            if not d.get("read_gbps"):
+                sys.exit(f"ab_decode: {binary} printed no read_gbps (an ascent older than 029e77f?)")
+            return d
+    sys.exit(f"ab_decode: {' '.join(cmd)} printed no decode result")
+
+
+def summary(rows):
+    if not rows:
+        return "-"
+    tps = statistics.median(d["tps_median"] for d in rows)
+    pct = statistics.median(d["roofline_pct"] for d in rows)
+    return f"{tps:.1f} t/s, {pct:.0f}% of read (n={len(rows)})"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-n", type=int, default=32, help="decode tokens per run")
+    ap.add_argument("-r", "--reps", type=int, default=3, help="timed runs per ascent bench call")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--no-mmap", action="store_true")
+    ap.add_argument("--fast-gbps", type=float, default=45.0,
+                    help="a result whose median surrounding read exceeds this counts as the fast state")
+    ap.add_argument("binaries", nargs="+")
+    args = ap.parse_args()
+    results = {b: [] for b in args.binaries}
+    for rnd in range(args.rounds):
+        for b in args.binaries:
+            d = run_once(b, args)
+            results[b].append(d)
+            reads = ", ".join(f"{x:.1f}" for x in d["read_gbps"])
+            print(f"round {rnd + 1} {b}: {d['test']} {d['tps_median']:.1f} t/s, {d['roofline_pct']:.1f}% "
+                  f"of read [{reads}] GB/s", flush=True)
+    print(f"\n| binary | all | fast state (read > {args.fast_gbps:g} GB/s) | slow state |")
+    print("|---|---|---|---|")
+    for b, rows in results.items():
+        fast = [d for d in rows if statistics.median(d["read_gbps"]) > args.fast_gbps]
+        slow = [d for d in rows if d not in fast]
+        print(f"| {b} | {summary(rows)} | {summary(fast)} | {summary(slow)} |")
+
+
+if __name__ == "__main__":
+    main()
