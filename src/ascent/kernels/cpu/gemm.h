@@ -40,7 +40,9 @@ struct GemmInput {
   std::vector<int8_t> q;               // (T, Kp) int8, zero past K
   std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
   std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
-  std::vector<int32_t> sum32;          // (T, Kp / 32) sum of each 32 columns of q (per-token kind; I4's offsets)
+  // Per-token kind prepared for an I4 weight (sum32_ready; I4's offset terms): the sum of each 32 columns of q.
+  bool sum32_ready = false;
+  std::vector<int32_t> sum32;  // (T, Kp / 32)
   // Decode only (T == 1, per-block kind): per-token work the AVX-512 Q8_0 and Q6_K decode loops would otherwise
   // redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane
   // multiplies; lane_d[i] = d[4i / 32], that lane's block scale.

@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <vector>
 
 #include "ascent/kernels/cpu/gemm.h"
 
@@ -202,8 +201,7 @@ struct I4Kern {
       for (int j = 0; j < TT; ++j) {
         alignas(32) float v[8];
         _mm256_store_ps(v, _mm256_mul_ps(acc[h][j], _mm256_set1_ps(in.d[static_cast<size_t>(t + j)])));
-        const int64_t first = b * kInt4Rows + 8 * (h0 + h);
-        store_rows(o, t + j, first, first > n0 ? first : n0, first + 8 < n1 ? first + 8 : n1, v);
+        store_rows(o, t + j, b * kInt4Rows + 8 * (h0 + h), 8, n0, n1, v);
       }
     }
   }
@@ -212,15 +210,13 @@ struct I4Kern {
     if (n0 >= n1) return;
     auto go = [&]<int GROUP>() {
       const int64_t G = in.Kp / GROUP;
-      thread_local std::vector<int32_t> off;  // (T, G)
-      off.resize(static_cast<size_t>(in.T * G));
-      for (int64_t t = 0; t < in.T; ++t) int4_offsets(in, GROUP, t, off.data() + t * G);
+      const int32_t* off = int4_offsets(in, GROUP);  // (T, G)
       const int64_t b0 = n0 / kInt4Rows, b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
       if (in.T == 1) {
-        for (int64_t b = b0; b < b1; ++b) tile<GROUP, 2, 1>(in, w, off.data(), b, 0, 0, n0, n1, o);
+        for (int64_t b = b0; b < b1; ++b) tile<GROUP, 2, 1>(in, w, off, b, 0, 0, n0, n1, o);
         return;
       }
-      const int64_t tok_block = tile_min(128, (256 * 1024 / in.Kp + 3) / 4 * 4 + 4);
+      const int64_t tok_block = token_block(in.Kp);
       for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
         const int64_t t1 = tile_min(in.T, t0 + tok_block);
         for (int64_t b = b0; b < b1; ++b) {
@@ -228,7 +224,7 @@ struct I4Kern {
             if (b * kInt4Rows + 8 * h >= n1 || b * kInt4Rows + 8 * h + 8 <= n0) continue;  // outside the range
             for (int64_t t = t0; t < t1; t += 4) {
               with_tile_size(tile_min(4, t1 - t),
-                             [&]<int TT>() { tile<GROUP, 1, TT>(in, w, off.data() + t * G, b, h, t, n0, n1, o); });
+                             [&]<int TT>() { tile<GROUP, 1, TT>(in, w, off + t * G, b, h, t, n0, n1, o); });
             }
           }
         }

@@ -336,8 +336,7 @@ struct I4Kern {
   static void store_block(const GemmOut& o, int64_t t, int64_t b, int64_t n0, int64_t n1, __m512 acc, float d) {
     alignas(64) float v[16];
     _mm512_store_ps(v, _mm512_mul_ps(acc, _mm512_set1_ps(d)));
-    const int64_t first = b * kInt4Rows;
-    store_rows(o, t, first, first > n0 ? first : n0, first + kInt4Rows < n1 ? first + kInt4Rows : n1, v);
+    store_rows(o, t, b * kInt4Rows, kInt4Rows, n0, n1, v);
   }
 
   // acc + float(is) * scales: the reference's product, then sum.
@@ -349,9 +348,7 @@ struct I4Kern {
   static void decode(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     constexpr int64_t kSteps = GROUP / 8;  // 64-byte steps per group
     const int64_t Kp = in.Kp, G = Kp / GROUP, block_bytes = kInt4Rows * Kp / 2;
-    thread_local std::vector<int32_t> off;
-    off.resize(static_cast<size_t>(G));
-    int4_offsets(in, GROUP, 0, off.data());
+    const int32_t* off = int4_offsets(in, GROUP);
     const auto* a = reinterpret_cast<const int32_t*>(in.q.data());  // 4 activations per element
     const auto* base = static_cast<const uint8_t*>(w.data);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -363,7 +360,7 @@ struct I4Kern {
       const int32_t* ak = a;
       for (int64_t g = 0; g < G; ++g) {
         // Four chains (low and high nibbles of even and odd steps), added at the group's end (exact).
-        __m512i is[4] = {_mm512_set1_epi32(off[static_cast<size_t>(g)]), _mm512_setzero_si512(), _mm512_setzero_si512(),
+        __m512i is[4] = {_mm512_set1_epi32(off[g]), _mm512_setzero_si512(), _mm512_setzero_si512(),
                          _mm512_setzero_si512()};
         for (int64_t st = 0; st < kSteps; st += 2) {
           for (int c = 0; c < 2; ++c, ak += 2, p += 64) {
@@ -430,12 +427,8 @@ struct I4Kern {
   template <int GROUP>
   static void prefill(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / GROUP;
-    // (T, G): each token's offset terms, formed once per call.
-    thread_local std::vector<int32_t> off;
-    off.resize(static_cast<size_t>(in.T * G));
-    for (int64_t t = 0; t < in.T; ++t) int4_offsets(in, GROUP, t, off.data() + t * G);
-    // Tokens in blocks whose activations stay in L2 while the thread sweeps its row blocks.
-    const int64_t tok_block = tile_min(128, (256 * 1024 / in.Kp + 3) / 4 * 4 + 4);
+    const int32_t* off = int4_offsets(in, GROUP);  // (T, G)
+    const int64_t tok_block = token_block(in.Kp);
     const int64_t b0 = n0 / kInt4Rows, b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
     for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
       const int64_t t1 = tile_min(in.T, t0 + tok_block);
@@ -445,7 +438,7 @@ struct I4Kern {
           with_tile_size(nb, [&]<int NB>() {
             if constexpr (NB <= 3) {
               with_tile_size(tile_min(4, t1 - t),
-                             [&]<int TT>() { tile<GROUP, NB, TT>(in, w, off.data() + t * G, b, t, n0, n1, o); });
+                             [&]<int TT>() { tile<GROUP, NB, TT>(in, w, off + t * G, b, t, n0, n1, o); });
             }
           });
         }

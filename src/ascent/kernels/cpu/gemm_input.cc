@@ -130,7 +130,8 @@ bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
   return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
          (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
-         (!reads_q4r(w.dtype) || in.q4r_ready) && (w.dtype != DType::Q6_KR || in.q6r_ready);
+         (!reads_q4r(w.dtype) || in.q4r_ready) && (w.dtype != DType::Q6_KR || in.q6r_ready) &&
+         (w.dtype != DType::I4 || in.sum32_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -146,6 +147,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.q4r_ready = false;
   in.kq_ready = false;
   in.q6r_ready = false;
+  in.sum32_ready = false;
   const auto TKp = static_cast<size_t>(T * in.Kp);
   // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
   auto per_token = [T](const auto& fn) {
@@ -175,11 +177,13 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.resize(TKp);
       in.d.resize(static_cast<size_t>(T));
       in.qsum.resize(static_cast<size_t>(T));
-      in.sum32.resize(static_cast<size_t>(T * in.Kp / 32));
+      in.sum32_ready = w.dtype == DType::I4;
+      if (in.sum32_ready) in.sum32.resize(static_cast<size_t>(T * in.Kp / 32));
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
         in.d[static_cast<size_t>(t)] = quantize_any(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
         std::fill(row + K, row + in.Kp, int8_t{0});
+        if (!in.sum32_ready) return;
         int32_t* s32 = in.sum32.data() + t * in.Kp / 32;
         for (int64_t c = 0; c < in.Kp / 32; ++c) {
           int32_t s = 0;

@@ -13,6 +13,8 @@
 
 #include <immintrin.h>
 
+#include <vector>
+
 #include "ascent/kernels/cpu/gemm.h"
 
 namespace ascent::kernels {
@@ -40,26 +42,40 @@ inline void store_tile(const GemmOut& o, int64_t t, int64_t tt, int64_t n, const
   }
 }
 
-// store_out for outputs [lo, hi) of token t, where v[i] is output first + i: an I4 row block's 16 results, of which
-// a thread's range may take only some.
-inline void store_rows(const GemmOut& o, int64_t t, int64_t first, int64_t lo, int64_t hi, const float* v) {
+// store_out for token t's outputs first .. first + count - 1 (v[i] is output first + i) that lie in [n0, n1): an
+// I4 row block's results, of which a thread's range may take only some.
+inline void store_rows(const GemmOut& o, int64_t t, int64_t first, int64_t count, int64_t n0, int64_t n1,
+                       const float* v) {
   const int64_t base = t * o.ldy - o.n_base;
+  const int64_t lo = first > n0 ? first : n0, hi = first + count < n1 ? first + count : n1;
   for (int64_t n = lo; n < hi; ++n) {
     const float x = v[n - first] + (o.bias != nullptr ? o.bias[n] : 0.0f);
     o.y[base + n] = o.residual != nullptr ? o.residual[base + n] + x : x;
   }
 }
 
-// I4's offset term for token t, one value per group of `group` columns: minus 8 x the sum of the group's
-// activations (the codes are stored as value + 8), from GemmInput::sum32. Exact in int32.
-inline void int4_offsets(const GemmInput& in, int64_t group, int64_t t, int32_t* off) {
+// I4's offset terms, (T, Kp / group): for each token and group of `group` columns, minus 8 x the group's activation
+// sum (the codes are stored as value + 8), from GemmInput::sum32; exact in int32. Formed once per call into a
+// per-thread buffer, valid until the thread's next call.
+inline const int32_t* int4_offsets(const GemmInput& in, int64_t group) {
+  thread_local std::vector<int32_t> off;
   const int64_t per = group / 32, G = in.Kp / group;
-  const int32_t* s32 = in.sum32.data() + t * in.Kp / 32;
-  for (int64_t g = 0; g < G; ++g) {
-    int32_t s = 0;
-    for (int64_t c = 0; c < per; ++c) s += s32[g * per + c];
-    off[g] = -8 * s;
+  off.resize(static_cast<size_t>(in.T * G));
+  for (int64_t t = 0; t < in.T; ++t) {
+    const int32_t* s32 = in.sum32.data() + t * in.Kp / 32;
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t s = 0;
+      for (int64_t c = 0; c < per; ++c) s += s32[g * per + c];
+      off[static_cast<size_t>(t * G + g)] = -8 * s;
+    }
   }
+  return off.data();
+}
+
+// Tokens per block in the prefill loops: as many as keep their activations (per_token bytes each) in L2 while a
+// thread sweeps its weight rows, at most 128.
+inline int64_t token_block(int64_t per_token) {
+  return tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
 }
 
 // Calls fn.template operator()<GROUP>() for an I4 weight's group size (32, 64, else 128): the I4 kernels' group
@@ -190,7 +206,7 @@ void drive_tile_loop(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
   }
   const int64_t act_bytes = in.kind == ActKind::F32 ? 4 : in.kind == ActKind::BF16 ? 2 : 1;
   const int64_t per_token = in.Kp * act_bytes;
-  const int64_t tok_block = tile_min(128, (256 * 1024 / per_token + 3) / 4 * 4 + 4);
+  const int64_t tok_block = token_block(per_token);
   const int64_t rows_per_tile = in.T == 1 ? Kern::kDecodeRows : 4;
   for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
     const int64_t t1 = tile_min(in.T, t0 + tok_block);
