@@ -10,7 +10,16 @@
 // (K-quant super-blocks with random codes, sub-block scales and a fixed d). Each format's matrix keeps the first
 // of --rows rows that fit in 640 KiB, so that it stays in a 1 MiB L2 beside the activations. Prints the best and
 // median pass of each in GB/s of weight bytes.
+//   decode_ceiling --dram MIB [--rows 5632] [--cols 2048] [--passes 40] [--threads 0] [--fast-gbps 45] [format ...]
+// The same kernels streaming from DRAM instead, as a model's decode does: each format's matrix copied onto huge
+// pages until MIB are filled, one matmul_forward per copy on the thread pool (all cores by default), each pass
+// between two plain reads of as many bytes on as many threads. This host's memory moves between a slow state (two
+// threads read about what one does) and a fast one within seconds, so every pass is judged against the reads just
+// before and after it and counted as fast (both above --fast-gbps) or slow (both below 40 GB/s; others dropped).
+// Prints per format the median and quartiles of kernel / read in each state. A kernel that keeps up with memory in
+// the slow state but not in the fast one is bound by its instructions per byte (bench/RESULTS.md, session 15).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -18,10 +27,14 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "ascent/base/aligned.h"
+#include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/isa.h"
+#include "ascent/kernels/cpu/ops.h"
 #include "ascent/prof/roofline.h"
 #include "ascent/tensor/quantize.h"
 #include "ascent/tensor/tensor.h"
@@ -32,13 +45,17 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int64_t rows = 512, cols = 2048, passes = 15, bytes_per_pass = 40'000'000;
+  bool rows_given = false, passes_given = false;
+  int64_t dram_mib = 0, threads = 0;  // --dram mode
+  double fast_gbps = 45;
   std::vector<std::string> formats;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "decode_ceiling: %s\nusage: decode_ceiling [--rows N] [--cols K] [--passes P] [--bytes-per-pass B] "
-               "[format ...]\n",
+               "[format ...]\n       decode_ceiling --dram MIB [--rows N] [--cols K] [--passes P] [--threads T] "
+               "[--fast-gbps G] [format ...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -98,6 +115,100 @@ Rate measure(int64_t passes, int64_t reps, int64_t bytes, Fn&& fn) {
   return {r.back(), r[r.size() / 2]};
 }
 
+// Bytes of w's scales held outside its data (I8, I4), 0 for the formats that keep them inline.
+int64_t outside_scale_bytes(const ascent::Tensor& w) {
+  using ascent::DType;
+  if (w.dtype == DType::I8) return w.shape[0] * 4;
+  if (w.dtype == DType::I4) {
+    return ascent::int4_stored_rows(w.shape[0]) * (ascent::padded_cols(DType::I4, w.shape[1]) / w.group) * 4;
+  }
+  return 0;
+}
+
+// One state's kernel / read ratios: "n=.., median (p25-p75)".
+std::string quartiles(std::vector<double> v) {
+  if (v.empty()) return "-";
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return 100 * v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.0f%% (%.0f-%.0f%%), n=%zu", at(0.5), at(0.25), at(0.75), v.size());
+  return buf;
+}
+
+// --dram: the decode kernels streaming from huge pages on the thread pool against plain reads around each pass.
+int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
+  const int threads =
+      o.threads > 0 ? static_cast<int>(o.threads) : static_cast<int>(std::thread::hardware_concurrency());
+  ascent::ThreadPool::set_global_threads(std::max(1, threads));
+  ascent::ThreadPool& pool = ascent::ThreadPool::global();
+  const int64_t budget = o.dram_mib << 20;
+  struct Stream {
+    std::string format;
+    ascent::AlignedPtr buf;
+    std::vector<ascent::Tensor> copies;
+    int64_t bytes = 0;
+    std::vector<double> fast, slow;
+  };
+  std::vector<Stream> streams;
+  for (const std::string& format : o.formats) {
+    const ascent::Tensor w = make_weight(format, f, rng);
+    const int64_t data = w.nbytes(), scales = outside_scale_bytes(w);
+    const int64_t per = (data + scales + 4095) / 4096 * 4096;
+    const int64_t n = std::max<int64_t>(1, budget / per);
+    Stream st{format, ascent::huge_alloc_bytes(static_cast<size_t>(n * per)), {}, n * (data + scales), {}, {}};
+    for (int64_t i = 0; i < n; ++i) {
+      uint8_t* p = st.buf.get() + i * per;
+      std::memcpy(p, w.data, static_cast<size_t>(data));
+      if (scales > 0) std::memcpy(p + data, w.scales, static_cast<size_t>(scales));
+      ascent::Tensor c = w;
+      c.owner = nullptr;
+      c.data = p;
+      if (scales > 0) c.scales = reinterpret_cast<const float*>(p + data);
+      st.copies.push_back(c);
+    }
+    streams.push_back(std::move(st));
+  }
+  const int64_t read_bytes = budget / 4096 * 4096;
+  ascent::AlignedPtr rbuf = ascent::huge_alloc_bytes(static_cast<size_t>(read_bytes));
+  for (int64_t i = 0; i < read_bytes; i += 64) rbuf[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+  std::atomic<uint64_t> sink{0};
+  auto gbps = [](int64_t bytes, Clock::time_point t0) {
+    return static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
+  };
+  auto read_pass = [&] {
+    const auto t0 = Clock::now();
+    const int64_t parts = pool.size(), chunk = read_bytes / parts / 128 * 128;
+    pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) sink += ascent::prof::sum_bytes(rbuf.get() + i * chunk, chunk);
+    });
+    return gbps(chunk * parts, t0);
+  };
+  std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(o.rows));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  std::printf("decode_ceiling --dram: %d threads, ISA %s, %lld x %lld, %lld MiB per format, %lld passes\n", pool.size(),
+              ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
+              static_cast<long long>(o.cols), static_cast<long long>(o.dram_mib), static_cast<long long>(o.passes));
+  for (int64_t pass = 0; pass < o.passes; ++pass) {
+    for (Stream& st : streams) {
+      const double before = read_pass();
+      const auto t0 = Clock::now();
+      for (const ascent::Tensor& c : st.copies) ascent::kernels::matmul_forward(x.data(), 1, c, nullptr, y.data());
+      const double kernel = gbps(st.bytes, t0);
+      const double after = read_pass();
+      if (std::min(before, after) > o.fast_gbps) {
+        st.fast.push_back(kernel / std::max(before, after));
+      } else if (std::max(before, after) < 40) {
+        st.slow.push_back(kernel / std::max(before, after));
+      }
+    }
+  }
+  std::printf("| format | fast state: kernel / read | slow state: kernel / read |\n|---|---|---|\n");
+  for (const Stream& st : streams) {
+    std::printf("| %s | %s | %s |\n", st.format.c_str(), quartiles(st.fast).c_str(), quartiles(st.slow).c_str());
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,10 +221,18 @@ int main(int argc, char** argv) {
     };
     if (a == "--rows") {
       o.rows = value("--rows");
+      o.rows_given = true;
+    } else if (a == "--dram") {
+      o.dram_mib = value("--dram");
+    } else if (a == "--threads") {
+      o.threads = value("--threads");
+    } else if (a == "--fast-gbps") {
+      o.fast_gbps = static_cast<double>(value("--fast-gbps"));
     } else if (a == "--cols") {
       o.cols = value("--cols");
     } else if (a == "--passes") {
       o.passes = value("--passes");
+      o.passes_given = true;
     } else if (a == "--bytes-per-pass") {
       o.bytes_per_pass = value("--bytes-per-pass");
     } else if (a.rfind("--", 0) == 0) {
@@ -130,15 +249,20 @@ int main(int argc, char** argv) {
     if (std::find(all.begin(), all.end(), f) == all.end()) usage("unknown format '" + f + "'");
   }
   if (o.formats.empty()) o.formats = all;
-  std::printf("decode_ceiling: one thread, ISA %s, %lld x %lld, best / median of %lld passes (GB/s of weights)\n",
-              ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
-              static_cast<long long>(o.cols), static_cast<long long>(o.passes));
+  if (o.dram_mib > 0) {
+    if (!o.rows_given) o.rows = 5632;
+    if (!o.passes_given) o.passes = 40;
+  }
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   ascent::Tensor f = ascent::make_owned(ascent::DType::F32, {o.rows, o.cols});
   auto* fp = const_cast<float*>(f.f32());
   for (int64_t i = 0; i < o.rows * o.cols; ++i) fp[i] = normal(rng);
   std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(o.rows));
+  if (o.dram_mib > 0) return run_dram(o, f, rng);
+  std::printf("decode_ceiling: one thread, ISA %s, %lld x %lld, best / median of %lld passes (GB/s of weights)\n",
+              ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
+              static_cast<long long>(o.cols), static_cast<long long>(o.passes));
   for (float& v : x) v = normal(rng) * 50;
   std::printf(
       "| format | rows | bytes | kernel best | kernel median | plain read best | kernel / read "
