@@ -789,8 +789,12 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 // step in two halves: the same bits. The pair shares each activation load (one row at a time loads two bytes of
 // activations per byte of 4-bit weights) and keeps twice the independent sums in flight. One core, weights in L2 (Zen
 // 4, best of interleaved runs): Q4_0R 39 -> 40 GB/s, Q8_0R 68 -> 69 (medians 64 -> 69): the loops stay bound by their
-// instruction mix.
-template <int R, int64_t kGroupBytes, int kShift, PrefetchTo kTo, class Codes>
+// instruction mix. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per 32 bytes, as
+// int4's decode does: `decode_ceiling --dram 240 q4_0r`, six alternating pairs, slow state 81-85% -> 85-88% of the
+// read around each pass (fast state 72-76% -> 74%, few passes). Splitting Q8_0R's one chain per half into two, or a
+// 512-bit Q8_0R loop (its 544-byte groups put every other 64-byte load across two lines; aligned, it was no faster),
+// measured no better.
+template <int R, int64_t kGroupBytes, int kShift, int kHighShift, PrefetchTo kTo, class Codes>
 void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, int64_t ahead, float res[4][4],
                      Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
@@ -805,23 +809,29 @@ void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, in
     for (int h = 0; h < 2; ++h) {
       const __m256i init =
           _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), kShift);
-      __m256i is[R];
-      for (int r = 0; r < R; ++r) is[r] = init;
+      // The first code vectors' chain and the second's, which hold their codes times 2^kHighShift (high nibbles
+      // masked in place): shifted back once, exactly, at the end.
+      __m256i is[R][2];
+      for (int r = 0; r < R; ++r) {
+        is[r][0] = init;
+        is[r][1] = _mm256_setzero_si256();
+      }
       for (int j = 0; j < 4; ++j) {
         const __m256i a0 = load_reg(a + 128 * j + 32 * h);
         const __m256i a1 = load_reg(a + 128 * j + 64 + 32 * h);
         for (int r = 0; r < R; ++r) {
           __m256i c0, c1;
           codes(row + r * stride + g * kGroupBytes, h, j, c0, c1);
-          is[r] = _mm256_dpbusd_epi32(is[r], c0, a0);
-          is[r] = _mm256_dpbusd_epi32(is[r], c1, a1);
+          is[r][0] = _mm256_dpbusd_epi32(is[r][0], c0, a0);
+          is[r][1] = _mm256_dpbusd_epi32(is[r][1], c1, a1);
         }
       }
       const __m256 dah = _mm256_loadu_ps(da + 16 * g + 8 * h);
       for (int r = 0; r < R; ++r) {
         const __m256 dw = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + r * stride + g * kGroupBytes + 16 * h)));
-        y[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]), _mm256_mul_ps(dw, dah), y[r][h]);
+        const __m256i sum = _mm256_add_epi32(is[r][0], _mm256_srai_epi32(is[r][1], kHighShift));
+        y[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dah), y[r][h]);
       }
     }
   }
@@ -831,18 +841,18 @@ void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, in
 // one contiguous run that the hardware prefetchers follow best, as for int8; tl16 q8_0 tg32, alternating builds on
 // the Zen 4: one thread --no-mmap 59-61% -> 74-85% of a one-thread read; two threads 56-61% -> 75% in the fast
 // memory state, 84% -> 89-94% in the slow one. Q4_0R measured the same either way, 70-80% on one thread).
-template <int64_t kGroupBytes, int kShift, bool kPairs, class Codes>
+template <int64_t kGroupBytes, int kShift, int kHighShift, bool kPairs, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t stride = row_bytes(w.dtype, w.shape[1]);
   if constexpr (kPairs) {
     const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
     decode_in_pairs(n0, n1, o, [&]<int R>(int64_t n, float res[4][4]) {
-      q4r_decode_tile<R, kGroupBytes, kShift, PrefetchTo::L2>(in, w.row_ptr(n), stride, ahead, res, codes);
+      q4r_decode_tile<R, kGroupBytes, kShift, kHighShift, PrefetchTo::L2>(in, w.row_ptr(n), stride, ahead, res, codes);
     });
   } else {
     for (int64_t n = n0; n < n1; ++n) {
       float res[4][4];
-      q4r_decode_tile<1, kGroupBytes, kShift, PrefetchTo::None>(in, w.row_ptr(n), stride, 0, res, codes);
+      q4r_decode_tile<1, kGroupBytes, kShift, kHighShift, PrefetchTo::None>(in, w.row_ptr(n), stride, 0, res, codes);
       store_tile<1>(o, 0, 1, n, res);
     }
   }
@@ -859,12 +869,12 @@ struct Q40RKern {
 
   // Decode (one token): the low and high nibbles of each 32-byte chunk.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kPairs=*/true>(
+    const __m256i low4 = _mm256_set1_epi8(0x0f), high4 = _mm256_set1_epi8(static_cast<char>(0xf0));
+    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4, /*kPairs=*/true>(
         in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& lo, __m256i& hi) {
           const __m256i raw = load_reg(p + 32 + 128 * h + 32 * j);
           lo = _mm256_and_si256(raw, low4);
-          hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          hi = _mm256_and_si256(raw, high4);  // 16 x the codes
         });
   }
 
@@ -930,7 +940,7 @@ struct Q80RKern {
 
   // Decode (one token): the codes as they lie (offset 128, so the offset terms shifted by 4: x 16).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kPairs=*/false>(
+    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0, /*kPairs=*/false>(
         in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& c0, __m256i& c1) {
           c0 = load_reg(p + 32 + 128 * j + 32 * h);
           c1 = load_reg(p + 32 + 128 * j + 64 + 32 * h);
