@@ -791,9 +791,9 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 // 4, best of interleaved runs): Q4_0R 39 -> 40 GB/s, Q8_0R 68 -> 69 (medians 64 -> 69): the loops stay bound by their
 // instruction mix. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per 32 bytes, as
 // int4's decode does: `decode_ceiling --dram 240 q4_0r`, six alternating pairs, slow state 81-85% -> 85-88% of the
-// read around each pass (fast state 72-76% -> 74%, few passes). Splitting Q8_0R's one chain per half into two, or a
-// 512-bit Q8_0R loop (its 544-byte groups put every other 64-byte load across two lines; aligned, it was no faster),
-// measured no better.
+// read around each pass (fast state 72-76% -> 74%, few passes). Q8_0R (kHighShift 0) runs the same two chains per
+// half; against its former one chain they measured the same. A 512-bit Q8_0R loop (its 544-byte groups put every
+// other 64-byte load across two lines; aligned, it was no faster) measured worse.
 template <int R, int64_t kGroupBytes, int kShift, int kHighShift, PrefetchTo kTo, class Codes>
 void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, int64_t ahead, float res[4][4],
                      Codes codes) {
