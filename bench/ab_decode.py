@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """A/B decode speed of several ascent binaries on one model, runs interleaved and each judged against the read
-bandwidth measured around it.
+bandwidth measured beside it.
 
 This host's memory moves between a slow state (two threads read about what one does) and a fast one (two threads
-read ~1.7x one) within minutes (bench/RESULTS.md, sessions 13-14), so back-to-back medians of two builds compare
-states as often as code. This alternates the binaries round by round, takes each `ascent bench --jsonl` decode
-result with the reads measured around its runs, and prints per binary the median t/s and % of read, overall and
-split by state (the median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
+read ~1.7x one) within seconds or less (bench/RESULTS.md, sessions 13-15), so back-to-back medians of two builds
+compare states as often as code. This alternates the binaries round by round, takes each `ascent bench --jsonl`
+decode result with the read each run was judged against (since session 15, reads between its tokens; before, reads
+just before and after the run), and prints per binary the median t/s and % of read, overall and split by state (the
+median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
 
   bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] BIN [BIN ...]
 """

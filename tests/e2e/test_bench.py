@@ -1,6 +1,6 @@
 """`ascent bench` reports prefill and decode throughput like llama-bench: with --jsonl one object per test with
-the median, range and share of the roofline (decode runs, unless --roofline-gbps is given, each against a read
-measured around it); -d runs each test after that many tokens in the KV cache; bad flags are refused with one line."""
+the median, range and share of the roofline (decode, unless --roofline-gbps is given, each token against reads
+measured beside it); -d runs each test after that many tokens in the KV cache; bad flags are refused with one line."""
 import json
 import os
 import re
@@ -56,15 +56,16 @@ def main():
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1] + ROOF)
     check(r.returncode == 0 and "| pp8 |" in r.stdout and "| tg2 |" in r.stdout and "roofline" in r.stdout,
           "table output names the tests and the roofline")
-    # Without --roofline-gbps each decode run is judged against a read measured around it: the table says over
-    # which range, and the decode share lies between the slowest run on the fastest read and the fastest on the
-    # slowest (matrix bytes as printed, plus the KV rows; printed figures are rounded, hence the 5%).
+    # Without --roofline-gbps each decode token is judged against reads measured beside it, and each run against
+    # those reads weighted by its tokens' times: the table says over which range the runs' reads lie, and the decode
+    # share lies between the slowest run on the fastest read and the fastest on the slowest (matrix bytes as
+    # printed, plus the KV rows; printed figures are rounded, hence the 5%).
     r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-r", 2, "--jsonl"] + ROOF[2:])
     objs_r = [json.loads(line) for line in r.stdout.strip().splitlines()] if r.returncode == 0 else []
     check(len(objs_r) == 1 and len(objs_r[0].get("read_gbps", [])) == 2 and min(objs_r[0]["read_gbps"]) > 0,
           f"without --roofline-gbps the decode object lists the read each run was judged against: {objs_r}")
     r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-r", 3] + ROOF[2:])
-    m_bw = re.search(r"decode runs: each against the read bandwidth measured around it, ([\d.]+)-([\d.]+) GB/s", r.stdout)
+    m_bw = re.search(r"decode runs: each token against the read bandwidth measured beside it, runs' reads ([\d.]+)-([\d.]+) GB/s", r.stdout)
     m_mb = re.search(r"([\d.]+) MiB of matrices", r.stdout)
     m_tg = re.search(r"\| tg8 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)% \|", r.stdout)
     ok = r.returncode == 0 and m_bw and m_mb and m_tg
@@ -74,7 +75,7 @@ def main():
         nbytes = float(m_mb[1]) * 2**20 + 4.5 * kv_row
         lo, hi = 100 * nbytes * tps_min / (hi_bw * 1e9), 100 * nbytes * tps_max / (lo_bw * 1e9)
         ok = 0 < lo_bw <= hi_bw and 0.95 * lo <= share <= 1.05 * hi
-    check(ok, f"decode runs judged against the read measured around each: {r.stdout.strip()} {r.stderr.strip()}")
+    check(ok, f"decode runs judged against the reads measured beside their tokens: {r.stdout.strip()} {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-r", 0])
     check(r.returncode == 1 and "-r" in r.stderr and r.stderr.count("\n") == 1, f"-r 0 refused: {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1, "--roofline-int8-gops", -5] + ROOF[:4])

@@ -2,7 +2,7 @@
 // runs, after an untimed warm-up run, optionally after D tokens already in the KV cache (-d, named "ppP @ dD" as
 // llama-bench does) — with each figure as a share of this machine's roofline: prefill against the peak of the
 // instruction its matmuls use (matmul operations per token), decode against read bandwidth (weight bytes streamed
-// per token plus the KV cache rows each step attends over), each run against a read measured around it.
+// per token plus the KV cache rows each step attends over), each token against a read measured beside it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,7 +37,7 @@ struct Result {
   std::string test;
   double median = 0, min = 0, max = 0, roofline_pct = 0;
   std::vector<double> samples;    // each timed run's t/s, in run order (llama-bench's samples_ts)
-  std::vector<double> read_gbps;  // decode: the read bandwidth each run was judged against, in run order
+  std::vector<double> read_gbps;  // decode: each run's read (its tokens' reads weighted by their times), in run order
 };
 
 double median_of(std::vector<double> v) {
@@ -121,32 +121,40 @@ void run(Options& o) {
         pp_tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
   }
-  // Decode is judged, run by run, against a plain read of memory measured just before and just after that run
-  // (the higher of the two), unless --roofline-gbps gives the bandwidth: this host class's memory rate moves
-  // between states (30 and 60 GB/s here) within seconds, so a run compared with the command's start-and-end
-  // measurement alone could show 50% or 120% of what the memory gave it.
+  // Decode is judged token by token against a plain read of memory measured between the tokens (a 16 MiB window
+  // on the same threads, ~0.5 ms, not timed), unless --roofline-gbps gives the bandwidth: this host class's memory
+  // rate moves between states (30 and 60 GB/s here) within tens of milliseconds, so even reads just before and
+  // after a whole run (as here before session 15) judged runs that had spent part of their time in the other state,
+  // showing 60% or 100% of what the memory gave them. Each token counts against the higher of the reads on its two
+  // sides; a run's read is their average weighted by the tokens' times, and its share is the bytes it streamed over
+  // the bytes that read would have delivered in the same time.
   std::unique_ptr<prof::ReadProbe> probe;
   if (o.decode > 0 && !o.roofline.gbps_given()) probe = std::make_unique<prof::ReadProbe>(ThreadPool::global().size());
-  std::vector<double> tg_gbps;  // per timed decode run: read bandwidth around it
+  constexpr int64_t kProbeWindow = int64_t{16} << 20;
+  std::vector<double> tg_gbps;  // per timed decode run: the time-weighted read its tokens were judged against
   if (o.decode > 0) {
-    double before = 0;
     for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
-      if (probe && r >= 0 && before == 0) before = probe->gbps();
       fill_depth();
       int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
-      const int64_t steps = r >= 0 ? o.decode : std::min<int64_t>(o.decode, 8);  // warm-up: a few tokens
-      const auto t0 = Clock::now();
+      const bool timed = r >= 0;
+      const int64_t steps = timed ? o.decode : std::min<int64_t>(o.decode, 8);  // warm-up: a few tokens
+      double seconds = 0, read_seconds = 0;                                     // read_seconds: GB/s x s
+      double before = probe && timed ? probe->window_gbps(kProbeWindow) : 0;
       for (int64_t i = 0; i < steps; ++i) {
+        const auto t0 = Clock::now();
         auto logits = m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
         tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      }
-      if (r >= 0) {
-        tg_tps.push_back(static_cast<double>(o.decode) / std::chrono::duration<double>(Clock::now() - t0).count());
-        if (probe) {
-          const double after = probe->gbps();
-          tg_gbps.push_back(std::max(before, after));
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        seconds += dt;
+        if (probe && timed) {
+          const double after = probe->window_gbps(kProbeWindow);
+          read_seconds += dt * std::max(before, after);
           before = after;
         }
+      }
+      if (timed) {
+        tg_tps.push_back(static_cast<double>(o.decode) / seconds);
+        if (probe) tg_gbps.push_back(read_seconds / seconds);
       }
     }
   }
@@ -210,7 +218,8 @@ void run(Options& o) {
               std::string(dtype_name(main_type)).c_str(), peak_name.c_str());
   if (!tg_gbps.empty()) {
     std::printf(
-        "decode runs: each against the read bandwidth measured around it, %.1f-%.1f GB/s (median of the shares)\n",
+        "decode runs: each token against the read bandwidth measured beside it, runs' reads %.1f-%.1f GB/s (median "
+        "of the shares)\n",
         *std::min_element(tg_gbps.begin(), tg_gbps.end()), *std::max_element(tg_gbps.begin(), tg_gbps.end()));
   }
   std::printf("| test | t/s median | min | max | roofline |\n|---|---|---|---|---|\n");

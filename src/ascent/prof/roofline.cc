@@ -10,6 +10,8 @@
 
 #include "ascent/base/aligned.h"
 #include "ascent/base/cpu_features.h"
+#include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 
 namespace ascent::prof {
 namespace {
@@ -186,6 +188,23 @@ ReadProbe::~ReadProbe() {
 
 double ReadProbe::gbps() {
   return read_bandwidth(buf_, bytes_, threads_, /*passes=*/3);
+}
+
+double ReadProbe::window_gbps(int64_t bytes) {
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t parts = pool.size();
+  const int64_t chunk = std::min(bytes, bytes_) / parts / 128 * 128;
+  ASCENT_CHECK(chunk > 0, "ReadProbe: a window of {} bytes is too small for {} threads", bytes, parts);
+  if (next_ + chunk * parts > bytes_) next_ = 0;
+  const uint8_t* start = buf_ + next_;
+  next_ += chunk * parts;
+  std::atomic<uint64_t> sink{0};
+  const auto t0 = Clock::now();
+  pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) sink += sum_bytes(start + i * chunk, chunk);
+  });
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<double>(chunk * parts) / s / 1e9;
 }
 
 Roofline measure_roofline(int threads, int64_t buffer_bytes) {
