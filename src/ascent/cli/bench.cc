@@ -125,9 +125,9 @@ void run(Options& o) {
   // on the same threads, ~0.5 ms, not timed), unless --roofline-gbps gives the bandwidth: this host class's memory
   // rate moves between states (30 and 60 GB/s here) within tens of milliseconds, so even reads just before and
   // after a whole run (as here before session 15) judged runs that had spent part of their time in the other state,
-  // showing 60% or 100% of what the memory gave them. Each token counts against the higher of the reads on its two
-  // sides; a run's read is their average weighted by the tokens' times, and its share is the bytes it streamed over
-  // the bytes that read would have delivered in the same time.
+  // showing 60% or 100% of what the memory gave them. Each token counts against the mean of the reads on its two
+  // sides (a token during which the state flipped had some of each); a run's read is the tokens' reads weighted by
+  // their times, and its share is the bytes it streamed over the bytes that read would have delivered in that time.
   std::unique_ptr<prof::ReadProbe> probe;
   if (o.decode > 0 && !o.roofline.gbps_given()) probe = std::make_unique<prof::ReadProbe>(ThreadPool::global().size());
   constexpr int64_t kProbeWindow = int64_t{16} << 20;
@@ -148,7 +148,7 @@ void run(Options& o) {
         seconds += dt;
         if (probe && timed) {
           const double after = probe->window_gbps(kProbeWindow);
-          read_seconds += dt * std::max(before, after);
+          read_seconds += dt * 0.5 * (before + after);
           before = after;
         }
       }
