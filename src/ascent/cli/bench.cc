@@ -121,9 +121,9 @@ void run(Options& o) {
         pp_tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
   }
-  // Decode is judged token by token against a plain read of memory measured between the tokens (a 16 MiB window
-  // on the same threads, ~0.5 ms, not timed), unless --roofline-gbps gives the bandwidth: this host class's memory
-  // rate moves between states (30 and 60 GB/s here) within tens of milliseconds, so even reads just before and
+  // Decode is judged token by token against a plain read of memory measured between the tokens (the faster of two
+  // 8 MiB reads on the same threads, ~0.5 ms, not timed), unless --roofline-gbps gives the bandwidth: this host class's
+  // memory rate moves between states (30 and 60 GB/s here) within tens of milliseconds, so even reads just before and
   // after a whole run (as here before session 15) judged runs that had spent part of their time in the other state,
   // showing 60% or 100% of what the memory gave them. Each token counts against the mean of the reads on its two
   // sides (a token during which the state flipped had some of each); a run's read is the tokens' reads weighted by

@@ -34,10 +34,10 @@ class ReadProbe {
   ReadProbe& operator=(const ReadProbe&) = delete;
   ~ReadProbe();
   double gbps();  // all threads, best of 3 passes
-  // One pass over the next `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it
-  // comes back around), split over the global ThreadPool's threads rather than fresh ones: a sub-millisecond
-  // reading between two decode steps. On the Zen 4 host, 8-32 MiB windows read the same as whole 256 MiB passes
-  // alternated with them (median ratio 1.00-1.04).
+  // The next `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it comes back
+  // around) read as two halves, the faster kept, split over the global ThreadPool's threads rather than fresh ones:
+  // a reading of about a millisecond between two decode steps. On the Zen 4 host, single 8-32 MiB windows read the
+  // same as whole 256 MiB passes alternated with them (median ratio 1.00-1.04).
   double window_gbps(int64_t bytes);
 
  private:
