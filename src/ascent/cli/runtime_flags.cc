@@ -67,6 +67,7 @@ void RooflineFlags::resolve() {
         std::pair{"--roofline-int8-gops", int8_gops}, std::pair{"--roofline-bf16-gflops", bf16_gflops}}) {
     ASCENT_CHECK(v >= 0, "{}: must be a positive figure, got {}", flag, v);
   }
+  resolved_ = true;
   given_gbps_ = gbps > 0;
   given_gflops_ = gflops > 0;
   given_int8_ = int8_gops > 0;

@@ -49,10 +49,11 @@ struct RooflineFlags {
   // Measures again and keeps the higher of each measured figure: a peak is only ever underestimated by a busy
   // neighbour, so two measurements seconds apart (before and after a benchmark) are a steadier estimate.
   void remeasure();
-  // Whether the read bandwidth came from --roofline-gbps (else it is measured).
-  bool gbps_given() const { return given_gbps_; }
+  // Whether the read bandwidth came from --roofline-gbps (else it is measured); valid before resolve() too.
+  bool gbps_given() const { return resolved_ ? given_gbps_ : gbps > 0; }
 
  private:
+  bool resolved_ = false;
   bool given_gbps_ = false, given_gflops_ = false, given_int8_ = false, given_bf16_ = false;
 };
 
