@@ -89,7 +89,7 @@ void run(Options& o) {
   // The decode read probe's buffer (see below) is allocated before the weights, so that it gets huge pages however
   // a large --no-mmap model leaves memory (on 4 KiB pages the same reads run ~15% slower here).
   std::unique_ptr<prof::ReadProbe> probe;
-  if (o.decode > 0 && !o.roofline.gbps_given()) probe = std::make_unique<prof::ReadProbe>(ThreadPool::global().size());
+  if (o.decode > 0 && !o.roofline.gbps_given()) probe = std::make_unique<prof::ReadProbe>();
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
   const auto& cfg = m->config();

@@ -177,17 +177,12 @@ AlignedPtr read_buffer(int64_t bytes) {
 
 }  // namespace
 
-ReadProbe::ReadProbe(int threads, int64_t buffer_bytes)
-    : bytes_(buffer_bytes / 4096 * 4096), threads_(std::max(1, threads)) {
+ReadProbe::ReadProbe(int64_t buffer_bytes) : bytes_(buffer_bytes / 4096 * 4096) {
   buf_ = read_buffer(bytes_).release();
 }
 
 ReadProbe::~ReadProbe() {
   AlignedDeleter{}(buf_);
-}
-
-double ReadProbe::gbps() {
-  return read_bandwidth(buf_, bytes_, threads_, /*passes=*/3);
 }
 
 double ReadProbe::window_gbps(int64_t bytes) {

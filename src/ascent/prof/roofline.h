@@ -25,15 +25,14 @@ uint64_t sum_bytes(const uint8_t* p, int64_t n);
 // buffer_bytes: size of the buffer streamed for bandwidth (large enough to defeat the caches).
 Roofline measure_roofline(int threads, int64_t buffer_bytes = int64_t{512} << 20);
 
-// measure_roofline's read-bandwidth loop alone on a buffer kept for repeated short measurements (~50 ms each), for a
-// benchmark that compares each of its runs with the memory rate of the same moment (bench's decode runs).
+// measure_roofline's read loop alone, on a buffer kept for repeated short measurements between the steps of a
+// benchmark, so that each step is compared with the memory rate of the same moment (bench's decode tokens).
 class ReadProbe {
  public:
-  explicit ReadProbe(int threads, int64_t buffer_bytes = int64_t{256} << 20);
+  explicit ReadProbe(int64_t buffer_bytes = int64_t{256} << 20);
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
   ~ReadProbe();
-  double gbps();  // all threads, best of 3 passes
   // The next `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it comes back
   // around) read as two halves, the faster kept, split over the global ThreadPool's threads rather than fresh ones:
   // a reading of about a millisecond between two decode steps. On the Zen 4 host, single 8-32 MiB windows read the
@@ -43,7 +42,6 @@ class ReadProbe {
  private:
   uint8_t* buf_ = nullptr;
   int64_t bytes_ = 0;
-  int threads_ = 1;
   int64_t next_ = 0;  // where the next window starts
 };
 
