@@ -1,5 +1,5 @@
 // Reference RMSNorm (whole-row or per-group) and LayerNorm, threaded over rows. Sums are taken in double so the
-// result does not depend on accumulation order.
+// result does not depend on accumulation order (to within a double's rounding, far below a float's).
 #include <cmath>
 
 #include "ascent/base/error.h"
@@ -15,8 +15,15 @@ void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, floa
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * group;
       float* yr = y + r * group;
-      double ss = 0.0;
-      for (int64_t i = 0; i < group; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      // Eight interleaved partial sums in a fixed order: one serial chain of 2048 double adds took ~2 us of a
+      // decode step's 4 us norm (33 norms a token) and as much per row in prefill.
+      double part[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= group; i += 8) {
+        for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[i + j]) * xr[i + j];
+      }
+      double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+      for (; i < group; ++i) ss += static_cast<double>(xr[i]) * xr[i];
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
       if (w == nullptr) {
         for (int64_t i = 0; i < group; ++i) yr[i] = xr[i] * inv;
