@@ -117,12 +117,8 @@ Rate measure(int64_t passes, int64_t reps, int64_t bytes, Fn&& fn) {
 
 // Bytes of w's scales held outside its data (I8, I4), 0 for the formats that keep them inline.
 int64_t outside_scale_bytes(const ascent::Tensor& w) {
-  using ascent::DType;
-  if (w.dtype == DType::I8) return w.shape[0] * 4;
-  if (w.dtype == DType::I4) {
-    return ascent::int4_stored_rows(w.shape[0]) * (ascent::padded_cols(DType::I4, w.shape[1]) / w.group) * 4;
-  }
-  return 0;
+  if (!ascent::is_int_weight(w.dtype)) return 0;
+  return 4 * ascent::int_weight_scale_count(w.dtype, w.shape[0], w.shape[1], w.group);
 }
 
 // One state's kernel / read ratios: "n=.., median (p25-p75)".
