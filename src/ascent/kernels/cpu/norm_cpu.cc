@@ -18,12 +18,12 @@ void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, floa
       // Eight interleaved partial sums in a fixed order: one serial chain of 2048 double adds took ~2 us of a
       // decode step's 4 us norm (33 norms a token) and as much per row in prefill.
       double part[8] = {};
-      int64_t i = 0;
-      for (; i + 8 <= group; i += 8) {
-        for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[i + j]) * xr[i + j];
+      int64_t c = 0;
+      for (; c + 8 <= group; c += 8) {
+        for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[c + j]) * xr[c + j];
       }
       double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-      for (; i < group; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      for (; c < group; ++c) ss += static_cast<double>(xr[c]) * xr[c];
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
       if (w == nullptr) {
         for (int64_t i = 0; i < group; ++i) yr[i] = xr[i] * inv;
