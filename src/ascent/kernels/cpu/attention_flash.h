@@ -139,6 +139,23 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const 
   }
 }
 
+// How many key tiles ahead pack_keys and the value loop prefetch the cache rows they will read (into L2). One kv
+// head's slice of a cache row is D floats every n_kv_heads * D: short pieces a long stride apart, which the hardware
+// prefetchers do not follow, and during decode the cache is cold (the layer's weights streamed through the caches
+// since it was last read). One token's attention over 1000 cached positions (32 heads, 8 kv heads, D = 64, two
+// threads, each layer's cache evicted before it is read) took 350-470 us per layer without; 225-300 with 4 tiles
+// ahead (2 ahead into L1: 350-390; 8 ahead: 240-270). tl16 int4 tg32 at depth 1000: 47 -> 56 t/s (median of 5
+// alternating runs).
+constexpr int64_t kPrefetchTiles = 4;
+
+// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n floats each, ld floats apart, into L2.
+inline void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
+  for (int64_t j = std::max(j0, lo); j <= std::min(j1, hi); ++j) {
+    const char* row = reinterpret_cast<const char*>(base + j * ld);
+    for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(float)); b += 64) __builtin_prefetch(row + b, 0, 2);
+  }
+}
+
 // Keys [lo, hi] of one kv head (k: its first key's row, ld floats between keys) transposed into kt, (tiles, D2, W)
 // from tile lo / W: lanes outside [lo, hi] and the odd-D padding dimension are zero. Whole tiles go W x W through
 // V::transpose, the rest one value at a time.
@@ -147,7 +164,10 @@ void pack_keys(const float* k, int64_t ld, int64_t D, int64_t D2, int64_t lo, in
   constexpr int64_t W = V::kLanes;
   const int64_t tile_lo = lo / W, tile_hi = hi / W;
   kt.resize(static_cast<size_t>((tile_hi - tile_lo + 1) * D2 * W));
+  prefetch_rows(k, ld, D, tile_lo * W, (tile_lo + kPrefetchTiles) * W - 1, lo, hi);
   for (int64_t tile = tile_lo; tile <= tile_hi; ++tile) {
+    const int64_t ahead = (tile + kPrefetchTiles) * W;
+    prefetch_rows(k, ld, D, ahead, ahead + W - 1, lo, hi);
     float* dst = kt.data() + (tile - tile_lo) * D2 * W;
     const int64_t key0 = tile * W;
     const float* src = k + key0 * ld;
@@ -228,7 +248,14 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         s.l.assign(static_cast<size_t>(n_rows * kKeyTile), 0.0f);
         s.m.assign(static_cast<size_t>(n_rows), kNoMax);
         s.p.resize(4 * kKeyTile);
+        // Value rows read in place from the cache: [key_lo, in_place_hi].
+        const float* v_head = v + kvh * D;
+        const int64_t in_place_hi = std::min(key_hi, copied * kKeyTile - 1);
+        prefetch_rows(v_head, kv_stride, D, key_lo, (key_lo / kKeyTile + kPrefetchTiles) * kKeyTile - 1, key_lo,
+                      in_place_hi);
         for (int64_t tile = key_lo / kKeyTile; tile <= key_hi / kKeyTile; ++tile) {
+          const int64_t ahead = (tile + kPrefetchTiles) * kKeyTile;
+          prefetch_rows(v_head, kv_stride, D, ahead, ahead + kKeyTile - 1, key_lo, in_place_hi);
           for (int64_t i = 0; i < n_rows; i += 4) {
             const int64_t R = std::min<int64_t>(4, n_rows - i);
             int64_t rows[4], first[4], last[4];
