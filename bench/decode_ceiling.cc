@@ -10,7 +10,8 @@
 // (K-quant super-blocks with random codes, sub-block scales and a fixed d). Each format's matrix keeps the first
 // of --rows rows that fit in 640 KiB, so that it stays in a 1 MiB L2 beside the activations. Prints the best and
 // median pass of each in GB/s of weight bytes.
-//   decode_ceiling --dram MIB [--rows 5632] [--cols 2048] [--passes 40] [--threads 0] [--fast-gbps 45] [format ...]
+//   decode_ceiling --dram MIB [--rows 5632] [--cols 2048] [--passes 40] [--threads 0] [--fast-gbps 45]
+//                  [format[:rows] ...]
 // The same kernels streaming from DRAM instead, as a model's decode does: each format's matrix copied onto huge
 // pages until MIB are filled, one matmul_forward per copy on the thread pool (all cores by default), each pass
 // between two plain reads of as many bytes on as many threads. This host's memory moves between a slow state (two
@@ -18,6 +19,9 @@
 // before and after it and counted as fast (both above --fast-gbps) or slow (both below 40 GB/s; others dropped).
 // Prints per format the median and quartiles of kernel / read in each state. A kernel that keeps up with memory in
 // the slow state but not in the fast one is bound by its instructions per byte (bench/RESULTS.md, session 15).
+// A format given as FORMAT:ROWS streams matrices of ROWS rows instead of --rows, so one run can alternate the same
+// format at several sizes: `--dram 200 int4:2048 int4:32000` shows what each matmul call costs beyond its bytes
+// (session 16: in the fast state a 2048-row int4 matrix streamed at ~70% of the read, a 32000-row one at ~90%).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -55,7 +59,7 @@ struct Options {
   std::fprintf(stderr,
                "decode_ceiling: %s\nusage: decode_ceiling [--rows N] [--cols K] [--passes P] [--bytes-per-pass B] "
                "[format ...]\n       decode_ceiling --dram MIB [--rows N] [--cols K] [--passes P] [--threads T] "
-               "[--fast-gbps G] [format ...]\n",
+               "[--fast-gbps G] [format[:rows] ...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -131,6 +135,13 @@ std::string quartiles(std::vector<double> v) {
   return buf;
 }
 
+// A --dram format spec, FORMAT or FORMAT:ROWS: the format and its matrix's rows (0: --rows).
+std::pair<std::string, int64_t> split_spec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos) return {spec, 0};
+  return {spec.substr(0, colon), positive("FORMAT:ROWS", spec.c_str() + colon + 1)};
+}
+
 // --dram: the decode kernels streaming from huge pages on the thread pool against plain reads around each pass.
 int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
   const int threads =
@@ -146,12 +157,22 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     std::vector<double> fast, slow;
   };
   std::vector<Stream> streams;
-  for (const std::string& format : o.formats) {
-    const ascent::Tensor w = make_weight(format, f, rng);
+  int64_t max_rows = o.rows;
+  for (const std::string& spec : o.formats) {
+    const auto [format, spec_rows] = split_spec(spec);
+    ascent::Tensor fr = f;  // the format's (rows, cols) f32 matrix: f, or one of its own rows
+    if (spec_rows > 0 && spec_rows != o.rows) {
+      fr = ascent::make_owned(ascent::DType::F32, {spec_rows, o.cols});
+      std::normal_distribution<float> normal(0.0f, 0.02f);
+      auto* p = const_cast<float*>(fr.f32());
+      for (int64_t i = 0; i < spec_rows * o.cols; ++i) p[i] = normal(rng);
+    }
+    max_rows = std::max(max_rows, fr.shape[0]);
+    const ascent::Tensor w = make_weight(format, fr, rng);
     const int64_t data = w.nbytes(), scales = outside_scale_bytes(w);
     const int64_t per = (data + scales + 4095) / 4096 * 4096;
     const int64_t n = std::max<int64_t>(1, budget / per);
-    Stream st{format, ascent::huge_alloc_bytes(static_cast<size_t>(n * per)), {}, n * (data + scales), {}, {}};
+    Stream st{spec, ascent::huge_alloc_bytes(static_cast<size_t>(n * per)), {}, n * (data + scales), {}, {}};
     for (int64_t i = 0; i < n; ++i) {
       uint8_t* p = st.buf.get() + i * per;
       std::memcpy(p, w.data, static_cast<size_t>(data));
@@ -179,12 +200,15 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     });
     return gbps(chunk * parts, t0);
   };
-  std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(o.rows));
+  std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(max_rows));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : x) v = normal(rng);
-  std::printf("decode_ceiling --dram: %d threads, ISA %s, %lld x %lld, %lld MiB per format, %lld passes\n", pool.size(),
-              ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
-              static_cast<long long>(o.cols), static_cast<long long>(o.dram_mib), static_cast<long long>(o.passes));
+  std::printf(
+      "decode_ceiling --dram: %d threads, ISA %s, %lld x %lld (FORMAT:ROWS: ROWS x %lld), %lld MiB per format, %lld "
+      "passes\n",
+      pool.size(), ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
+      static_cast<long long>(o.cols), static_cast<long long>(o.cols), static_cast<long long>(o.dram_mib),
+      static_cast<long long>(o.passes));
   for (int64_t pass = 0; pass < o.passes; ++pass) {
     for (Stream& st : streams) {
       const double before = read_pass();
@@ -241,8 +265,10 @@ int main(int argc, char** argv) {
     usage("--cols must be a multiple of 256 (the K-quant super-block), got " + std::to_string(o.cols));
   const std::vector<std::string> all = {"f32",  "f16",  "bf16",  "int8",  "int4",  "q8_0", "q4_0",
                                         "q4_k", "q6_k", "q8_0r", "q4_0r", "q4_kr", "q6_kr"};
-  for (const std::string& f : o.formats) {
+  for (const std::string& spec : o.formats) {
+    const std::string f = spec.substr(0, spec.find(':'));
     if (std::find(all.begin(), all.end(), f) == all.end()) usage("unknown format '" + f + "'");
+    if (f != spec && o.dram_mib == 0) usage("FORMAT:ROWS ('" + spec + "') is for --dram");
   }
   if (o.formats.empty()) o.formats = all;
   if (o.dram_mib > 0) {
