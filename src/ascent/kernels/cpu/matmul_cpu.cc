@@ -105,17 +105,32 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   ASCENT_CHECK(wg.shape == wu.shape && wg.shape.size() == 2, "matmul_swiglu: gate {} and up {} differ",
                shape_str(wg.shape), shape_str(wu.shape));
   const int64_t N = wg.shape[0];
+  if (T == 1) {
+    // Decode: gate's rows, then up's, as one range split over the threads (matmul_multi_forward), so that with two
+    // threads one streams the gate matrix and the other the up matrix, each one run from start to end; the SwiGLU
+    // follows over the whole row. Every switch between weight streams and every matrix shared between threads costs
+    // the stream: before, each thread took half of both matrices in slices of 1024 rows, switching between them
+    // (a switch left the next slice's first rows unprefetched). In the fast memory state two threads each streaming
+    // whole 2048-row int4 matrices ran at 87-90% of the read, against 73-79% with every matrix split between them
+    // (session 16 harness). tl16 decode, in-run ratio of the fused matmul's GB/s to the down projection's, 2-3
+    // profiles each: int4 1.01-1.04 -> 1.08-1.18, q4_0 0.97-1.11 -> 1.06-1.10, int8 0.98 -> 1.01-1.06, q8_0
+    // 0.96-1.04 -> 1.08-1.31.
+    thread_local std::vector<float> gu;  // (2, N): gate's results, then up's
+    gu.resize(static_cast<size_t>(2 * N));
+    const Tensor* ws[2] = {&wg, &wu};
+    const float* bs[2] = {nullptr, nullptr};
+    float* os[2] = {gu.data(), gu.data() + N};
+    matmul_multi_forward(x, 1, ws, bs, os);
+    swiglu_row(gu.data(), gu.data() + N, N, y);  // the row function of swiglu_forward: fusion changes no bits
+    return;
+  }
   GemmInput& gin = scratch_input(0);
   GemmInput& uin = scratch_input(1);
   prepare_gemm_input(x, T, wg, gin);
   const bool shared = gemm_input_fits(gin, wu);
   if (!shared) prepare_gemm_input(x, T, wu, uin);
-  // Columns per pass, gate then up: the (T, slice) results of both stay in cache for the SwiGLU. A single token's
-  // results are small, and there the switch between the two weight streams costs: each switch leaves the next
-  // slice's first rows unprefetched (int8's 4 KiB into L1 ahead had gone to the other matrix's rows, evicted by the
-  // time they were read). tl16 int8 decode, in-run ratio of the fused matmul's GB/s to the down projection's: one
-  // thread 0.81-0.86 with 64 columns, 0.89-1.05 with 1024; two threads 0.89-0.92 -> 0.93-0.97 (q4_0 unchanged).
-  const int64_t kSlice = T == 1 ? 1024 : 64;  // whole I4 blocks
+  // Prefill: columns per pass, gate then up, so that the (T, slice) results of both stay in cache for the SwiGLU.
+  const int64_t kSlice = 64;  // whole I4 blocks
   parallel_rows(N, std::max(row_group(wg), row_group(wu)), [&](int64_t n0, int64_t n1) {
     // (T, kSlice) gate and up results; per thread, kept across calls (this runs for every chunk of every layer).
     thread_local std::vector<float> g, u;
