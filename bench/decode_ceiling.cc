@@ -160,7 +160,7 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
   int64_t max_rows = o.rows;
   for (const std::string& spec : o.formats) {
     const auto [format, spec_rows] = split_spec(spec);
-    ascent::Tensor fr = f;  // the format's (rows, cols) f32 matrix: f, or one of its own rows
+    ascent::Tensor fr = f;  // the f32 matrix this format quantizes: f, or a random one of the spec's rows
     if (spec_rows > 0 && spec_rows != o.rows) {
       fr = ascent::make_owned(ascent::DType::F32, {spec_rows, o.cols});
       std::normal_distribution<float> normal(0.0f, 0.02f);
