@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "ascent/base/thread_pool.h"
@@ -234,6 +235,9 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         ldv = kv_stride;
         return v + tile * kKeyTile * kv_stride + kvh * D;
       };
+      // Value rows from here on were prefetched for a block already run (blocks go back to front, so each reaches
+      // keys no lower than the next one's): a block prefetches only the rows below them.
+      int64_t fetched_lo = std::numeric_limits<int64_t>::max();
       for (int64_t b = b1 - 1; b >= b0; --b) {
         const int64_t t0 = b * block, t1 = std::min(d.n_tokens, t0 + block);
         const int64_t n_rows = (t1 - t0) * group;
@@ -248,14 +252,15 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         s.l.assign(static_cast<size_t>(n_rows * kKeyTile), 0.0f);
         s.m.assign(static_cast<size_t>(n_rows), kNoMax);
         s.p.resize(4 * kKeyTile);
-        // Value rows read in place from the cache: [key_lo, in_place_hi].
+        // Value rows read in place from the cache and not yet prefetched: [key_lo, prefetch_hi].
         const float* v_head = v + kvh * D;
-        const int64_t in_place_hi = std::min(key_hi, copied * kKeyTile - 1);
+        const int64_t prefetch_hi = std::min({key_hi, copied * kKeyTile - 1, fetched_lo - 1});
+        fetched_lo = std::min(fetched_lo, key_lo);
         prefetch_rows(v_head, kv_stride, D, key_lo, (key_lo / kKeyTile + kPrefetchTiles) * kKeyTile - 1, key_lo,
-                      in_place_hi);
+                      prefetch_hi);
         for (int64_t tile = key_lo / kKeyTile; tile <= key_hi / kKeyTile; ++tile) {
           const int64_t ahead = (tile + kPrefetchTiles) * kKeyTile;
-          prefetch_rows(v_head, kv_stride, D, ahead, ahead + kKeyTile - 1, key_lo, in_place_hi);
+          prefetch_rows(v_head, kv_stride, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
           for (int64_t i = 0; i < n_rows; i += 4) {
             const int64_t R = std::min<int64_t>(4, n_rows - i);
             int64_t rows[4], first[4], last[4];
