@@ -266,9 +266,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> all = {"f32",  "f16",  "bf16",  "int8",  "int4",  "q8_0", "q4_0",
                                         "q4_k", "q6_k", "q8_0r", "q4_0r", "q4_kr", "q6_kr"};
   for (const std::string& spec : o.formats) {
-    const std::string f = spec.substr(0, spec.find(':'));
+    const auto [f, spec_rows] = split_spec(spec);  // exits naming a ROWS that is not a positive integer
     if (std::find(all.begin(), all.end(), f) == all.end()) usage("unknown format '" + f + "'");
-    if (f != spec && o.dram_mib == 0) usage("FORMAT:ROWS ('" + spec + "') is for --dram");
+    if (spec_rows > 0 && o.dram_mib == 0) usage("FORMAT:ROWS ('" + spec + "') is for --dram");
   }
   if (o.formats.empty()) o.formats = all;
   if (o.dram_mib > 0) {
