@@ -781,80 +781,56 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
   }
 }
 
-// The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) in
-// pairs (the last one alone) or one at a time (q4r_decode_rows' kPairs), each row's weights one sequential stream. Per
-// 512-column group of kGroupBytes (its 16 f16 scales first), each 256-bit half's lanes (blocks 0-7, 8-15) start at the
-// blocks' offset terms (q4r_off << kShift) and sum codes(p, h, j, c0, c1), chunk j's two code vectors for half h,
-// against the activations in q4r_cached_tile's order; then y[h] += sums x (scale x activation scale), the tile's float
-// step in two halves: the same bits. The pair shares each activation load (one row at a time loads two bytes of
-// activations per byte of 4-bit weights) and keeps twice the independent sums in flight. One core, weights in L2 (Zen
-// 4, best of interleaved runs): Q4_0R 39 -> 40 GB/s, Q8_0R 68 -> 69 (medians 64 -> 69): the loops stay bound by their
-// instruction mix. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per 32 bytes, as
-// int4's decode does: `decode_ceiling --dram 240 q4_0r`, six alternating pairs, slow state 81-85% -> 85-88% of the
-// read around each pass (fast state 72-76% -> 74%, few passes). Q8_0R (kHighShift 0) runs the same two chains per
-// half; against its former one chain they measured the same. A 512-bit Q8_0R loop (its 544-byte groups put every
-// other 64-byte load across two lines; aligned, it was no faster) measured worse.
-template <int R, int64_t kGroupBytes, int kShift, int kHighShift, PrefetchTo kTo, class Codes>
-void q4r_decode_tile(const GemmInput& in, const uint8_t* row, int64_t stride, int64_t ahead, float res[4][4],
-                     Codes codes) {
+// The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) one
+// at a time, so that each thread's rows are one contiguous run that the hardware prefetchers follow, with no
+// software prefetch. Per 512-column group of kGroupBytes (its 16 f16 scales first), each 256-bit half's lanes
+// (blocks 0-7, 8-15) start at the blocks' offset terms (q4r_off << kShift) and sum codes(p, h, j, c0, c1), chunk j's
+// two code vectors for half h, against the activations in q4r_cached_tile's order; then y[h] += sums x (scale x
+// activation scale), the tile's float step in two halves: the same bits. Q4_0R's high nibbles are masked in place
+// (kHighShift 4), one instruction fewer per 32 bytes, as int4's decode does: `decode_ceiling --dram 240 q4_0r`, six
+// alternating pairs on the Zen 4, slow state 81-85% -> 85-88% of the read around each pass. Q8_0R (kHighShift 0) runs
+// the same two chains per half; against its former one chain they measured the same. A 512-bit Q8_0R loop (its
+// 544-byte groups put every other 64-byte load across two lines; aligned, it was no faster) measured worse.
+// Rows in pairs, each pair's two rows prefetched into L2 (they share each activation load: one row at a time loads
+// two bytes of activations per byte of 4-bit weights), run faster from L2 (Zen 5, one core: 59 against 49 GB/s) but
+// slower from memory. Q8_0R on the Zen 4, tl16 q8_0 tg32, alternating builds: one thread --no-mmap 59-61% -> 74-85%
+// of a one-thread read one row at a time; two threads 56-61% -> 75% in the fast memory state, 84% -> 89-94% in the
+// slow one. Q4_0R measured the same either way on the Zen 4; on the Zen 5, tl16 q4_0 tg64 (`ascent bench -p 0 -n 64
+// -r 3 --no-mmap`, three alternations in each of two memory states): 81-94 -> 102-108 t/s and 115-117 -> 126-133 t/s;
+// `decode_ceiling --dram 200 q4_0r q4_0r:2048`, 6 alternations of 4 passes: 56% -> 62% of the read (median). Pairs
+// without the software prefetch ran at half the speed (58-61 t/s): two interleaved streams defeat the prefetchers.
+template <int64_t kGroupBytes, int kShift, int kHighShift, class Codes>
+void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
   const int8_t* acts = in.q4r.data();
   const int32_t* off = in.q4r_off.data();
   const float* da = in.d.data();
-  __m256 y[R][2];
-  for (int r = 0; r < R; ++r) y[r][0] = y[r][1] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < G; ++g) {
-    const int8_t* a = acts + g * kQ4RGroup;
-    for (int r = 0; r < R; ++r) prefetch_block<1, kTo>(row + r * stride + g * kGroupBytes, kGroupBytes, ahead);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i init =
-          _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), kShift);
-      // The first code vectors' chain and the second's, which hold their codes times 2^kHighShift (high nibbles
-      // masked in place): shifted back once, exactly, at the end.
-      __m256i is[R][2];
-      for (int r = 0; r < R; ++r) {
-        is[r][0] = init;
-        is[r][1] = _mm256_setzero_si256();
-      }
-      for (int j = 0; j < 4; ++j) {
-        const __m256i a0 = load_reg(a + 128 * j + 32 * h);
-        const __m256i a1 = load_reg(a + 128 * j + 64 + 32 * h);
-        for (int r = 0; r < R; ++r) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.row_ptr(n);
+    __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g < G; ++g) {
+      const int8_t* a = acts + g * kQ4RGroup;
+      const uint8_t* grp = row + g * kGroupBytes;
+      for (int h = 0; h < 2; ++h) {
+        // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
+        // masked in place): shifted back once, exactly, at the end.
+        __m256i is0 =
+            _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), kShift);
+        __m256i is1 = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
           __m256i c0, c1;
-          codes(row + r * stride + g * kGroupBytes, h, j, c0, c1);
-          is[r][0] = _mm256_dpbusd_epi32(is[r][0], c0, a0);
-          is[r][1] = _mm256_dpbusd_epi32(is[r][1], c1, a1);
+          codes(grp, h, j, c0, c1);
+          is0 = _mm256_dpbusd_epi32(is0, c0, load_reg(a + 128 * j + 32 * h));
+          is1 = _mm256_dpbusd_epi32(is1, c1, load_reg(a + 128 * j + 64 + 32 * h));
         }
-      }
-      const __m256 dah = _mm256_loadu_ps(da + 16 * g + 8 * h);
-      for (int r = 0; r < R; ++r) {
-        const __m256 dw = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + r * stride + g * kGroupBytes + 16 * h)));
-        const __m256i sum = _mm256_add_epi32(is[r][0], _mm256_srai_epi32(is[r][1], kHighShift));
-        y[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dah), y[r][h]);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + 16 * h)));
+        const __m256i sum = _mm256_add_epi32(is0, _mm256_srai_epi32(is1, kHighShift));
+        y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
       }
     }
-  }
-  for (int r = 0; r < R; ++r) res[r][0] = hsum(y[r][0], y[r][1]);
-}
-// kPairs: rows in pairs with the L2 prefetch (Q4_0R), else one row at a time with none (Q8_0R: its rows are then
-// one contiguous run that the hardware prefetchers follow best, as for int8; tl16 q8_0 tg32, alternating builds on
-// the Zen 4: one thread --no-mmap 59-61% -> 74-85% of a one-thread read; two threads 56-61% -> 75% in the fast
-// memory state, 84% -> 89-94% in the slow one. Q4_0R measured the same either way, 70-80% on one thread).
-template <int64_t kGroupBytes, int kShift, int kHighShift, bool kPairs, class Codes>
-void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
-  const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-  if constexpr (kPairs) {
-    const int64_t ahead = prefetch_distance(2 * stride, PrefetchTo::L2);
-    decode_in_pairs(n0, n1, o, [&]<int R>(int64_t n, float res[4][4]) {
-      q4r_decode_tile<R, kGroupBytes, kShift, kHighShift, PrefetchTo::L2>(in, w.row_ptr(n), stride, ahead, res, codes);
-    });
-  } else {
-    for (int64_t n = n0; n < n1; ++n) {
-      float res[4][4];
-      q4r_decode_tile<1, kGroupBytes, kShift, kHighShift, PrefetchTo::None>(in, w.row_ptr(n), stride, 0, res, codes);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+    float res[4][4];
+    res[0][0] = hsum(y[0], y[1]);
+    store_tile<1>(o, 0, 1, n, res);
   }
 }
 
@@ -870,7 +846,7 @@ struct Q40RKern {
   // Decode (one token): the low and high nibbles of each 32-byte chunk.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), high4 = _mm256_set1_epi8(static_cast<char>(0xf0));
-    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4, /*kPairs=*/true>(
+    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4>(
         in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& lo, __m256i& hi) {
           const __m256i raw = load_reg(p + 32 + 128 * h + 32 * j);
           lo = _mm256_and_si256(raw, low4);
@@ -940,7 +916,7 @@ struct Q80RKern {
 
   // Decode (one token): the codes as they lie (offset 128, so the offset terms shifted by 4: x 16).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0, /*kPairs=*/false>(
+    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0>(
         in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& c0, __m256i& c1) {
           c0 = load_reg(p + 32 + 128 * j + 32 * h);
           c1 = load_reg(p + 32 + 128 * j + 64 + 32 * h);
