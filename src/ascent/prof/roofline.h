@@ -36,7 +36,8 @@ class ReadProbe {
   // The next `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it comes back
   // around) read as two halves, the faster kept, split over the global ThreadPool's threads rather than fresh ones:
   // a reading of about a millisecond between two decode steps. On the Zen 4 host, single 8-32 MiB windows read the
-  // same as whole 256 MiB passes alternated with them (median ratio 1.00-1.04).
+  // same as whole 256 MiB passes alternated with them (median ratio 1.00-1.04); on the Zen 5 host a 16 MiB window
+  // read ~10% less than a 64 or 128 MiB one in the fast memory state (bench uses 64).
   double window_gbps(int64_t bytes);
 
  private:
