@@ -1218,8 +1218,9 @@ struct Q4KRKern {
     // lanes, the same operations on each, with half the instructions for the codes. The group's activations are
     // already in that order (the even super-block's 32 bytes of each 64, then the odd one's; da and dsa 8 floats
     // each). Zen 5, one core, weights in L2 (`decode_ceiling q4_kr`, 3 alternations): 39 -> 49 GB/s; tl16 q4_k tg64
-    // (`bench/ab_decode.py`, 13 rounds, reads ~60 GB/s): 76-79% -> 76-81% of the read. Not measured on the Zen 4,
-    // whose 512-bit instructions run as two 256-bit halves.
+    // (`bench/ab_decode.py`, alternating builds): in the fast memory state (reads ~78 GB/s, 5 rounds) 113.8 -> 141.0
+    // t/s, 68% -> 84% of the read, the kernel's compute showing; at ~60 GB/s (13 rounds) 76-79% -> 76-81%. Not
+    // measured on the Zen 4, whose 512-bit instructions run as two 256-bit halves.
     const __m512i low4x2 = _mm512_set1_epi8(0x0f);
     auto step2 = [&](const uint8_t* p, const int8_t* a, const float* da, const float* dsa, __m512& acc) {
       const auto& b0 = *reinterpret_cast<const BlockQ4_KR*>(p);
