@@ -135,6 +135,15 @@ std::string quartiles(std::vector<double> v) {
   return buf;
 }
 
+// A (rows, cols) f32 matrix of N(0, 0.02) values, the weights every format quantizes.
+ascent::Tensor random_weights(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  ascent::Tensor f = ascent::make_owned(ascent::DType::F32, {rows, cols});
+  auto* p = const_cast<float*>(f.f32());
+  for (int64_t i = 0; i < rows * cols; ++i) p[i] = normal(rng);
+  return f;
+}
+
 // A --dram format spec, FORMAT or FORMAT:ROWS: the format and its matrix's rows (0: --rows).
 std::pair<std::string, int64_t> split_spec(const std::string& spec) {
   const size_t colon = spec.find(':');
@@ -160,13 +169,8 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
   int64_t max_rows = o.rows;
   for (const std::string& spec : o.formats) {
     const auto [format, spec_rows] = split_spec(spec);
-    ascent::Tensor fr = f;  // the f32 matrix this format quantizes: f, or a random one of the spec's rows
-    if (spec_rows > 0 && spec_rows != o.rows) {
-      fr = ascent::make_owned(ascent::DType::F32, {spec_rows, o.cols});
-      std::normal_distribution<float> normal(0.0f, 0.02f);
-      auto* p = const_cast<float*>(fr.f32());
-      for (int64_t i = 0; i < spec_rows * o.cols; ++i) p[i] = normal(rng);
-    }
+    // The f32 matrix this format quantizes: f, or a random one of the spec's rows.
+    const ascent::Tensor fr = spec_rows > 0 && spec_rows != o.rows ? random_weights(spec_rows, o.cols, rng) : f;
     max_rows = std::max(max_rows, fr.shape[0]);
     const ascent::Tensor w = make_weight(format, fr, rng);
     const int64_t data = w.nbytes(), scales = outside_scale_bytes(w);
@@ -276,10 +280,8 @@ int main(int argc, char** argv) {
     if (!o.passes_given) o.passes = 40;
   }
   std::mt19937 rng(1);
+  const ascent::Tensor f = random_weights(o.rows, o.cols, rng);
   std::normal_distribution<float> normal(0.0f, 0.02f);
-  ascent::Tensor f = ascent::make_owned(ascent::DType::F32, {o.rows, o.cols});
-  auto* fp = const_cast<float*>(f.f32());
-  for (int64_t i = 0; i < o.rows * o.cols; ++i) fp[i] = normal(rng);
   std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(o.rows));
   if (o.dram_mib > 0) return run_dram(o, f, rng);
   std::printf("decode_ceiling: one thread, ISA %s, %lld x %lld, best / median of %lld passes (GB/s of weights)\n",
