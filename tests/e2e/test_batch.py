@@ -1,7 +1,7 @@
 """Batch invariance: a sequence's logits are bitwise identical whether it runs alone or in one batch beside 1, 3
 or 7 other sequences (other lengths and contents; its rows land at other offsets and tile positions), for every
-weight format and every ISA variant this CPU runs; and whether the model is mapped or read into memory
-(--no-mmap)."""
+weight format and every ISA variant this CPU runs; whether the model is mapped or read into memory (--no-mmap);
+and whether the copied matrices are placed by thread or kept whole (--no-thread-layout)."""
 import os
 import subprocess
 
@@ -46,6 +46,19 @@ def main():
         copied = logits(path, os.path.join(ROOT, "copied.npy"), isas[-1], 0, ["--no-mmap"])
         check(copied is not None and alone is not None and np.array_equal(alone, copied),
               f"{name:5s} {isas[-1]:6s}: logits with --no-mmap == mapped (bitwise)")
+        # Copied, each thread's rows of every matmul are placed one after another for the load's thread count
+        # (model/weight_layout.h; --no-thread-layout keeps every matrix whole): the same bits, under every ISA, for
+        # 2 and 3 threads (shares of other sizes, and a third region).
+        for threads in ("2", "3"):
+            r = run(["info", "-m", path, "--no-mmap", "-t", threads])
+            placed = r.returncode == 0 and "thread layout     0 " not in r.stdout and "placed by thread" in r.stdout
+            check(placed, f"{name:5s}: with --no-mmap -t {threads} the load places matrices by thread")
+            for isa in isas:
+                split = logits(path, os.path.join(ROOT, "split.npy"), isa, 0, ["--no-mmap", "-t", threads])
+                whole = logits(path, os.path.join(ROOT, "whole.npy"), isa, 0,
+                               ["--no-mmap", "-t", threads, "--no-thread-layout"])
+                check(split is not None and whole is not None and np.array_equal(split, whole),
+                      f"{name:5s} {isa:6s} -t {threads}: logits placed by thread == kept whole (bitwise)")
     # Under the AVX-512 kernels Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R), elsewhere in place; the
     # logits above covered both. Their values agree with the reference ISA's to rounding, amplified by this small
     # model's per-block activation quantization (a rounding flip moves a code): AVX2 3.8e-3 from the reference;

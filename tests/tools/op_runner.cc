@@ -73,7 +73,8 @@ int run(int argc, char** argv) {
         const Shape shape{w.shape.at(0), attr.count("k") != 0 ? inum("k") : cols};  // k=K: an embedding's width
         ASCENT_CHECK(w.nbytes() == shape[0] * row_bytes(kt, shape[1]), "matmul: {} blocks of {} bytes for {} weight {}",
                      w.shape[0], w.nbytes(), wt, shape_str(shape));
-        w = Tensor{kt, shape, w.data, w.owner};
+        w.dtype = kt;
+        w.shape = shape;
         if (wt == "q4_kr" || wt == "q6_kr") w = repack(w);  // as the model loader repacks for the AVX-512 kernel
       } else if (wt == "q4_0r" || wt == "q8_0r") {          // as the model loader repacks them for the AVX-512 kernel
         w = repack(convert(w, wt == "q4_0r" ? DType::Q4_0 : DType::Q8_0));

@@ -80,6 +80,10 @@ void MappedFile::set_copy_files(bool copy) {
   copy_files = copy;
 }
 
+bool MappedFile::copies_files() {
+  return copy_files;
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_);
 }

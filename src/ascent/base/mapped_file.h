@@ -17,6 +17,7 @@ class MappedFile {
   explicit MappedFile(const std::string& path);
   // Process-wide: read files opened from now on into memory instead of mapping them.
   static void set_copy_files(bool copy);
+  static bool copies_files();
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

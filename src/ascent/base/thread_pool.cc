@@ -6,18 +6,18 @@
 namespace ascent {
 namespace {
 
-std::pair<int64_t, int64_t> chunk(int64_t n, int parts, int index) {
-  const int64_t base = n / parts, extra = n % parts;
-  const int64_t begin = index * base + std::min<int64_t>(index, extra);
-  return {begin, begin + base + (index < extra ? 1 : 0)};
-}
-
 std::unique_ptr<ThreadPool>& global_slot() {
   static std::unique_ptr<ThreadPool> pool;
   return pool;
 }
 
 }  // namespace
+
+std::pair<int64_t, int64_t> ThreadPool::share(int64_t n, int threads, int index) {
+  const int64_t base = n / threads, extra = n % threads;
+  const int64_t begin = index * base + std::min<int64_t>(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -67,7 +67,7 @@ void ThreadPool::worker_loop(int index) {
     seen = generation_.load(std::memory_order_acquire);
     const auto* fn = fn_;
     const int64_t n = n_;
-    auto [b, e] = chunk(n, n_threads_, index);
+    auto [b, e] = share(n, n_threads_, index);
     if (b < e) {
       try {
         (*fn)(b, e);
@@ -102,7 +102,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     start_cv_.notify_all();
   }
   std::exception_ptr err;
-  auto [b, e] = chunk(n, n_threads_, 0);
+  auto [b, e] = share(n, n_threads_, 0);
   try {
     if (b < e) fn(b, e);
   } catch (...) {
@@ -165,7 +165,7 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
   }
   std::vector<Share> shares(static_cast<size_t>(n_threads_));
   for (int t = 0; t < n_threads_; ++t) {
-    const auto [b, e] = chunk(n, n_threads_, t);
+    const auto [b, e] = share(n, n_threads_, t);
     shares[static_cast<size_t>(t)].range.store(pack_share(b, e), std::memory_order_relaxed);
   }
   parallel_for(n_threads_, [&](int64_t self, int64_t) {

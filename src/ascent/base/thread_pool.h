@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ascent {
@@ -38,6 +39,10 @@ class ThreadPool {
   // once per share instead of once per chunk. A thread whose share is done steals the back half of the largest
   // share left and walks that the same way. Which thread runs a chunk varies; what a chunk computes must not.
   void parallel_for_stealing(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // parallel_for's split: the chunk [begin, end) of [0, n) that thread `index` of `threads` runs (and owns in
+  // parallel_for_stealing).
+  static std::pair<int64_t, int64_t> share(int64_t n, int threads, int index);
 
   // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
   static ThreadPool& global();

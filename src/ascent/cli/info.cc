@@ -1,10 +1,12 @@
 // ascent info: what a model file holds — architecture, shapes, parameters, dtypes, sizes — and what loading it
 // cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q8_0, Q4_0, Q4_K and Q6_K matrices are
-// repacked where the AVX-512 kernels run, so they count as copies, unless --no-repack).
+// repacked where the AVX-512 kernels run, so they count as copies, unless --no-repack), and how many of the copied
+// matrices the load placed by thread (model/weight_layout.h).
 #include <cstdio>
 #include <map>
 
 #include "ascent/base/mapped_file.h"
+#include "ascent/base/thread_pool.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/model/model.h"
@@ -12,10 +14,11 @@
 namespace ascent::cli {
 namespace {
 
-void run(const std::string& path, bool no_mmap, bool no_repack) {
+void run(const std::string& path, bool no_mmap, bool no_repack, bool no_thread_layout, int threads) {
+  set_threads(threads);
   MappedFile::set_copy_files(no_mmap);
   const size_t rss_before = resident_bytes();
-  auto m = model::Model::load(path, {.repack = !no_repack});
+  auto m = model::Model::load(path, {.repack = !no_repack, .thread_layout = !no_thread_layout});
   const size_t rss_after = resident_bytes();
   const auto& c = m->config();
   std::printf("format            %s\n", model::format_name(m->format()));
@@ -46,6 +49,9 @@ void run(const std::string& path, bool no_mmap, bool no_repack) {
     types += (types.empty() ? "" : ", ") + t + ": " + std::to_string(e.first) + " tensors";
   }
   std::printf("dtypes            %s\n", types.c_str());
+  int split = 0;
+  for (const auto& [name, t] : m->weights().all()) split += t.parts != nullptr ? 1 : 0;
+  std::printf("thread layout     %d matrices placed by thread (%d threads)\n", split, ThreadPool::global().size());
   std::printf("file size         %.1f MiB\n", static_cast<double>(m->weights().file_bytes()) / (1 << 20));
   std::printf("rss after load    %.1f MiB (+%.1f MiB)\n", static_cast<double>(rss_after) / (1 << 20),
               (static_cast<double>(rss_after) - static_cast<double>(rss_before)) / (1 << 20));
@@ -58,13 +64,17 @@ void add_info(CLI::App& app) {
     std::string path;
     bool no_mmap = false;
     bool no_repack = false;
+    bool no_thread_layout = false;
+    int threads = 0;
   };
   auto o = std::make_shared<Opt>();
   auto* c = app.add_subcommand("info", "describe a model");
   c->add_option("-m,--model", o->path, "HF folder, .gguf or llama2.c .bin")->required();
   add_no_mmap_flag(c, o->no_mmap);
   add_no_repack_flag(c, o->no_repack);
-  c->callback([o] { run(o->path, o->no_mmap, o->no_repack); });
+  add_no_thread_layout_flag(c, o->no_thread_layout);
+  c->add_option("-t,--threads", o->threads, "threads the weights are placed for (0: all cores)");
+  c->callback([o] { run(o->path, o->no_mmap, o->no_repack, o->no_thread_layout, o->threads); });
 }
 
 }  // namespace ascent::cli

@@ -20,6 +20,13 @@ void RuntimeFlags::add_to(CLI::App* c) {
   c->add_option("--warmup", warmup, "compile the plans of all shape buckets up to this many tokens at start");
   add_no_mmap_flag(c, no_mmap);
   add_no_repack_flag(c, no_repack);
+  add_no_thread_layout_flag(c, no_thread_layout);
+}
+
+void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout) {
+  c->add_flag("--no-thread-layout", no_thread_layout,
+              "keep every matrix the load copies (repacked ones; with --no-mmap, all) in one piece instead of placing "
+              "each thread's decode rows of every matmul one after another");
 }
 
 void add_no_repack_flag(CLI::App* c, bool& no_repack) {

@@ -1,4 +1,5 @@
-// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap, --no-repack.
+// Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap, --no-repack,
+// --no-thread-layout.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,18 +13,19 @@
 namespace ascent::cli {
 
 struct RuntimeFlags {
-  std::string passes;      // "-fuse,-plan"; empty keeps ASCENT_PASSES / defaults
-  std::string profile;     // Chrome trace output
-  std::string memory_csv;  // arena and resident memory over time
-  int64_t warmup = 0;      // compile plans for buckets up to this many tokens at start
-  bool no_mmap = false;    // read model files into memory instead of mapping them
-  bool no_repack = false;  // keep the file's weight layouts (LoadOptions::repack)
+  std::string passes;             // "-fuse,-plan"; empty keeps ASCENT_PASSES / defaults
+  std::string profile;            // Chrome trace output
+  std::string memory_csv;         // arena and resident memory over time
+  int64_t warmup = 0;             // compile plans for buckets up to this many tokens at start
+  bool no_mmap = false;           // read model files into memory instead of mapping them
+  bool no_repack = false;         // keep the file's weight layouts (LoadOptions::repack)
+  bool no_thread_layout = false;  // keep each copied matrix in one piece (LoadOptions::thread_layout)
 
   void add_to(CLI::App* c);
   // Before Model::load: applies --passes and --no-mmap.
   void before_load() const;
-  // What Model::load takes from the flags (--no-repack).
-  model::LoadOptions load_options() const { return {.repack = !no_repack}; }
+  // What Model::load takes from the flags (--no-repack, --no-thread-layout).
+  model::LoadOptions load_options() const { return {.repack = !no_repack, .thread_layout = !no_thread_layout}; }
   // After load: attaches the tracer when a profile is asked for, and warms up.
   void after_load(model::Model& m);
   // At the end: writes the requested files.
@@ -32,10 +34,11 @@ struct RuntimeFlags {
   std::unique_ptr<prof::Tracer> tracer;
 };
 
-// --no-mmap and --no-repack alone, for commands that load a model but take none of RuntimeFlags' other flags (info).
-// The caller applies them: MappedFile::set_copy_files before Model::load, and LoadOptions::repack.
+// --no-mmap, --no-repack and --no-thread-layout alone, for commands that load a model but take none of RuntimeFlags'
+// other flags (info). The caller applies them: MappedFile::set_copy_files before Model::load, and LoadOptions.
 void add_no_mmap_flag(CLI::App* c, bool& no_mmap);
 void add_no_repack_flag(CLI::App* c, bool& no_repack);
+void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout);
 
 // --roofline-gbps / -gflops / -int8-gops / -bf16-gflops for the commands that judge speed against the roofline
 // (profile, bench): each either given, or measured by resolve() (and again by remeasure()).

@@ -46,6 +46,16 @@ const char* op_name(Op op) {
   return "?";
 }
 
+std::vector<std::vector<const Tensor*>> matmul_calls(const Graph& g) {
+  std::vector<std::vector<const Tensor*>> calls;
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::MatMul) calls.push_back({n.weights[0]});
+    if (n.op == Op::MatMulSwiGLU) calls.push_back({n.weights[0], n.weights[1]});
+    if (n.op == Op::AttentionFused) calls.push_back({n.weights[0], n.weights[1], n.weights[2]});
+  }
+  return calls;
+}
+
 Value Graph::push(Node n) {
   nodes_.push_back(std::move(n));
   return Value{static_cast<int>(nodes_.size()) - 1};

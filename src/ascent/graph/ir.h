@@ -39,6 +39,12 @@ enum class Op {
 
 const char* op_name(Op op);
 
+class Graph;
+// The weights of every matmul call a run of g makes, in the order it makes them, grouped as the executor hands them
+// to the kernels (MatMul: its weight; MatMulSwiGLU: gate, up; AttentionFused: Wq, Wk, Wv): what a load needs to
+// place each thread's rows in the order it reads them (model/weight_layout.h).
+std::vector<std::vector<const Tensor*>> matmul_calls(const Graph& g);
+
 struct Value {
   int id = -1;
 };

@@ -2,13 +2,12 @@
 
 #include <filesystem>
 
-#include "ascent/base/aligned.h"
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
-#include "ascent/kernels/cpu/isa.h"
 #include "ascent/model/ascent_file.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/transformer.h"
+#include "ascent/model/weight_layout.h"
 
 namespace ascent::model {
 
@@ -71,69 +70,24 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
   return source;
 }
 
-namespace {
-
-// Q8_0, Q4_0, Q4_K and Q6_K matrices repacked, once, into the layouts the AVX-512 kernels read faster than the
-// file's own (dtype.h Q8_0R: 1.95x, Q4_0R: 1.7x, Q4_KR 1.9x, Q6_KR 1.45x from L2), when those kernels are the ones
-// that run. The same codes and scales, so the same results; aliases (tied embeddings) stay aliases. The copies share
-// one buffer on transparent huge pages, as the weights of a --no-mmap load are: on 4 KiB pages decode ran ~15%
-// slower. The file's pages of each repacked matrix (views into the mapping or the --no-mmap copy; nothing reads them
-// again) are then given back, so the model still holds its weights once.
-void repack_weights(WeightSet& w) {
-  std::vector<std::string> names;  // first name of each distinct matrix to repack
-  std::vector<std::pair<std::string, size_t>> aliases;
-  std::vector<Tensor> packed;
-  std::vector<size_t> offsets;  // of each copy in the shared buffer
-  size_t total = 0;
-  for (const auto& [name, t] : w.all()) {
-    const DType to = repacked_type(t.dtype);
-    if (to == t.dtype || t.shape.size() != 2 || !kernels::avx512_kernel_runs(to)) continue;
-    size_t first = names.size();
-    for (size_t j = 0; j < names.size(); ++j) {
-      if (w.find(names[j])->data == t.data) first = j;
-    }
-    if (first < names.size()) {
-      aliases.emplace_back(name, first);
-      continue;
-    }
-    names.push_back(name);
-    Tensor p;
-    p.dtype = to;
-    p.shape = t.shape;
-    packed.push_back(p);
-    offsets.push_back(total);
-    total += static_cast<size_t>((p.nbytes() + 63) / 64 * 64);
-  }
-  if (names.empty()) return;
-  std::shared_ptr<uint8_t> buf(huge_alloc_bytes(total, /*zero=*/false).release(), AlignedDeleter{});
-  for (size_t i = 0; i < packed.size(); ++i) {
-    packed[i].data = buf.get() + offsets[i];
-    packed[i].owner = buf;
-  }
-  ThreadPool::global().parallel_for(static_cast<int64_t>(names.size()), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      repack(*w.find(names[static_cast<size_t>(i)]), packed[static_cast<size_t>(i)]);
-    }
-  });
-  for (const auto& [name, j] : aliases) w.replace(name, packed[j]);
-  for (size_t i = 0; i < names.size(); ++i) {
-    const Tensor old = *w.find(names[i]);
-    w.replace(names[i], packed[i]);
-    if (old.owner == nullptr) release_pages(old.data, static_cast<size_t>(old.nbytes()));  // a view into a file
-  }
-}
-
-}  // namespace
-
 std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options) {
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
   read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_, &m->embedded_tokenizer_);
   finalize_weights(m->cfg_, m->weights_);
-  if (options.repack) repack_weights(m->weights_);
   if (m->cfg_.uses_rope()) m->inv_freq_ = rope_inv_freq(m->cfg_);
-  // Build the generation graph now so that missing or mis-shaped tensors are reported at load time.
   m->passes_ = graph::default_passes();
+  {
+    // Repack and place the matrices in the order a decode step's matmuls read them; its graph names that order
+    // (and reports missing or mis-shaped tensors at load time).
+    const graph::Graph order =
+        graph::optimize(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false), m->passes_);
+    const PlaceOptions place{.repack = options.repack,
+                             .copied = MappedFile::copies_files(),
+                             .by_thread = options.thread_layout,
+                             .threads = ThreadPool::global().size()};
+    place_weights(m->weights_, graph::matmul_calls(order), place);
+  }
   m->graph_raw_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false));
   m->graph_last_.emplace(graph::optimize(*m->graph_raw_, m->passes_));
   m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_, m->passes_);

@@ -16,6 +16,11 @@
 namespace ascent::model {
 namespace {
 
+// One matrix's identity across the observer and the loop below: its bytes, or a split matrix's parts.
+const void* matrix_key(const Tensor& t) {
+  return t.data != nullptr ? t.data : static_cast<const void*>(t.parts.get());
+}
+
 namespace fs = std::filesystem;
 
 std::string read_file(const std::string& path, const char* what) {
@@ -133,7 +138,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     ASCENT_CHECK(!ids.empty(), "{}: calibration text is empty", opt.calib_path);
     if (static_cast<int64_t>(ids.size()) > opt.calib_tokens) ids.resize(static_cast<size_t>(opt.calib_tokens));
     m.set_matmul_observer(
-        [&](const Tensor& w, const float* x, int64_t rows) { calib[w.data].add(x, rows, w.shape[1]); });
+        [&](const Tensor& w, const float* x, int64_t rows) { calib[matrix_key(w)].add(x, rows, w.shape[1]); });
     const int64_t chunk = std::min<int64_t>(m.context(), 256);
     for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(chunk)) {
       m.reset();
@@ -168,7 +173,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
       r.format = "int8";
     } else {
       r.format = "int4 g" + std::to_string(opt.group);
-      auto it = calib.find(t.data);
+      auto it = calib.find(matrix_key(t));
       if (it != calib.end() && it->second.rows() > 0) {
         quant::AwqResult a = quant::awq_int4(t, opt.group, it->second);
         qt = a.q;

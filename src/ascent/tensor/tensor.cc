@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ascent/base/aligned.h"
 #include "ascent/base/error.h"
 
@@ -29,7 +31,33 @@ Tensor make_owned(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor row_slice(const Tensor& t, int64_t r0, int64_t r1) {
+  ASCENT_CHECK(t.shape.size() == 2 && t.parts == nullptr && t.data != nullptr, "row_slice: {} is not a plain matrix",
+               shape_str(t.shape));
+  ASCENT_CHECK(0 <= r0 && r0 < r1 && r1 <= t.rows(), "row_slice: rows [{}, {}) of a matrix of {} rows", r0, r1,
+               t.rows());
+  ASCENT_CHECK(t.dtype != DType::I4 || r0 % kInt4Rows == 0, "row_slice: I4 rows start at a block of {}, not {}",
+               kInt4Rows, r0);
+  Tensor v = t;
+  v.shape = {r1 - r0, t.cols()};
+  v.data = static_cast<const uint8_t*>(t.data) + r0 * row_bytes(t.dtype, t.cols());
+  // I8: one scale per row; I4: per 16-row block, (padded cols / group) x 16 of them (dtype.h int4_scale_index).
+  if (t.dtype == DType::I8) v.scales = t.scales + r0;
+  if (t.dtype == DType::I4) v.scales = t.scales + r0 * (padded_cols(t.dtype, t.cols()) / t.group);
+  return v;
+}
+
+const RowPart* part_of(const Tensor& t, int64_t r) {
+  if (t.parts == nullptr) return nullptr;
+  const auto& parts = *t.parts;
+  const auto it =
+      std::upper_bound(parts.begin(), parts.end(), r, [](int64_t v, const RowPart& p) { return v < p.row0; });
+  ASCENT_CHECK(it != parts.begin() && r < t.rows(), "row {} is outside a split matrix of {} rows", r, t.rows());
+  return &*(it - 1);
+}
+
 void row_to_f32(const Tensor& t, int64_t r, float* dst) {
+  if (const RowPart* p = part_of(t, r)) return row_to_f32(p->rows, r - p->row0, dst);
   const int64_t K = t.cols();
   if (t.dtype == DType::I8) {
     const uint8_t* row = t.row_ptr(r);

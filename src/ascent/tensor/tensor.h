@@ -12,6 +12,7 @@
 namespace ascent {
 
 using Shape = std::vector<int64_t>;
+struct RowPart;
 
 std::string shape_str(const Shape& s);  // "(2048, 128)"
 int64_t numel(const Shape& s);
@@ -29,6 +30,10 @@ struct Tensor {
   const float* scales = nullptr;
   const float* input_scale = nullptr;
   int32_t group = 0;
+  // Set on a matrix whose rows a model load placed in runs at separate addresses (model/weight_layout.h: each
+  // decode thread's rows of every matmul one after another). Then data and scales are null and parts, in row order,
+  // hold every row; only the matmul entry points (kernels/cpu/ops.h) and row_to_f32 read such a matrix.
+  std::shared_ptr<const std::vector<RowPart>> parts;
 
   int64_t numel() const { return ascent::numel(shape); }
   int64_t nbytes() const {
@@ -41,6 +46,17 @@ struct Tensor {
   const uint8_t* row_ptr(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(dtype, cols()); }
   const float* f32() const { return static_cast<const float*>(data); }
 };
+
+// Rows [row0, row0 + rows.rows()) of a split matrix (Tensor::parts): `rows` is a plain tensor of those rows.
+struct RowPart {
+  int64_t row0 = 0;
+  Tensor rows;
+};
+
+// Rows [r0, r1) of a plain matrix as a view of its bytes (and scales): for I4, r0 a multiple of its 16-row blocks.
+Tensor row_slice(const Tensor& t, int64_t r0, int64_t r1);
+// The part of a split matrix holding row r, or null for a plain matrix.
+const RowPart* part_of(const Tensor& t, int64_t r);
 
 // A new tensor owning a zeroed buffer of the given type and shape.
 Tensor make_owned(DType dtype, Shape shape);

@@ -1,6 +1,7 @@
 // matmul_forward and its fused forms over the matmul engine (gemm.h): activations are prepared once per input,
 // then output columns are split over the thread pool in groups of four rows (I4: its blocks of 16), so decode (T = 1)
-// streams the weights from every core. Also the embedding lookup and the fixed-order f32 dot product.
+// streams the weights from every core; a split matrix (Tensor::parts, model/weight_layout.h) part by part. Also the
+// embedding lookup and the fixed-order f32 dot product.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -32,18 +33,53 @@ int64_t row_group(const Tensor& w) {
   return w.dtype == DType::I4 ? kInt4Rows : 4;
 }
 
+// Chunk size, in row groups, of a loop over `groups` groups on `threads` threads: about 1/16 of a thread's share, at
+// least 64 rows (16 groups of 4; I4's blocks of 16 take 4).
+int64_t row_grain(int64_t groups, int64_t group, int threads) {
+  return std::max<int64_t>(64 / group, groups / (16 * threads));
+}
+
 // Runs fn(n0, n1) over [0, N) in whole groups of `group` rows. Each thread walks its own contiguous share in
 // chunks of about 1/16 of it (at least 64 rows) and a thread done early steals the back half of the largest share
 // left, so a thread slowed down by a busy neighbour does less of the work. Handing chunks out round-robin from a
 // shared counter instead made every chunk a new stream for the hardware prefetchers (decode: q4_k tg64 89-102 ->
 // 121-129 t/s, int8 65-68 -> 68-76 in pairs). A row's result does not depend on which thread computes it.
+// decode_row_shares says which rows each thread owns here.
 template <class Fn>
 void parallel_rows(int64_t N, int64_t group, Fn&& fn) {
   const int64_t groups = (N + group - 1) / group;
-  // At least 64 rows per chunk (16 groups of 4; I4's blocks of 16 take 4).
-  const int64_t grain = std::max<int64_t>(64 / group, groups / (16 * ThreadPool::global().size()));
-  ThreadPool::global().parallel_for_stealing(groups, grain,
+  ThreadPool::global().parallel_for_stealing(groups, row_grain(groups, group, ThreadPool::global().size()),
                                              [&](int64_t g0, int64_t g1) { fn(g0 * group, std::min(N, g1 * group)); });
+}
+
+// Several weights' rows as one range of output columns (matmul_multi_forward): each weight starts at a whole row
+// group, first[i] its first column, first.back() the end.
+struct RowSpace {
+  int64_t group = 1;
+  std::vector<int64_t> first;
+};
+
+RowSpace row_space(std::span<const Tensor* const> ws) {
+  RowSpace r;
+  for (const Tensor* w : ws) r.group = std::max(r.group, row_group(*w));
+  r.first.assign(ws.size() + 1, 0);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    r.first[i + 1] = r.first[i] + (ws[i]->shape[0] + r.group - 1) / r.group * r.group;
+  }
+  return r;
+}
+
+// gemm_rows over rows [n0, n1) of w; a split matrix's (Tensor::parts) from each part in turn. Parts begin at whole
+// row groups, so every row still runs the same instructions (the tiles never depend on a row's neighbours' bits).
+void gemm_any(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  if (w.parts == nullptr) return gemm_rows(in, w, n0, n1, out);
+  for (const RowPart& p : *w.parts) {
+    const int64_t lo = std::max(n0, p.row0), hi = std::min(n1, p.row0 + p.rows.rows());
+    if (lo >= hi) continue;
+    const GemmOut o{out.y, out.ldy, out.bias != nullptr ? out.bias + p.row0 : nullptr, out.residual,
+                    out.n_base - p.row0};
+    gemm_rows(in, p.rows, lo - p.row0, hi - p.row0, o);
+  }
 }
 
 // Activation buffers kept per calling thread across matmuls (slot 0 for matmul_forward, 0-1 for swiglu, 0..n for
@@ -66,7 +102,7 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
   prepare_gemm_input(x, T, w, in);  // checks that w is 2-D
   const int64_t N = w.shape[0];
   const GemmOut out{y, N, bias, residual, 0};
-  parallel_rows(N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_rows(in, w, n0, n1, out); });
+  parallel_rows(N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_any(in, w, n0, n1, out); });
 }
 
 void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* const> ws,
@@ -74,14 +110,10 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   ASCENT_CHECK(ws.size() == biases.size() && ws.size() == outs.size(),
                "matmul_multi: {} weights, {} biases, {} outputs", ws.size(), biases.size(), outs.size());
   const int64_t K = ws[0]->shape.size() == 2 ? ws[0]->shape[1] : -1;
-  std::vector<int64_t> first(ws.size() + 1, 0);  // global output column where each weight starts (row groups)
   std::vector<GemmInput*> inputs;
   std::vector<size_t> input_of(ws.size());
-  int64_t group = 1;
-  for (const Tensor* w : ws) group = std::max(group, row_group(*w));
   for (size_t i = 0; i < ws.size(); ++i) {
     check_weight(*ws[i], K, "matmul_multi");
-    first[i + 1] = first[i] + (ws[i]->shape[0] + group - 1) / group * group;
     size_t j = 0;
     while (j < inputs.size() && !gemm_input_fits(*inputs[j], *ws[i])) ++j;
     if (j == inputs.size()) {
@@ -90,13 +122,15 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
     }
     input_of[i] = j;
   }
-  parallel_rows(first.back(), group, [&](int64_t g0, int64_t g1) {
+  const RowSpace space = row_space(ws);
+  const std::vector<int64_t>& first = space.first;
+  parallel_rows(first.back(), space.group, [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max(g0, first[i]) - first[i];
       const int64_t hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i];
       if (lo >= hi) continue;
       const GemmOut out{outs[i], ws[i]->shape[0], biases[i], nullptr, 0};
-      gemm_rows(*inputs[input_of[i]], *ws[i], lo, hi, out);
+      gemm_any(*inputs[input_of[i]], *ws[i], lo, hi, out);
     }
   });
 }
@@ -138,13 +172,29 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
     u.resize(static_cast<size_t>(T * kSlice));
     for (int64_t s0 = n0; s0 < n1; s0 += kSlice) {
       const int64_t s1 = std::min(n1, s0 + kSlice), width = s1 - s0;
-      gemm_rows(gin, wg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
-      gemm_rows(shared ? gin : uin, wu, s0, s1, GemmOut{u.data(), width, nullptr, nullptr, s0});
+      gemm_any(gin, wg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
+      gemm_any(shared ? gin : uin, wu, s0, s1, GemmOut{u.data(), width, nullptr, nullptr, s0});
       for (int64_t t = 0; t < T; ++t) {  // the same row function as swiglu_forward: fusion changes no bits
         swiglu_row(g.data() + t * width, u.data() + t * width, width, y + t * N + s0);
       }
     }
   });
+}
+
+std::vector<std::vector<int64_t>> decode_row_shares(std::span<const Tensor* const> ws, int threads) {
+  ASCENT_CHECK(!ws.empty() && threads >= 1, "decode_row_shares: {} weights on {} threads", ws.size(), threads);
+  const RowSpace space = row_space(ws);
+  const int64_t groups = space.first.back() / space.group;
+  // parallel_for_stealing runs a loop of one grain or less on the calling thread alone.
+  const bool one = threads == 1 || groups <= row_grain(groups, space.group, threads);
+  std::vector<std::vector<int64_t>> cuts(ws.size(), std::vector<int64_t>(static_cast<size_t>(threads) + 1));
+  for (int t = 0; t <= threads; ++t) {
+    const int64_t g = t == threads ? groups : one ? (t == 0 ? 0 : groups) : ThreadPool::share(groups, threads, t).first;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      cuts[i][static_cast<size_t>(t)] = std::clamp(g * space.group - space.first[i], int64_t{0}, ws[i]->shape[0]);
+    }
+  }
+  return cuts;
 }
 
 void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float* out) {

@@ -1,0 +1,213 @@
+#include "ascent/model/weight_layout.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ascent/base/aligned.h"
+#include "ascent/base/error.h"
+#include "ascent/base/mapped_file.h"
+#include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/isa.h"
+#include "ascent/kernels/cpu/ops.h"
+#include "ascent/tensor/quantize.h"
+
+namespace ascent::model {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t align_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+// One matrix the load copies.
+struct Placed {
+  std::vector<std::string> names;  // the first name, then its aliases (the same data under other names)
+  Tensor src;
+  DType to = DType::F32;
+  bool split = false;
+  std::vector<int64_t> cuts;    // part p holds rows cuts[p] .. cuts[p + 1] (split: one part per thread)
+  std::vector<size_t> offsets;  // of each part in the buffer
+  size_t input_scale_offset = 0;
+};
+
+size_t scale_bytes(DType t, int64_t rows, int64_t cols, int group) {
+  return is_int_weight(t) ? static_cast<size_t>(int_weight_scale_count(t, rows, cols, group)) * sizeof(float) : 0;
+}
+
+size_t code_bytes(DType t, int64_t rows, int64_t cols) {
+  Tensor v;
+  v.dtype = t;
+  v.shape = {rows, cols};
+  return static_cast<size_t>(v.nbytes());
+}
+
+// What a part of `rows` rows takes in the buffer: its codes, then (I8, I4) its scales, each 64-byte aligned.
+size_t part_bytes(const Placed& m, int64_t rows) {
+  return align_up(code_bytes(m.to, rows, m.src.cols()), kAlign) +
+         align_up(scale_bytes(m.to, rows, m.src.cols(), m.src.group), kAlign);
+}
+
+// The part of m at p in the buffer, `rows` rows.
+Tensor part_view(const Placed& m, int64_t rows, uint8_t* p, const std::shared_ptr<const void>& owner,
+                 const float* input_scale) {
+  Tensor v;
+  v.dtype = m.to;
+  v.shape = {rows, m.src.cols()};
+  v.data = p;
+  if (is_int_weight(m.to))
+    v.scales = reinterpret_cast<const float*>(p + align_up(code_bytes(m.to, rows, v.cols()), kAlign));
+  v.input_scale = input_scale;
+  v.group = m.src.group;
+  v.owner = owner;
+  return v;
+}
+
+// src's rows into dst, a view of as many rows: repacked where the type changes, else the same bytes.
+void copy_rows(const Tensor& src, const Tensor& dst) {
+  if (src.dtype != dst.dtype) return repack(src, dst);
+  std::memcpy(const_cast<void*>(dst.data), src.data, static_cast<size_t>(src.nbytes()));
+  const size_t sb = scale_bytes(src.dtype, src.rows(), src.cols(), src.group);
+  if (sb > 0) std::memcpy(const_cast<float*>(dst.scales), src.scales, sb);
+}
+
+}  // namespace
+
+void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> calls, const PlaceOptions& o) {
+  // Which call (and how many) reads each matrix, and the names sharing each matrix's bytes.
+  std::map<const Tensor*, std::string> name_of;
+  std::map<const void*, std::vector<std::string>> names_of_data;
+  for (const auto& [name, t] : w.all()) {
+    name_of[&t] = name;
+    if (t.data != nullptr) names_of_data[t.data].push_back(name);
+  }
+  std::map<std::string, int> uses;
+  for (const auto& call : calls) {
+    for (const Tensor* t : call) {
+      ASCENT_CHECK(name_of.count(t) != 0, "place_weights: a matmul's weight is not among the model's tensors");
+      ++uses[name_of[t]];
+    }
+  }
+  const bool by_thread = o.by_thread && o.threads > 1;
+  auto repacks = [&](const Tensor& t) {
+    const DType to = repacked_type(t.dtype);
+    return o.repack && to != t.dtype && t.shape.size() == 2 && kernels::avx512_kernel_runs(to);
+  };
+  auto splits = [&](const std::string& name, const Tensor& t) {
+    return by_thread && t.shape.size() == 2 && t.data != nullptr && uses[name] == 1 &&
+           names_of_data[t.data].size() == 1;
+  };
+
+  // The matrices to place: in call order first (the order decode reads them), then the rest.
+  std::vector<Placed> placed;
+  std::map<std::string, size_t> index;
+  auto add = [&](const std::string& name, std::vector<int64_t> cuts, bool split) {
+    const Tensor& t = *w.find(name);
+    Placed m;
+    m.names = t.data != nullptr ? names_of_data[t.data] : std::vector<std::string>{name};
+    m.src = t;
+    m.to = repacks(t) ? repacked_type(t.dtype) : t.dtype;
+    m.split = split;
+    m.cuts = std::move(cuts);
+    for (const std::string& n : m.names) index[n] = placed.size();
+    placed.push_back(std::move(m));
+  };
+  for (const auto& call : calls) {
+    const auto shares = kernels::decode_row_shares(call, by_thread ? o.threads : 1);
+    for (size_t i = 0; i < call.size(); ++i) {
+      const std::string& name = name_of[call[i]];
+      if (index.count(name) != 0) continue;
+      const Tensor& t = *call[i];
+      if (splits(name, t) && (repacks(t) || o.copied)) {
+        add(name, shares[i], /*split=*/true);
+      } else if (repacks(t)) {
+        add(name, {0, t.rows()}, /*split=*/false);
+      }
+    }
+  }
+  for (const auto& [name, t] : w.all()) {
+    if (index.count(name) == 0 && repacks(t)) add(name, {0, t.rows()}, /*split=*/false);
+  }
+  if (placed.empty()) return;
+
+  // Offsets: thread t's parts of every split matrix one after another (region t), then the whole matrices and the
+  // input scales. Regions start on 4 KiB pages.
+  const int regions = by_thread ? o.threads : 0;
+  for (Placed& m : placed) m.offsets.assign(m.cuts.size() - 1, 0);
+  size_t total = 0;
+  for (int r = 0; r < regions; ++r) {
+    for (Placed& m : placed) {
+      if (!m.split) continue;
+      m.offsets[static_cast<size_t>(r)] = total;
+      total += part_bytes(m, m.cuts[static_cast<size_t>(r) + 1] - m.cuts[static_cast<size_t>(r)]);
+    }
+    total = align_up(total, 4096);
+  }
+  for (Placed& m : placed) {
+    if (!m.split) {
+      m.offsets[0] = total;
+      total += part_bytes(m, m.src.rows());
+    }
+    if (m.src.input_scale != nullptr) {
+      m.input_scale_offset = total;
+      total += align_up(static_cast<size_t>(m.src.cols()) * sizeof(float), kAlign);
+    }
+  }
+  std::shared_ptr<uint8_t> buf(huge_alloc_bytes(total, /*zero=*/false).release(), AlignedDeleter{});
+  const std::shared_ptr<const void> owner = buf;
+
+  // Copy matrix by matrix, each one's rows in chunks over the pool, then give back its source's pages, so that the
+  // load holds little more than one copy of the weights at any time.
+  constexpr int64_t kChunkRows = 256;  // whole I4 blocks
+  for (Placed& m : placed) {
+    const float* input_scale = nullptr;
+    if (m.src.input_scale != nullptr) {
+      auto* dst = reinterpret_cast<float*>(buf.get() + m.input_scale_offset);
+      std::memcpy(dst, m.src.input_scale, static_cast<size_t>(m.src.cols()) * sizeof(float));
+      input_scale = dst;
+    }
+    std::vector<RowPart> parts;
+    struct Chunk {
+      size_t part;
+      int64_t r0, r1;
+    };
+    std::vector<Chunk> chunks;
+    for (size_t p = 0; p + 1 < m.cuts.size(); ++p) {
+      const int64_t a = m.cuts[p], b = m.cuts[p + 1];
+      if (a >= b) continue;
+      parts.push_back({a, part_view(m, b - a, buf.get() + m.offsets[p], owner, input_scale)});
+      for (int64_t r = a; r < b; r += kChunkRows) chunks.push_back({parts.size() - 1, r, std::min(b, r + kChunkRows)});
+    }
+    ThreadPool::global().parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const Chunk& k = chunks[static_cast<size_t>(c)];
+        const RowPart& p = parts[k.part];
+        copy_rows(row_slice(m.src, k.r0, k.r1), row_slice(p.rows, k.r0 - p.row0, k.r1 - p.row0));
+      }
+    });
+    Tensor placed_t;
+    if (m.split) {
+      placed_t.dtype = m.to;
+      placed_t.shape = m.src.shape;
+      placed_t.input_scale = input_scale;
+      placed_t.group = m.src.group;
+      placed_t.owner = owner;
+      placed_t.parts = std::make_shared<const std::vector<RowPart>>(std::move(parts));
+    } else {
+      placed_t = parts.front().rows;
+      placed_t.shape = m.src.shape;
+    }
+    for (const std::string& n : m.names) w.replace(n, placed_t);
+    if (m.src.owner == nullptr) {  // a view into a file: its pages are not read again
+      release_pages(m.src.data, static_cast<size_t>(m.src.nbytes()));
+      const size_t sb = scale_bytes(m.src.dtype, m.src.rows(), m.src.cols(), m.src.group);
+      if (sb > 0) release_pages(m.src.scales, sb);
+    }
+    m.src = Tensor{};  // drops an owned source now
+  }
+}
+
+}  // namespace ascent::model
