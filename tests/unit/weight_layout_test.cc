@@ -1,7 +1,7 @@
 // Placing matrices by thread (model/weight_layout.h) changes no result: for every weight format, the matmuls over
 // the split matrices give the same bits as over the matrices they were copied from (whose kernels test_kernels
-// checks against PyTorch), decode and prefill, alone, merged (matmul_multi) and with SwiGLU; row_to_f32 reads the
-// same values; and each thread's rows of the calls lie one after another in call order.
+// checks against PyTorch), decode and prefill, alone, merged (matmul_multi) and with SwiGLU; row_to_f32 and the
+// embedding lookup read the same values; and each thread's rows of the calls lie one after another in call order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -157,6 +157,12 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
       kernels::matmul_swiglu_forward(x.data(), T, g0, u0, sz.data());
       EXPECT_EQ(sy, sz) << "swiglu, T " << T;
     }
+    // Looked up as an embedding table (the load never splits one, but the lookup takes it): the same rows.
+    const std::vector<int32_t> ids = {0, 99, 15, 16, 47, 48, 63, 64, 70};
+    std::vector<float> e1(ids.size() * kK), e0(ids.size() * kK);
+    kernels::embedding_forward(*w.find("a"), ids, e1.data());
+    kernels::embedding_forward(a0, ids, e0.data());
+    EXPECT_EQ(e1, e0) << "embedding";
     std::vector<float> r1(kK), r0(kK);
     for (int64_t r : {int64_t{0}, int64_t{47}, int64_t{99}}) {
       row_to_f32(*w.find("a"), r, r1.data());

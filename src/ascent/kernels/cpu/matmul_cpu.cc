@@ -205,10 +205,14 @@ void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float*
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      if (is_int_weight(table.dtype)) {
-        row_to_f32(table, ids[t], out + t * C);
+      // A split table (Tensor::parts: the load keeps a looked-up table whole, but any reader may get one) by its part.
+      const RowPart* part = part_of(table, ids[t]);
+      const Tensor& rows = part != nullptr ? part->rows : table;
+      const int64_t r = part != nullptr ? ids[t] - part->row0 : ids[t];
+      if (is_int_weight(rows.dtype)) {
+        row_to_f32(rows, r, out + t * C);
       } else {
-        widen_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
+        widen_row(rows.dtype, rows.row_ptr(r), out + t * C, C);
       }
     }
   });
