@@ -4,7 +4,8 @@ bandwidth measured beside it.
 
 This host's memory moves between a slow state (two threads read about what one does) and a fast one (two threads
 read ~1.7x one) within seconds or less (bench/RESULTS.md, sessions 13-15), so back-to-back medians of two builds
-compare states as often as code. This alternates the binaries round by round, takes each `ascent bench --jsonl`
+compare states as often as code. This alternates the binaries round by round (every other round in reverse order:
+the run second in a round was slower 12 rounds of 12 in one session 18 series), takes each `ascent bench --jsonl`
 decode result with the read each run was judged against (since session 15, reads between its tokens; before, reads
 just before and after the run), and prints per binary the median t/s and % of read, overall and split by state (the
 median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
@@ -55,7 +56,9 @@ def main():
     args = ap.parse_args()
     results = {b: [] for b in args.binaries}
     for rnd in range(args.rounds):
-        for b in args.binaries:
+        # ABBA: every other round in reverse order, so that a bias of the first or second run of a round (a
+        # neighbour's load arriving, memory the previous process freed being reclaimed) falls on every binary alike.
+        for b in (args.binaries if rnd % 2 == 0 else args.binaries[::-1]):
             d = run_once(b, args)
             results[b].append(d)
             reads = ", ".join(f"{x:.1f}" for x in d["read_gbps"])
