@@ -5,7 +5,7 @@ bandwidth measured beside it.
 This host's memory moves between a slow state (two threads read about what one does) and a fast one (two threads
 read ~1.7x one) within seconds or less (bench/RESULTS.md, sessions 13-15), so back-to-back medians of two builds
 compare states as often as code. This alternates the binaries round by round (every other round in reverse order:
-the run second in a round was slower 12 rounds of 12 in one session 18 series), takes each `ascent bench --jsonl`
+in one session 18 series the run second in each round read less beside its tokens in 12 rounds of 12), takes each `ascent bench --jsonl`
 decode result with the read each run was judged against (since session 15, reads between its tokens; before, reads
 just before and after the run), and prints per binary the median t/s and % of read, overall and split by state (the
 median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
