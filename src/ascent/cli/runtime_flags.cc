@@ -24,9 +24,10 @@ void RuntimeFlags::add_to(CLI::App* c) {
 }
 
 void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout) {
-  c->add_flag("--no-thread-layout", no_thread_layout,
-              "keep every matrix the load copies (repacked ones; with --no-mmap, all) in one piece instead of placing "
-              "each thread's decode rows of every matmul one after another");
+  c->add_flag(
+      "--no-thread-layout", no_thread_layout,
+      "keep every matrix the load copies (repacked ones; with --no-mmap, all integer and GGUF ones) in one piece "
+      "instead of placing each thread's decode rows of every matmul one after another");
 }
 
 void add_no_repack_flag(CLI::App* c, bool& no_repack) {

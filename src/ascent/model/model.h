@@ -33,9 +33,9 @@ struct LoadOptions {
   // file's layout, used in place from the mapping: resident memory grows only with the pages decode touches, the
   // page cache is shared between processes, and decode and prefill run the slower kernels.
   bool repack = true;
-  // The matrices the load copies (repacked ones; with --no-mmap, every matmul weight) are placed by thread
-  // (weight_layout.h): each decode thread's rows of every matmul one after another, for the thread count the global
-  // pool has at load. false (`--no-thread-layout`) keeps each matrix in one piece.
+  // The matrices the load copies (repacked ones; with --no-mmap, every integer or GGUF matmul weight) are placed by
+  // thread (weight_layout.h): each decode thread's rows of every matmul one after another, for the thread count the
+  // global pool has at load. false (`--no-thread-layout`) keeps each matrix in one piece.
   bool thread_layout = true;
 };
 

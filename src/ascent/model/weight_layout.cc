@@ -96,8 +96,12 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     const DType to = repacked_type(t.dtype);
     return o.repack && to != t.dtype && t.shape.size() == 2 && kernels::avx512_kernel_runs(to);
   };
+  // Float matrices (f32, f16, bf16) stay whole: tl16 bf16 decode read 1-7 points less of the bandwidth placed than
+  // whole in five alternated series (bench/RESULTS.md, session 18), as a harness with bf16-sized calls did in the
+  // middle memory state; the integer and GGUF formats gained or measured the same.
   auto splits = [&](const std::string& name, const Tensor& t) {
-    return by_thread && t.shape.size() == 2 && t.data != nullptr && uses[name] == 1 &&
+    const bool float_weight = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16;
+    return by_thread && !float_weight && t.shape.size() == 2 && t.data != nullptr && uses[name] == 1 &&
            names_of_data[t.data].size() == 1;
   };
 

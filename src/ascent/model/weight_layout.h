@@ -5,13 +5,14 @@
 // --no-mmap every weight is already a private copy. A copied matrix that a decode matmul streams is then placed by
 // thread: on T threads, thread t's rows of every matmul call (kernels::decode_row_shares) lie one after another in
 // the order the calls run, so each thread reads one sequential run through a token's weights instead of a new run
-// per call (a harness reading a 16-layer model's matrices: 71 -> 82 GB/s in the fast memory state; tl16 decode
-// int8 +7%, int4 +5%; bench/RESULTS.md, session 18). Such a matrix becomes a split tensor (Tensor::parts), which only
-// the matmul kernels and row_to_f32 read. Placement changes no result: every row keeps its codes, and a row's result
-// does not depend on where the row lies.
+// per call (a harness reading a 16-layer model's matrices: 71 -> 82 GB/s in the fast memory state; tl16 int4 decode
+// +2 to +7 points of the read; bench/RESULTS.md, session 18). Such a matrix becomes a split tensor (Tensor::parts),
+// which only the matmul kernels and row_to_f32 read. Placement changes no result: every row keeps its codes, and a
+// row's result does not depend on where the row lies.
 //
 // Refuses nothing, changes nothing it does not copy: a mapped matrix used in place stays in place, one matrix
-// used twice (tied embeddings: the output projection is the embedding table) stays whole.
+// used twice (tied embeddings: the output projection is the embedding table) stays whole, and so do float matrices
+// (f32, f16, bf16: bf16 decode measured slower placed).
 #pragma once
 
 #include <span>
