@@ -17,12 +17,6 @@
 namespace ascent::model {
 namespace {
 
-constexpr size_t kAlign = 64;
-
-size_t align_up(size_t n, size_t a) {
-  return (n + a - 1) / a * a;
-}
-
 // One matrix the load copies.
 struct Placed {
   std::vector<std::string> names;  // the first name, then its aliases (the same data under other names)
@@ -47,8 +41,8 @@ size_t code_bytes(DType t, int64_t rows, int64_t cols) {
 
 // What a part of `rows` rows takes in the buffer: its codes, then (I8, I4) its scales, each 64-byte aligned.
 size_t part_bytes(const Placed& m, int64_t rows) {
-  return align_up(code_bytes(m.to, rows, m.src.cols()), kAlign) +
-         align_up(scale_bytes(m.to, rows, m.src.cols(), m.src.group), kAlign);
+  return align_up(code_bytes(m.to, rows, m.src.cols()), kAlignment) +
+         align_up(scale_bytes(m.to, rows, m.src.cols(), m.src.group), kAlignment);
 }
 
 // The part of m at p in the buffer, `rows` rows.
@@ -59,7 +53,7 @@ Tensor part_view(const Placed& m, int64_t rows, uint8_t* p, const std::shared_pt
   v.shape = {rows, m.src.cols()};
   v.data = p;
   if (is_int_weight(m.to))
-    v.scales = reinterpret_cast<const float*>(p + align_up(code_bytes(m.to, rows, v.cols()), kAlign));
+    v.scales = reinterpret_cast<const float*>(p + align_up(code_bytes(m.to, rows, v.cols()), kAlignment));
   v.input_scale = input_scale;
   v.group = m.src.group;
   v.owner = owner;
@@ -157,7 +151,7 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     }
     if (m.src.input_scale != nullptr) {
       m.input_scale_offset = total;
-      total += align_up(static_cast<size_t>(m.src.cols()) * sizeof(float), kAlign);
+      total += align_up(static_cast<size_t>(m.src.cols()) * sizeof(float), kAlignment);
     }
   }
   std::shared_ptr<uint8_t> buf(huge_alloc_bytes(total, /*zero=*/false).release(), AlignedDeleter{});
@@ -202,7 +196,6 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
       placed_t.parts = std::make_shared<const std::vector<RowPart>>(std::move(parts));
     } else {
       placed_t = parts.front().rows;
-      placed_t.shape = m.src.shape;
     }
     for (const std::string& n : m.names) w.replace(n, placed_t);
     if (m.src.owner == nullptr) {  // a view into a file: its pages are not read again
