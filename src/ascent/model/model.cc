@@ -77,19 +77,16 @@ std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   finalize_weights(m->cfg_, m->weights_);
   if (m->cfg_.uses_rope()) m->inv_freq_ = rope_inv_freq(m->cfg_);
   m->passes_ = graph::default_passes();
-  {
-    // Repack and place the matrices in the order a decode step's matmuls read them; its graph names that order
-    // (and reports missing or mis-shaped tensors at load time).
-    const graph::Graph order =
-        graph::optimize(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false), m->passes_);
-    const PlaceOptions place{.repack = options.repack,
-                             .copied = MappedFile::copies_files(),
-                             .by_thread = options.thread_layout,
-                             .threads = ThreadPool::global().size()};
-    place_weights(m->weights_, graph::matmul_calls(order), place);
-  }
+  // Build the generation graph now so that missing or mis-shaped tensors are reported at load time; it names the
+  // order in which a decode step's matmuls read their weights, in which the load then repacks and places them. The
+  // graph holds pointers to the WeightSet's tensors, which place_weights replaces in place.
   m->graph_raw_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false));
   m->graph_last_.emplace(graph::optimize(*m->graph_raw_, m->passes_));
+  const PlaceOptions place{.repack = options.repack,
+                           .copied = MappedFile::copies_files(),
+                           .by_thread = options.thread_layout,
+                           .threads = ThreadPool::global().size()};
+  place_weights(m->weights_, graph::matmul_calls(*m->graph_last_), place);
   m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_, m->passes_);
   m->set_context(std::min<int64_t>(m->cfg_.max_seq, 4096));
   return m;

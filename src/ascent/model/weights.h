@@ -23,7 +23,8 @@ class WeightSet {
   const Tensor* find(const std::string& name) const;
   // The tensor, checked against `shape`; throws "FILE: tensor NAME ..." when absent or mis-shaped.
   const Tensor& get(const std::string& name, const Shape& shape) const;
-  // Replaces a tensor (same source file), e.g. with an f32 copy or a split view.
+  // Replaces a tensor (same source file), e.g. with an f32 copy or a split view, in place: pointers to it (a built
+  // graph's) then see the new one.
   void replace(const std::string& name, Tensor t);
   void remove(const std::string& name);
   void keep_file(std::shared_ptr<MappedFile> f) { files_.push_back(std::move(f)); }
