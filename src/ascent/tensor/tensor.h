@@ -32,7 +32,8 @@ struct Tensor {
   int32_t group = 0;
   // Set on a matrix whose rows a model load placed in runs at separate addresses (model/weight_layout.h: each
   // decode thread's rows of every matmul one after another). Then data and scales are null and parts, in row order,
-  // hold every row; only the matmul entry points (kernels/cpu/ops.h) and row_to_f32 read such a matrix.
+  // hold every row; only the matmul entry points and the embedding lookup (kernels/cpu/ops.h) and row_to_f32 read
+  // such a matrix.
   std::shared_ptr<const std::vector<RowPart>> parts;
 
   int64_t numel() const { return ascent::numel(shape); }
