@@ -221,10 +221,11 @@ struct Bf16Kern {
       body<R, TT, true>(in, w, n, t, out);
     }
   }
-  // Decode (one token): one row at a time, one vdpbf16ps chain, no software prefetch. Each 64-byte load is a whole
-  // cache line of one contiguous run, which the hardware prefetchers alone follow best (as for int8): tl16 bf16 tg32
-  // --no-mmap, alternating builds (Zen 4): one thread 67-70% -> 83-86% of a one-thread read; two threads 44-61% ->
-  // 68-79% in the fast memory state, 81-82% -> 88-100% in the slow one. (Rows in pairs with the L2 prefetch, as
+  // Decode (one token): one row at a time, one vdpbf16ps chain, each 64-byte load a whole cache line of one
+  // contiguous run, prefetched as a decode stream (PrefetchTo::Stream; before it, with no software prefetch, the
+  // hardware prefetchers alone had followed such a run best: tl16 bf16 tg32 --no-mmap, alternating builds (Zen 4):
+  // one thread 67-70% -> 83-86% of a one-thread read; two threads 44-61% -> 68-79% in the fast memory state,
+  // 81-82% -> 88-100% in the slow one). (Rows in pairs with the L2 prefetch, as
   // FloatKern does, were it before: one row's chain bound it from L2, which now runs at 77 GB/s on one core.) The
   // same bits as the tiles (body<1, 1>). f16 one row at a time, whose 32-byte loads take half a line each, measured
   // 69-77% against its pairs' 83%.
@@ -232,9 +233,9 @@ struct Bf16Kern {
     for (int64_t n = n0; n < n1; ++n) {
       float res[4][4];
       if (in.K % 32 != 0) {
-        body<1, 1, true, PrefetchTo::None>(in, w, n, 0, res);
+        body<1, 1, true, PrefetchTo::Stream>(in, w, n, 0, res);
       } else {
-        body<1, 1, false, PrefetchTo::None>(in, w, n, 0, res);
+        body<1, 1, false, PrefetchTo::Stream>(in, w, n, 0, res);
       }
       store_tile<1>(o, 0, 1, n, res);
     }
@@ -247,10 +248,10 @@ struct I8Kern {
   // Decode (one token), rows [n0, n1) in one loop (with a tile call per row: 55 vs 71 GB/s from L2, one core):
   // two independent chains of vpdpbusd, added at the end. Integer sums are exact in any order, so this is bitwise
   // the sum the tiles compute; one chain kept each row's instructions in flight longer, and fewer of the next
-  // rows' loads fit in the out-of-order window. No software prefetch: the rows are one contiguous run read a whole
-  // cache line per load in order, which the hardware prefetchers follow best (Zen 4, tl16 int8 tg32 --no-mmap,
-  // alternating builds: one thread 68-79% -> 88-92% of a one-thread read; two threads in the fast memory state
-  // 64-69% -> 78-87%, as int4's blocked decode found; the other formats' kernels lose 2x without theirs).
+  // rows' loads fit in the out-of-order window. The rows are one contiguous run read a whole cache line per load in
+  // order, each line prefetched as a decode stream (PrefetchTo::Stream). Before that, no software prefetch had
+  // beaten the L1 one of the tiles here (Zen 4, tl16 int8 tg32 --no-mmap, alternating builds: one thread 68-79% ->
+  // 88-92% of a one-thread read; two threads in the fast memory state 64-69% -> 78-87%).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
@@ -262,10 +263,13 @@ struct I8Kern {
       __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
       int64_t k = 0;
       for (; k + 128 <= Kp; k += 128) {
+        stream_prefetch(row + k);
+        stream_prefetch(row + k + 64);
         acc0 = dpbusd(acc0, _mm512_loadu_si512(row + k), _mm512_loadu_si512(a + k));
         acc1 = dpbusd(acc1, _mm512_loadu_si512(row + k + 64), _mm512_loadu_si512(a + k + 64));
       }
       if (k < Kp) {
+        stream_prefetch(row + k);
         acc0 = dpbusd(acc0, _mm512_loadu_si512(row + k), _mm512_loadu_si512(a + k));
       }
       const int32_t s = hsum_epi32(_mm512_add_epi32(acc0, acc1)) - offset;
@@ -313,10 +317,11 @@ struct I8Kern {
 // once; the float work is one multiply and one add per group and 16 rows, not per row (the row-major layout
 // before it spent as much on conversion and scaling as on dot products, and a horizontal sum per row).
 // Decode reads one block after another, each a contiguous run of 16 x Kp / 2 bytes, with four vpdpbusd chains in
-// flight and no software prefetch: on such runs the hardware prefetchers alone streamed best (Zen 4, tl16 int4
-// tg32 --no-mmap, alternating builds: one thread 78-85% of a one-thread read against 63-68% with the other
-// kernels' L2 prefetch 8 KiB ahead and 55-60% with two blocks at a time; two threads 77-83% in the slow memory
-// state, 62-67% in the fast one, the best of the variants). Its high nibbles are masked in place, not shifted
+// flight, each line prefetched as a decode stream (PrefetchTo::Stream: Zen 5, tl16 int4 tg128 81% -> 89% of the
+// read, 111 -> 132 t/s). Before that, no software prefetch had streamed best (Zen 4, tl16 int4 tg32 --no-mmap,
+// alternating builds: one thread 78-85% of a one-thread read against 63-68% with the other kernels' L2 prefetch
+// 8 KiB ahead and 55-60% with two blocks at a time; two threads 77-83% in the slow memory state, 62-67% in the fast
+// one). Its high nibbles are masked in place, not shifted
 // down: in the fast memory state this stream is bound by the core's instructions per byte, and one fewer per 64
 // bytes (7, not 8) raised a two-thread stream of 5632 x 2048 matrices from DRAM from 72% to 84% of the read measured
 // around it (slow state 90% -> 95%); the model's tg32 from 62% to 69% (fast) and 83% to 89% (slow). A layout of 32
@@ -370,6 +375,7 @@ struct I4Kern {
                          _mm512_setzero_si512()};
         for (int64_t st = 0; st < kSteps; st += 2) {
           for (int c = 0; c < 2; ++c, ak += 2, p += 64) {
+            stream_prefetch(p);
             const __m512i raw = load_reg512(p);
             is[2 * c] = dpbusd(is[2 * c], _mm512_and_si512(raw, low4), _mm512_set1_epi32(ak[0]));
             is[2 * c + 1] = dpbusd(is[2 * c + 1], _mm512_and_si512(raw, high4), _mm512_set1_epi32(ak[1]));
@@ -782,23 +788,24 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 }
 
 // The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) one
-// at a time, so that each thread's rows are one contiguous run that the hardware prefetchers follow, with no
-// software prefetch. Per 512-column group of kGroupBytes (its 16 f16 scales first), each 256-bit half's lanes
-// (blocks 0-7, 8-15) start at the blocks' offset terms (q4r_off << kShift) and sum codes(p, h, j, c0, c1), chunk j's
-// two code vectors for half h, against the activations in q4r_cached_tile's order; then y[h] += sums x (scale x
-// activation scale), the tile's float step in two halves: the same bits. Q4_0R's high nibbles are masked in place
-// (kHighShift 4), one instruction fewer per 32 bytes, as int4's decode does: `decode_ceiling --dram 240 q4_0r`, six
-// alternating pairs on the Zen 4, slow state 81-85% -> 85-88% of the read around each pass. Q8_0R (kHighShift 0) runs
-// the same two chains per half; against its former one chain they measured the same. A 512-bit Q8_0R loop (its
-// 544-byte groups put every other 64-byte load across two lines; aligned, it was no faster) measured worse.
-// Rows in pairs, each pair's two rows prefetched into L2 (they share each activation load: one row at a time loads
-// two bytes of activations per byte of 4-bit weights), run faster from L2 (Zen 5, one core: 59 against 49 GB/s) but
-// slower from memory. Q8_0R on the Zen 4, tl16 q8_0 tg32, alternating builds: one thread --no-mmap 59-61% -> 74-85%
-// of a one-thread read one row at a time; two threads 56-61% -> 75% in the fast memory state, 84% -> 89-94% in the
-// slow one. Q4_0R measured the same either way on the Zen 4; on the Zen 5, tl16 q4_0 tg64 (`ascent bench -p 0 -n 64
-// -r 3 --no-mmap`, three alternations in each of two memory states): 81-94 -> 102-108 t/s and 115-117 -> 126-133 t/s;
-// `decode_ceiling --dram 200 q4_0r q4_0r:2048`, 6 alternations of 4 passes: 56% -> 62% of the read (median). Pairs
-// without the software prefetch ran at half the speed (58-61 t/s): two interleaved streams defeat the prefetchers.
+// at a time, so that each thread's rows are one contiguous run, each group's lines prefetched as a decode stream
+// (PrefetchTo::Stream; before it, with no software prefetch, the hardware prefetchers alone followed the run). Per
+// 512-column group of kGroupBytes (its 16 f16 scales first), each 256-bit half's lanes (blocks 0-7, 8-15) start at the
+// blocks' offset terms (q4r_off << kShift) and sum codes(p, h, j, c0, c1), chunk j's two code vectors for half h,
+// against the activations in q4r_cached_tile's order; then y[h] += sums x (scale x activation scale), the tile's float
+// step in two halves: the same bits. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per
+// 32 bytes, as int4's decode does: `decode_ceiling --dram 240 q4_0r`, six alternating pairs on the Zen 4, slow state
+// 81-85% -> 85-88% of the read around each pass. Q8_0R (kHighShift 0) runs the same two chains per half; against its
+// former one chain they measured the same. A 512-bit Q8_0R loop (its 544-byte groups put every other 64-byte load
+// across two lines; aligned, it was no faster) measured worse. Rows in pairs, each pair's two rows prefetched into L2
+// (they share each activation load: one row at a time loads two bytes of activations per byte of 4-bit weights), run
+// faster from L2 (Zen 5, one core: 59 against 49 GB/s) but slower from memory. Q8_0R on the Zen 4, tl16 q8_0 tg32,
+// alternating builds: one thread --no-mmap 59-61% -> 74-85% of a one-thread read one row at a time; two threads 56-61%
+// -> 75% in the fast memory state, 84% -> 89-94% in the slow one. Q4_0R measured the same either way on the Zen 4; on
+// the Zen 5, tl16 q4_0 tg64 (`ascent bench -p 0 -n 64 -r 3 --no-mmap`, three alternations in each of two memory
+// states): 81-94 -> 102-108 t/s and 115-117 -> 126-133 t/s; `decode_ceiling --dram 200 q4_0r q4_0r:2048`, 6
+// alternations of 4 passes: 56% -> 62% of the read (median). Pairs without the software prefetch ran at half the speed
+// (58-61 t/s): two interleaved streams defeat the prefetchers.
 template <int64_t kGroupBytes, int kShift, int kHighShift, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
@@ -811,6 +818,7 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
     for (int64_t g = 0; g < G; ++g) {
       const int8_t* a = acts + g * kQ4RGroup;
       const uint8_t* grp = row + g * kGroupBytes;
+      prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAhead);
       for (int h = 0; h < 2; ++h) {
         // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
         // masked in place): shifted back once, exactly, at the end.
@@ -1194,7 +1202,7 @@ struct Q4KRKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::Stream);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     // One super-block at p against its activations a (one half of a group), scales da and scaled sums dsa.
     auto step = [&](const uint8_t* p, const int8_t* a, const float* da, const float* dsa, __m256& acc) {
@@ -1254,12 +1262,12 @@ struct Q4KRKern {
       const float* dsa = in.q4r_dsa.data();
       int64_t sb = 0;
       for (; sb + 2 <= nsb; sb += 2, p += 2 * sizeof(BlockQ4_KR), a += kQ4RGroup, da += 16, dsa += 16) {
-        prefetch_block<1, PrefetchTo::L2>(p, 2 * sizeof(BlockQ4_KR), ahead);
+        prefetch_block<1, PrefetchTo::Stream>(p, 2 * sizeof(BlockQ4_KR), ahead);
         step2(p, a, da, dsa, y);
       }
       __m256 y0 = _mm512_castps512_ps256(y);
       if (sb < nsb) {
-        prefetch_block<1, PrefetchTo::L2>(p, sizeof(BlockQ4_KR), ahead);
+        prefetch_block<1, PrefetchTo::Stream>(p, sizeof(BlockQ4_KR), ahead);
         step(p, a, da, dsa, y0);
       }
       float res[4][4];
@@ -1503,7 +1511,7 @@ struct Q6KRKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride, PrefetchTo::L2);
+    const int64_t ahead = prefetch_distance(stride, PrefetchTo::Stream);
     const uint8_t* row = w.row_ptr(n0);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
       const auto* blk = reinterpret_cast<const BlockQ6_KR*>(row);
@@ -1513,7 +1521,7 @@ struct Q6KRKern {
       __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // sub-blocks 0-7 and 8-15 of each super-block
       for (int64_t sb = 0; sb < nsb; ++sb, a += kQKBlock, off += 16, lane_d += 16) {
         const BlockQ6_KR& b = blk[sb];
-        prefetch_block<1, PrefetchTo::L2>(&b, sizeof(BlockQ6_KR), ahead);
+        prefetch_block<1, PrefetchTo::Stream>(&b, sizeof(BlockQ6_KR), ahead);
         const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
         for (int h = 0; h < 2; ++h) {
           __m256i q[4];

@@ -99,17 +99,31 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // least 8 KiB ahead is faster: the loads then hit L2 a few cycles away, which out-of-order execution hides, and the
 // prefetches do not hold L1's miss buffers for a whole memory latency. Measured on the Zen 4, model decode tg64
 // `--no-mmap` in alternating pairs of binaries (medians of three): int4 68.4 -> 74.8 t/s, q4_0 59.4 -> 62.6,
-// q4_k 55.8 -> 56.2, q6_k 39.6 -> 45.3; Q8_0 with it 32 -> 22. (int4 has since taken blocks of 16 rows, read as
-// one contiguous run per block, and streams best with no software prefetch at all, as does the AVX-512 int8
-// decode: gemm_avx512.cc.)
-// None: some decode loops read one contiguous run a whole cache line per load, in order, and the hardware
-// prefetchers alone follow that best (int4, int8, bf16, Q8_0R decode in gemm_avx512.cc).
-enum class PrefetchTo { L1, L2, None };
+// q4_k 55.8 -> 56.2, q6_k 39.6 -> 45.3; Q8_0 with it 32 -> 22. (The AVX-512 decode loops have since taken
+// PrefetchTo::Stream, below.)
+// None: no software prefetch.
+// Stream: the AVX-512 decode loops, which read each thread's weights as one contiguous run (model/weight_layout.h),
+// prefetch every line kStreamAhead bytes before they load it with the non-temporal hint. So fetched, a line skips
+// the usual fill and eviction through the cache levels (AMD's L3 is a victim cache: without the hint every line
+// leaving L2 is written into it), so a token's ~400 MB stream neither pays that traffic nor evicts the KV cache,
+// norm weights, activations and code that the steps between matmuls read again. The hardware prefetchers alone had
+// streamed these loops best until then (sessions 8-15, Zen 4). Zen 5, tl16 int4 tg128 --no-mmap
+// (bench/ab_decode.py, ABBA, 6 rounds): 81% -> 89% of the read, 111 -> 132 t/s; 2-6 KiB ahead alike, 8 KiB worse,
+// the T0 hint at 4 KiB 79%; decode attention 17.5-19.7 -> 15.4-15.9 us per layer in the same runs (bench/RESULTS.md,
+// session 19).
+enum class PrefetchTo { L1, L2, Stream, None };
+constexpr int64_t kStreamAhead = 4096;
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
 inline void prefetch_ahead(const void* p, int64_t ahead) {
   if constexpr (TT == 1 && kTo == PrefetchTo::L1) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
   if constexpr (TT == 1 && kTo == PrefetchTo::L2) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T1);
+  if constexpr (TT == 1 && kTo == PrefetchTo::Stream) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_NTA);
+}
+
+// A decode stream's prefetch (PrefetchTo::Stream) of the line kStreamAhead bytes after p.
+inline void stream_prefetch(const void* p) {
+  prefetch_ahead<1, PrefetchTo::Stream>(p, kStreamAhead);
 }
 
 // prefetch_ahead for each cache line of a block of `bytes` at p (GGUF K-quant super-blocks span several).
@@ -119,8 +133,9 @@ inline void prefetch_block(const void* p, int64_t bytes, int64_t ahead) {
 }
 
 // How far ahead to prefetch: the next tile's rows, but at least 4 KiB (into L1) or 8 KiB (into L2) so short
-// (4-bit) rows still cover the memory latency.
+// (4-bit) rows still cover the memory latency; a decode stream kStreamAhead.
 inline int64_t prefetch_distance(int64_t tile_bytes, PrefetchTo to = PrefetchTo::L1) {
+  if (to == PrefetchTo::Stream) return kStreamAhead;
   const int64_t least = to == PrefetchTo::L1 ? 4096 : 8192;
   return tile_bytes < least ? least : tile_bytes;
 }
