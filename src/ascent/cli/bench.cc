@@ -125,8 +125,9 @@ void run(Options& o) {
         pp_tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
   }
-  // Decode is judged token by token against a plain read of memory measured between the tokens (the faster of two
-  // 32 MiB reads on the same threads, ~1 ms, not timed), unless --roofline-gbps gives the bandwidth: this host class's
+  // Decode is judged token by token against a read of memory measured between the tokens (the fastest of four 32 MiB
+  // reads on the same threads, two plain and two streamed as the decode kernels stream (prof::sum_bytes), ~2 ms, not
+  // timed), unless --roofline-gbps gives the bandwidth: this host class's
   // memory rate moves between states (30 and 60 GB/s here) within tens of milliseconds, so even reads just before and
   // after a whole run (as here before session 15) judged runs that had spent part of their time in the other state,
   // showing 60% or 100% of what the memory gave them. Each token counts against the mean of the reads on its two

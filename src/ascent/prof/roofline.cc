@@ -18,9 +18,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kStreamAhead = 4096;  // as kernels::kStreamAhead
+
+template <bool kStream>
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i + 128 <= n; i += 128) {
+    if constexpr (kStream) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kStreamAhead), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kStreamAhead + 64), _MM_HINT_NTA);
+    }
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
     a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
@@ -32,10 +39,11 @@ __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
-uint64_t sum_scalar(const uint8_t* p, int64_t n) {
+uint64_t sum_scalar(const uint8_t* p, int64_t n, bool stream) {
   const auto* q = reinterpret_cast<const uint64_t*>(p);
   uint64_t a = 0, b = 0, c = 0, d = 0;
   for (int64_t i = 0; i + 4 <= n / 8; i += 4) {
+    if (stream && i % 8 == 0) _mm_prefetch(reinterpret_cast<const char*>(q + i) + kStreamAhead, _MM_HINT_NTA);
     a += q[i];
     b += q[i + 1];
     c += q[i + 2];
@@ -46,13 +54,15 @@ uint64_t sum_scalar(const uint8_t* p, int64_t n) {
 
 }  // namespace
 
-uint64_t sum_bytes(const uint8_t* p, int64_t n) {
-  return cpu_features().avx2 ? sum_avx2(p, n) : sum_scalar(p, n);
+uint64_t sum_bytes(const uint8_t* p, int64_t n, bool stream) {
+  if (!cpu_features().avx2) return sum_scalar(p, n, stream);
+  return stream ? sum_avx2<true>(p, n) : sum_avx2<false>(p, n);
 }
 
 namespace {
 
-double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes = 5) {
+// Passes alternate the plain and the streamed read (sum_bytes); the best pass of either counts.
+double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes = 10) {
   std::atomic<uint64_t> sink{0};
   double best = 0;
   for (int pass = 0; pass < passes; ++pass) {
@@ -62,7 +72,7 @@ double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes
     for (int t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
         const uint8_t* p = buf + t * chunk;
-        sink += sum_bytes(p, chunk);
+        sink += sum_bytes(p, chunk, /*stream=*/pass % 2 == 1);
       });
     }
     for (auto& t : ts) t.join();
@@ -195,15 +205,15 @@ double ReadProbe::window_gbps(int64_t bytes) {
   pool.parallel_for(parts, [](int64_t, int64_t) {});
   std::atomic<uint64_t> sink{0};
   double best = 0;
-  // Two halves of the window, the faster kept: a probe this short is otherwise at the mercy of one descheduled
-  // thread (a busy neighbour only ever lowers a measured peak).
-  for (int pass = 0; pass < 2; ++pass) {
+  // Two halves of the window read plainly and two streamed (sum_bytes), the fastest kept: a probe this short is
+  // otherwise at the mercy of one descheduled thread (a busy neighbour only ever lowers a measured peak).
+  for (int pass = 0; pass < 4; ++pass) {
     if (next_ + chunk * parts > bytes_) next_ = 0;
     const uint8_t* start = buf_ + next_;
     next_ += chunk * parts;
     const auto t0 = Clock::now();
     pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) sink += sum_bytes(start + i * chunk, chunk);
+      for (int64_t i = i0; i < i1; ++i) sink += sum_bytes(start + i * chunk, chunk, /*stream=*/pass % 2 == 1);
     });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, static_cast<double>(chunk * parts) / s / 1e9);
