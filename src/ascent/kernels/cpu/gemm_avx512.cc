@@ -818,7 +818,7 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
     for (int64_t g = 0; g < G; ++g) {
       const int8_t* a = acts + g * kQ4RGroup;
       const uint8_t* grp = row + g * kGroupBytes;
-      prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAhead);
+      prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAheadBlocks);
       for (int h = 0; h < 2; ++h) {
         // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
         // masked in place): shifted back once, exactly, at the end.
@@ -1202,7 +1202,7 @@ struct Q4KRKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride, PrefetchTo::Stream);
+    const int64_t ahead = kStreamAheadBlocks;
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     // One super-block at p against its activations a (one half of a group), scales da and scaled sums dsa.
     auto step = [&](const uint8_t* p, const int8_t* a, const float* da, const float* dsa, __m256& acc) {
@@ -1511,7 +1511,7 @@ struct Q6KRKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const int64_t ahead = prefetch_distance(stride, PrefetchTo::Stream);
+    const int64_t ahead = kStreamAheadBlocks;
     const uint8_t* row = w.row_ptr(n0);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
       const auto* blk = reinterpret_cast<const BlockQ6_KR*>(row);

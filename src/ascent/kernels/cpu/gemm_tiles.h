@@ -110,9 +110,12 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // streamed these loops best until then (sessions 8-15, Zen 4). Zen 5, tl16 int4 tg128 --no-mmap
 // (bench/ab_decode.py, ABBA, 6 rounds): 81% -> 89% of the read, 111 -> 132 t/s; 2-6 KiB ahead alike, 8 KiB worse,
 // the T0 hint at 4 KiB 79%; decode attention 17.5-19.7 -> 15.4-15.9 us per layer in the same runs (bench/RESULTS.md,
-// session 19).
+// session 19). The repacked GGUF loops (Q4_0R, Q8_0R, Q4_KR, Q6_KR), which do more work per byte and prefetch a
+// block's lines together, stream best twice as far ahead (kStreamAheadBlocks): tl16 tg128, 4 rounds each, q4_0 86%
+// -> 92% (middle state), q4_k 81% -> 86%, q6_k 75% -> 77%.
 enum class PrefetchTo { L1, L2, Stream, None };
 constexpr int64_t kStreamAhead = 4096;
+constexpr int64_t kStreamAheadBlocks = 8192;
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
 inline void prefetch_ahead(const void* p, int64_t ahead) {
@@ -135,7 +138,7 @@ inline void prefetch_block(const void* p, int64_t bytes, int64_t ahead) {
 // How far ahead to prefetch: the next tile's rows, but at least 4 KiB (into L1) or 8 KiB (into L2) so short
 // (4-bit) rows still cover the memory latency; a decode stream kStreamAhead.
 inline int64_t prefetch_distance(int64_t tile_bytes, PrefetchTo to = PrefetchTo::L1) {
-  if (to == PrefetchTo::Stream) return kStreamAhead;
+  if (to == PrefetchTo::Stream) return kStreamAhead;  // the float loops (Bf16Kern)
   const int64_t least = to == PrefetchTo::L1 ? 4096 : 8192;
   return tile_bytes < least ? least : tile_bytes;
 }
