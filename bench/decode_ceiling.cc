@@ -196,17 +196,17 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
   auto gbps = [](int64_t bytes, Clock::time_point t0) {
     return static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
   };
-  // The buffer's first half read plainly, its second half streamed (prof::sum_bytes), the faster kept: the read the
+  // The buffer in three thirds, each read with one of prof::sum_bytes' prefetches, the fastest kept: the read the
   // roofline takes.
   auto read_pass = [&] {
-    const int64_t parts = pool.size(), chunk = read_bytes / 2 / parts / 128 * 128;
+    const int64_t parts = pool.size(), chunk = read_bytes / 3 / parts / 128 * 128;
     double best = 0;
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* base = rbuf.get() + half * chunk * parts;
+    for (int third = 0; third < 3; ++third) {
+      const uint8_t* base = rbuf.get() + third * chunk * parts;
+      const ascent::prof::ReadPrefetch mode = ascent::prof::kReadPrefetches[third];
       const auto t0 = Clock::now();
       pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i)
-          sink += ascent::prof::sum_bytes(base + i * chunk, chunk, /*stream=*/half == 1);
+        for (int64_t i = i0; i < i1; ++i) sink += ascent::prof::sum_bytes(base + i * chunk, chunk, mode);
       });
       best = std::max(best, gbps(chunk * parts, t0));
     }

@@ -125,17 +125,16 @@ void run(Options& o) {
         pp_tps.push_back(static_cast<double>(o.prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
     }
   }
-  // Decode is judged token by token against a read of memory measured between the tokens (the fastest of four 32 MiB
-  // reads on the same threads, two plain and two streamed as the decode kernels stream (prof::sum_bytes), ~2 ms, not
-  // timed), unless --roofline-gbps gives the bandwidth: this host class's
-  // memory rate moves between states (30 and 60 GB/s here) within tens of milliseconds, so even reads just before and
-  // after a whole run (as here before session 15) judged runs that had spent part of their time in the other state,
-  // showing 60% or 100% of what the memory gave them. Each token counts against the mean of the reads on its two
-  // sides (a token during which the state flipped had some of each); a run's read is the tokens' reads weighted by
-  // their times, and its share is the bytes it streamed over the bytes that read would have delivered in that time.
-  // Shorter reads ramp up for a larger part of their time: on the Zen 5 host, two 8 MiB halves read 65-69 GB/s where
-  // 32 and 64 MiB halves, alternated with them, read 72-75 (bf16 decode then showed 93-107% of the read instead of
-  // 85-91%); 32 MiB halves read as much as 64 MiB ones.
+  // Decode is judged token by token against a read of memory measured between the tokens (the fastest of six 32 MiB
+  // reads on the same threads, two with each of prof::sum_bytes' prefetches, ~3 ms, not timed), unless
+  // --roofline-gbps gives the bandwidth: this host class's memory rate moves between states (30 and 60 GB/s here)
+  // within tens of milliseconds, so even reads just before and after a whole run (as here before session 15) judged
+  // runs that had spent part of their time in the other state, showing 60% or 100% of what the memory gave them. Each
+  // token counts against the mean of the reads on its two sides (a token during which the state flipped had some of
+  // each); a run's read is the tokens' reads weighted by their times, and its share is the bytes it streamed over the
+  // bytes that read would have delivered in that time. Shorter reads ramp up for a larger part of their time: on the
+  // Zen 5 host, two 8 MiB halves read 65-69 GB/s where 32 and 64 MiB halves, alternated with them, read 72-75 (bf16
+  // decode then showed 93-107% of the read instead of 85-91%); 32 MiB halves read as much as 64 MiB ones.
   constexpr int64_t kProbeWindow = int64_t{64} << 20;
   std::vector<double> tg_gbps;  // per timed decode run: the time-weighted read its tokens were judged against
   if (o.decode > 0) {

@@ -20,14 +20,18 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kStreamAhead = 4096;  // as kernels::kStreamAhead
 
-template <bool kStream>
+template <ReadPrefetch kPrefetch>
+inline void prefetch_line(const uint8_t* p) {
+  if constexpr (kPrefetch == ReadPrefetch::NonTemporal) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_NTA);
+  if constexpr (kPrefetch == ReadPrefetch::L1) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+template <ReadPrefetch kPrefetch>
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i + 128 <= n; i += 128) {
-    if constexpr (kStream) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kStreamAhead), _MM_HINT_NTA);
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kStreamAhead + 64), _MM_HINT_NTA);
-    }
+    prefetch_line<kPrefetch>(p + i + kStreamAhead);
+    prefetch_line<kPrefetch>(p + i + kStreamAhead + 64);
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
     a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
@@ -39,11 +43,12 @@ __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
-uint64_t sum_scalar(const uint8_t* p, int64_t n, bool stream) {
+template <ReadPrefetch kPrefetch>
+uint64_t sum_scalar(const uint8_t* p, int64_t n) {
   const auto* q = reinterpret_cast<const uint64_t*>(p);
   uint64_t a = 0, b = 0, c = 0, d = 0;
   for (int64_t i = 0; i + 4 <= n / 8; i += 4) {
-    if (stream && i % 8 == 0) _mm_prefetch(reinterpret_cast<const char*>(q + i) + kStreamAhead, _MM_HINT_NTA);
+    if (i % 8 == 0) prefetch_line<kPrefetch>(reinterpret_cast<const uint8_t*>(q + i) + kStreamAhead);
     a += q[i];
     b += q[i + 1];
     c += q[i + 2];
@@ -54,15 +59,23 @@ uint64_t sum_scalar(const uint8_t* p, int64_t n, bool stream) {
 
 }  // namespace
 
-uint64_t sum_bytes(const uint8_t* p, int64_t n, bool stream) {
-  if (!cpu_features().avx2) return sum_scalar(p, n, stream);
-  return stream ? sum_avx2<true>(p, n) : sum_avx2<false>(p, n);
+uint64_t sum_bytes(const uint8_t* p, int64_t n, ReadPrefetch prefetch) {
+  const bool avx2 = cpu_features().avx2;
+  switch (prefetch) {
+    case ReadPrefetch::NonTemporal:
+      return avx2 ? sum_avx2<ReadPrefetch::NonTemporal>(p, n) : sum_scalar<ReadPrefetch::NonTemporal>(p, n);
+    case ReadPrefetch::L1:
+      return avx2 ? sum_avx2<ReadPrefetch::L1>(p, n) : sum_scalar<ReadPrefetch::L1>(p, n);
+    case ReadPrefetch::None:
+      break;
+  }
+  return avx2 ? sum_avx2<ReadPrefetch::None>(p, n) : sum_scalar<ReadPrefetch::None>(p, n);
 }
 
 namespace {
 
-// Passes alternate the plain and the streamed read (sum_bytes); the best pass of either counts.
-double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes = 10) {
+// Passes take sum_bytes' prefetches in turn; the best pass of any counts.
+double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes = 15) {
   std::atomic<uint64_t> sink{0};
   double best = 0;
   for (int pass = 0; pass < passes; ++pass) {
@@ -72,7 +85,7 @@ double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int passes
     for (int t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
         const uint8_t* p = buf + t * chunk;
-        sink += sum_bytes(p, chunk, /*stream=*/pass % 2 == 1);
+        sink += sum_bytes(p, chunk, kReadPrefetches[pass % 3]);
       });
     }
     for (auto& t : ts) t.join();
@@ -205,15 +218,15 @@ double ReadProbe::window_gbps(int64_t bytes) {
   pool.parallel_for(parts, [](int64_t, int64_t) {});
   std::atomic<uint64_t> sink{0};
   double best = 0;
-  // Two halves of the window read plainly and two streamed (sum_bytes), the fastest kept: a probe this short is
-  // otherwise at the mercy of one descheduled thread (a busy neighbour only ever lowers a measured peak).
-  for (int pass = 0; pass < 4; ++pass) {
+  // Two halves of the window with each of sum_bytes' prefetches, the fastest kept: a probe this short is otherwise
+  // at the mercy of one descheduled thread (a busy neighbour only ever lowers a measured peak).
+  for (int pass = 0; pass < 6; ++pass) {
     if (next_ + chunk * parts > bytes_) next_ = 0;
     const uint8_t* start = buf_ + next_;
     next_ += chunk * parts;
     const auto t0 = Clock::now();
     pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) sink += sum_bytes(start + i * chunk, chunk, /*stream=*/pass % 2 == 1);
+      for (int64_t i = i0; i < i1; ++i) sink += sum_bytes(start + i * chunk, chunk, kReadPrefetches[pass % 3]);
     });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, static_cast<double>(chunk * parts) / s / 1e9);

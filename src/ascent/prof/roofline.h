@@ -18,12 +18,15 @@ struct Roofline {
 };
 
 // The read loops every bandwidth figure here comes from, on the calling thread: sums n bytes at p as 64-bit words
-// (AVX2 where the CPU has it), n a multiple of 128. stream: each line prefetched 4 KiB ahead with the non-temporal
-// hint, as the decode kernels stream their weights (kernels/cpu/gemm_tiles.h, PrefetchTo::Stream). On the Zen 5
-// host that read runs up to 1.4x the plain one (bench/RESULTS.md, session 19), so every bandwidth measured here is
-// the faster of the two: the roofline is the best read this machine does, not the plainest. For a benchmark that
-// compares a kernel with a read of the same bytes (bench/decode_ceiling.cc).
-uint64_t sum_bytes(const uint8_t* p, int64_t n, bool stream = false);
+// (AVX2 where the CPU has it), n a multiple of 128, each line prefetched 4 KiB ahead as `prefetch` says: not at all,
+// with the non-temporal hint (as the decode kernels stream their weights: kernels/cpu/gemm_tiles.h,
+// PrefetchTo::Stream), or into L1. On the Zen 5 host either prefetch reads up to 1.4x the plain loop, and which of
+// the three is fastest changes from minute to minute (bench/RESULTS.md, session 19), so every bandwidth measured
+// here is the best pass of all three: the roofline is the best read this machine does, not the plainest. For a
+// benchmark that compares a kernel with a read of the same bytes (bench/decode_ceiling.cc).
+enum class ReadPrefetch { None, NonTemporal, L1 };
+inline constexpr ReadPrefetch kReadPrefetches[] = {ReadPrefetch::None, ReadPrefetch::NonTemporal, ReadPrefetch::L1};
+uint64_t sum_bytes(const uint8_t* p, int64_t n, ReadPrefetch prefetch = ReadPrefetch::None);
 
 // buffer_bytes: size of the buffer streamed for bandwidth (large enough to defeat the caches).
 Roofline measure_roofline(int threads, int64_t buffer_bytes = int64_t{512} << 20);
@@ -36,10 +39,10 @@ class ReadProbe {
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
   ~ReadProbe();
-  // The next 2 x `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it comes back
-  // around) read as four halves of `bytes`, two plainly and two streamed (sum_bytes), the fastest kept, split over
-  // the global ThreadPool's threads rather than fresh ones: a reading of about two milliseconds between two decode
-  // steps. On the Zen 4 host, single 8-32 MiB windows read the
+  // The next 3 x `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it comes back
+  // around) read as six halves of `bytes`, two with each of sum_bytes' prefetches, the fastest kept, split over
+  // the global ThreadPool's threads rather than fresh ones: a reading of about three milliseconds between two
+  // decode steps. On the Zen 4 host, single 8-32 MiB windows read the
   // same as whole 256 MiB passes alternated with them (median ratio 1.00-1.04); on the Zen 5 host a 16 MiB window
   // read ~10% less than a 64 or 128 MiB one in the fast memory state (bench uses 64).
   double window_gbps(int64_t bytes);
