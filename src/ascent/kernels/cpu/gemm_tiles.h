@@ -101,7 +101,6 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // `--no-mmap` in alternating pairs of binaries (medians of three): int4 68.4 -> 74.8 t/s, q4_0 59.4 -> 62.6,
 // q4_k 55.8 -> 56.2, q6_k 39.6 -> 45.3; Q8_0 with it 32 -> 22. (The AVX-512 decode loops have since taken
 // PrefetchTo::Stream, below.)
-// None: no software prefetch.
 // Stream: the AVX-512 decode loops, which read each thread's weights as one contiguous run (model/weight_layout.h),
 // prefetch every line kStreamAhead bytes before they load it with the non-temporal hint. So fetched, a line skips
 // the usual fill and eviction through the cache levels (AMD's L3 is a victim cache: without the hint every line
@@ -113,7 +112,7 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // session 19). The repacked GGUF loops (Q4_0R, Q8_0R, Q4_KR, Q6_KR), which do more work per byte and prefetch a
 // block's lines together, stream best twice as far ahead (kStreamAheadBlocks): tl16 tg128, 4 rounds each, q4_0 86%
 // -> 92% (middle state), q4_k 81% -> 86%, q6_k 75% -> 77%.
-enum class PrefetchTo { L1, L2, Stream, None };
+enum class PrefetchTo { L1, L2, Stream };
 constexpr int64_t kStreamAhead = 4096;
 constexpr int64_t kStreamAheadBlocks = 8192;
 
