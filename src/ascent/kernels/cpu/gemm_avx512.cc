@@ -812,8 +812,11 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
   const int8_t* acts = in.q4r.data();
   const int32_t* off = in.q4r_off.data();
   const float* da = in.d.data();
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = w.row_ptr(n);
+  // The row pointer stepped by a stride taken once: row_ptr's row_bytes is an out-of-line call, which per row had
+  // the compiler spill and reload the loop's registers around it.
+  const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+  const uint8_t* row = w.row_ptr(n0);
+  for (int64_t n = n0; n < n1; ++n, row += stride) {
     __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t g = 0; g < G; ++g) {
       const int8_t* a = acts + g * kQ4RGroup;
