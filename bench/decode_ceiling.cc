@@ -11,17 +11,18 @@
 // of --rows rows that fit in 640 KiB, so that it stays in a 1 MiB L2 beside the activations. Prints the best and
 // median pass of each in GB/s of weight bytes.
 //   decode_ceiling --dram MIB [--rows 5632] [--cols 2048] [--passes 40] [--threads 0] [--fast-gbps 45]
-//                  [format[:rows] ...]
+//                  [--each] [format[:rows] ...]
 // The same kernels streaming from DRAM instead, as a model's decode does: each format's matrix copied onto huge
 // pages until MIB are filled, one matmul_forward per copy on the thread pool (all cores by default), each pass
 // between two plain reads of as many bytes on as many threads. This host's memory moves between a slow state (two
 // threads read about what one does) and a fast one within seconds, so every pass is judged against the reads just
 // before and after it and counted as fast (both above --fast-gbps) or slow (both below 40 GB/s; others dropped).
-// Prints per format the median and quartiles of kernel / read in each state. A kernel that keeps up with memory in
-// the slow state but not in the fast one is bound by its instructions per byte (bench/RESULTS.md, session 15).
-// A format given as FORMAT:ROWS streams matrices of ROWS rows instead of --rows, so one run can alternate the same
-// format at several sizes: `--dram 200 int4:2048 int4:32000` shows what each matmul call costs beyond its bytes
-// (session 16: in the fast state a 2048-row int4 matrix streamed at ~70% of the read, a 32000-row one at ~90%).
+// Prints per format the median and quartiles of kernel / read in each state (--each: also every pass's GB/s). A kernel
+// that keeps up with memory in the slow state but not in the fast one is bound by its instructions per byte
+// (bench/RESULTS.md, session 15). A format given as FORMAT:ROWS streams matrices of ROWS rows instead of --rows, so one
+// run can alternate the same format at several sizes: `--dram 200 int4:2048 int4:32000` shows what each matmul call
+// costs beyond its bytes (session 16: in the fast state a 2048-row int4 matrix streamed at ~70% of the read, a
+// 32000-row one at ~90%).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -50,6 +51,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   int64_t rows = 512, cols = 2048, passes = 15, bytes_per_pass = 40'000'000;
   bool rows_given = false, passes_given = false;
+  bool each = false;                  // --dram --each: every pass's kernel and reads in GB/s
   int64_t dram_mib = 0, threads = 0;  // --dram mode
   double fast_gbps = 45;
   std::vector<std::string> formats;
@@ -59,7 +61,7 @@ struct Options {
   std::fprintf(stderr,
                "decode_ceiling: %s\nusage: decode_ceiling [--rows N] [--cols K] [--passes P] [--bytes-per-pass B] "
                "[format ...]\n       decode_ceiling --dram MIB [--rows N] [--cols K] [--passes P] [--threads T] "
-               "[--fast-gbps G] [format[:rows] ...]\n",
+               "[--fast-gbps G] [--each] [format[:rows] ...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -228,6 +230,9 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
       for (const ascent::Tensor& c : st.copies) ascent::kernels::matmul_forward(x.data(), 1, c, nullptr, y.data());
       const double kernel = gbps(st.bytes, t0);
       const double after = read_pass();
+      if (o.each)
+        std::printf("pass %lld %s: kernel %.1f GB/s, reads %.1f / %.1f\n", static_cast<long long>(pass),
+                    st.format.c_str(), kernel, before, after);
       if (std::min(before, after) > o.fast_gbps) {
         st.fast.push_back(kernel / std::max(before, after));
       } else if (std::max(before, after) < 40) {
@@ -260,6 +265,8 @@ int main(int argc, char** argv) {
       o.threads = value("--threads");
     } else if (a == "--fast-gbps") {
       o.fast_gbps = static_cast<double>(value("--fast-gbps"));
+    } else if (a == "--each") {
+      o.each = true;
     } else if (a == "--cols") {
       o.cols = value("--cols");
     } else if (a == "--passes") {
