@@ -43,9 +43,10 @@ struct GemmInput {
   // Per-token kind prepared for an I4 weight (sum32_ready; I4's offset terms): the sum of each 32 columns of q.
   bool sum32_ready = false;
   std::vector<int32_t> sum32;  // (T, Kp / 32)
-  // Decode only (T == 1, per-block kind): per-token work the AVX-512 Q8_0 and Q6_K decode loops would otherwise
-  // redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3], the activations one vpdpbusd lane
-  // multiplies; lane_d[i] = d[4i / 32], that lane's block scale.
+  // Decode only (T == 1, per-block kind) and prepared for a Q8_0 or Q6_K weight (lanes_ready): per-token work the
+  // AVX-512 Q8_0 and Q6_K decode loops would otherwise redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3],
+  // the activations one vpdpbusd lane multiplies; lane_d[i] = d[4i / 32], that lane's block scale.
+  bool lanes_ready = false;
   std::vector<int32_t> lane_sum;  // (Kp / 4,)
   std::vector<float> lane_d;      // (Kp / 4,)
   // Per-block kind prepared for a Q4_K or Q6_K weight (kq_ready; only the Q4_K kernels read them), every T: for
@@ -112,6 +113,16 @@ void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, con
 // Quantizes n values (times s where given) to int8 with d = amax / 127, rounding to nearest even; returns d and,
 // with sum, the codes' sum. The AVX-512 variant (gemm_input_avx512.cc) gives the same bits.
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
+
+// quantize_span_avx512 over nb consecutive 32-value blocks of x (no s) in one loop, so that one block's reductions
+// and divisions overlap the next one's: block b's codes at q + 32 b, its d at d[b] and its codes' sum at sum[b], the
+// same bits as a call per block (gemm_input_avx512.cc).
+void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
+
+// GemmInput::q4r's codes for one token from its per-block quantized row q (Kp columns, a whole number of 512): per
+// 512 columns, 4-byte column group c of block i goes to lane i of chunk c % 4, half c / 4 (gemm.h's order), by
+// 32-bit gathers. Data movement only (gemm_input_avx512.cc).
+void q4r_codes_avx512(const int8_t* q, int64_t Kp, int8_t* out);
 
 // Per-ISA implementations (gemm_ref.cc, gemm_avx2.cc, gemm_avx512.cc).
 void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);

@@ -4,6 +4,7 @@
 // across calls, so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
@@ -58,26 +59,6 @@ void q4_layout(const int8_t* q, const float* d, int64_t K, int8_t* quads, int32_
   }
 }
 
-// One token's Q4_0R / Q4_KR / Q8_0R layout (gemm.h: q4r, q4r_off, q4r_dsa) from its per-block quantized row q and block
-// scales d (Kp columns, zero past K).
-void q4r_layout(const int8_t* q, const float* d, int64_t Kp, int8_t* out, int32_t* off, float* dsa) {
-  for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
-    for (int64_t i = 0; i < 16; ++i) {  // block 16g + i: half i / 8, lane i % 8
-      const int8_t* a = q + (16 * g + i) * kQBlock;
-      int32_t sum = 0;
-      for (int64_t k = 0; k < kQBlock; ++k) sum += a[k];
-      off[16 * g + i] = -8 * sum;
-      dsa[16 * g + i] = d[16 * g + i] * static_cast<float>(sum);
-      for (int64_t j = 0; j < 4; ++j) {
-        for (int64_t part = 0; part < 2; ++part) {  // columns 4j.. (low nibbles), then 16 + 4j.. (high)
-          int8_t* dst = out + g * kQ4RGroup + j * 128 + part * 64 + i / 8 * 32 + 4 * (i % 8);
-          std::copy(a + part * 16 + 4 * j, a + part * 16 + 4 * j + 4, dst);
-        }
-      }
-    }
-  }
-}
-
 // One token's Q6_KR layout (gemm.h: q6r, q6r_off, q6r_d) from its per-block quantized row q and block scales d
 // (K columns, a multiple of 256).
 void q6r_layout(const int8_t* q, const float* d, int64_t K, int8_t* out, int32_t* off, float* lane_d) {
@@ -101,6 +82,11 @@ float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t
 // The weight formats whose AVX-512 kernels read the activations in GemmInput::q4r's order.
 bool reads_q4r(DType t) {
   return t == DType::Q4_0R || t == DType::Q4_KR || t == DType::Q8_0R;
+}
+
+// The weight formats whose AVX-512 decode loops read GemmInput::lane_sum and lane_d.
+bool reads_lanes(DType t) {
+  return t == DType::Q8_0 || t == DType::Q6_K;
 }
 
 }  // namespace
@@ -131,7 +117,7 @@ bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
          (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
          (!reads_q4r(w.dtype) || in.q4r_ready) && (w.dtype != DType::Q6_KR || in.q6r_ready) &&
-         (w.dtype != DType::I4 || in.sum32_ready);
+         (w.dtype != DType::I4 || in.sum32_ready) && (in.T != 1 || !reads_lanes(w.dtype) || in.lanes_ready);
 }
 
 void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
@@ -148,6 +134,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   in.kq_ready = false;
   in.q6r_ready = false;
   in.sum32_ready = false;
+  in.lanes_ready = false;
   const auto TKp = static_cast<size_t>(T * in.Kp);
   // Tokens are independent: prefill prepares them on every thread (decode's single token runs inline).
   auto per_token = [T](const auto& fn) {
@@ -232,13 +219,26 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
         float* d = in.d.data() + t * B;
-        for (int64_t b = 0; b < K / kQBlock; ++b) {
-          int32_t sum = 0;
-          d[b] = quantize_any(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock, &sum);
+        const int64_t nb = K / kQBlock;
+        std::vector<int32_t> sums(static_cast<size_t>(nb));  // each block's codes' sum
+        if (active_isa() == Isa::Avx512) {
+          quantize_blocks32_avx512(x + t * K, nb, row, d, sums.data());
+        } else {
+          for (int64_t b = 0; b < nb; ++b) {
+            d[b] = quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock,
+                                 &sums[static_cast<size_t>(b)]);
+          }
+        }
+        for (int64_t b = 0; b < nb; ++b) {
+          const int32_t sum = sums[static_cast<size_t>(b)];
           if (super_blocks) {
             float* dax = in.kq_dax.data() + t * K / kQBlock * 2;  // 16 floats per 8 blocks
             dax[2 * b] = d[b];
             dax[2 * b + 1] = d[b] * static_cast<float>(sum);
+          }
+          if (q4r) {  // per block, minus 8 x its activations' sum and d times that sum
+            in.q4r_off[static_cast<size_t>(t * B + b)] = -8 * sum;
+            in.q4r_dsa[static_cast<size_t>(t * B + b)] = d[b] * static_cast<float>(sum);
           }
         }
         std::fill(row + K, row + in.Kp, int8_t{0});
@@ -251,8 +251,11 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
             }
           }
         }
-        if (q4r)
-          q4r_layout(row, d, in.Kp, in.q4r.data() + t * in.Kp, in.q4r_off.data() + t * B, in.q4r_dsa.data() + t * B);
+        if (q4r) {  // the padding blocks past K: sum 0, d 0
+          std::fill(in.q4r_off.begin() + t * B + K / kQBlock, in.q4r_off.begin() + (t + 1) * B, 0);
+          std::fill(in.q4r_dsa.begin() + t * B + K / kQBlock, in.q4r_dsa.begin() + (t + 1) * B, 0.0f);
+          q4r_codes_avx512(row, in.Kp, in.q4r.data() + t * in.Kp);
+        }
         if (q6r)
           q6r_layout(row, d, K, in.q6r.data() + t * K, in.q6r_off.data() + t * K / 16, in.q6r_d.data() + t * K / 16);
         if (q4)
@@ -261,8 +264,9 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       break;
     }
   }
-  // A single token also gets the per-lane vectors that the AVX-512 Q8_0 and Q6_K decode loops read (gemm.h).
-  if (T == 1 && in.kind == ActKind::Int8PerBlock) {
+  // A single token for a Q8_0 or Q6_K weight also gets the per-lane vectors their AVX-512 decode loops read (gemm.h).
+  if (T == 1 && in.kind == ActKind::Int8PerBlock && reads_lanes(w.dtype)) {
+    in.lanes_ready = true;
     const int64_t lanes = in.Kp / 4;
     in.lane_sum.resize(static_cast<size_t>(lanes));
     in.lane_d.resize(static_cast<size_t>(lanes));

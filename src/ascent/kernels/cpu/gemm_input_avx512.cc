@@ -50,6 +50,44 @@ float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q,
   return d;
 }
 
+void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512 round = _mm512_set1_ps(12582912.0f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    // As quantize_span_avx512: max(|v|, amax) with |v| first, from amax = 0, in the same order.
+    const __m512 amax =
+        _mm512_max_ps(_mm512_and_ps(v1, abs_mask), _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps()));
+    const float db = _mm512_reduce_max_ps(amax) / 127.0f;
+    const __m512 id = _mm512_set1_ps(db != 0.0f ? 1.0f / db : 0.0f);
+    const __m512i c0 = _mm512_min_epi32(
+        _mm512_max_epi32(_mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v0, id), round), round)), lo),
+        hi);
+    const __m512i c1 = _mm512_min_epi32(
+        _mm512_max_epi32(_mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v1, id), round), round)), lo),
+        hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(c1));
+    d[b] = db;
+    sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+  }
+}
+
+void q4r_codes_avx512(const int8_t* q, int64_t Kp, int8_t* out) {
+  // Dword i * 8 + c of a 512-column group (block i's bytes 4c..4c+3) for the 16 blocks i of one column group c.
+  const __m512i blocks =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(8));
+  for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
+    const int8_t* src = q + g * kQ4RGroup;
+    int8_t* dst = out + g * kQ4RGroup;
+    for (int c = 0; c < 8; ++c) {  // bytes 4c..4c+3 of each block: chunk j = c % 4, part c / 4 (low, high nibbles)
+      const __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(blocks, _mm512_set1_epi32(c)), src, 4);
+      _mm512_storeu_si512(dst + (c % 4) * 128 + (c / 4) * 64, v);
+    }
+  }
+}
+
 }  // namespace ascent::kernels
 
 #pragma GCC diagnostic pop
