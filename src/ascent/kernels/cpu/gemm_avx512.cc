@@ -230,6 +230,7 @@ struct Bf16Kern {
   // same bits as the tiles (body<1, 1>). f16 one row at a time, whose 32-byte loads take half a line each, measured
   // 69-77% against its pairs' 83%.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    prefetch_span(in.xb.data(), in.Kp * 2);
     for (int64_t n = n0; n < n1; ++n) {
       float res[4][4];
       if (in.K % 32 != 0) {
@@ -259,6 +260,7 @@ struct I8Kern {
     const int32_t offset = 128 * in.qsum[0];
     const float d = in.d[0];
     const uint8_t* row = w.row_ptr(n0);
+    prefetch_span(a, Kp);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
       __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
       int64_t k = 0;
@@ -362,6 +364,7 @@ struct I4Kern {
     const auto* base = static_cast<const uint8_t*>(w.data);
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     const int64_t b1 = (n1 + kInt4Rows - 1) / kInt4Rows;
+    prefetch_span(a, Kp);
     for (int64_t b = n0 / kInt4Rows; b < b1; ++b) {
       const uint8_t* p = base + b * block_bytes;
       const float* sc = w.scales + b * G * kInt4Rows;
@@ -816,6 +819,9 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
   // the compiler spill and reload the loop's registers around it.
   const int64_t stride = row_bytes(w.dtype, w.shape[1]);
   const uint8_t* row = w.row_ptr(n0);
+  prefetch_span(acts, in.Kp);
+  prefetch_span(off, in.Kp / kQBlock * 4);
+  prefetch_span(da, in.Kp / kQBlock * 4);
   for (int64_t n = n0; n < n1; ++n, row += stride) {
     __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t g = 0; g < G; ++g) {
@@ -1256,6 +1262,9 @@ struct Q4KRKern {
       acc = _mm512_fnmadd_ps(wm, _mm512_loadu_ps(dsa), acc);
     };
     const uint8_t* row = w.row_ptr(n0);
+    prefetch_span(in.q4r.data(), in.Kp);
+    prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
+    prefetch_span(in.q4r_dsa.data(), in.Kp / kQBlock * 4);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
       // Lanes 0-7 take the even super-blocks, 8-15 the odd ones (the halves of each 512-column activation group).
       __m512 y = _mm512_setzero_ps();
@@ -1516,6 +1525,9 @@ struct Q6KRKern {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const int64_t ahead = kStreamAheadBlocks;
     const uint8_t* row = w.row_ptr(n0);
+    prefetch_span(in.q6r.data(), in.K);
+    prefetch_span(in.q6r_off.data(), in.K / 16 * 4);
+    prefetch_span(in.q6r_d.data(), in.K / 16 * 4);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
       const auto* blk = reinterpret_cast<const BlockQ6_KR*>(row);
       const int8_t* a = in.q6r.data();
