@@ -207,7 +207,7 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
   const int64_t runs = std::min(n_blocks, std::max<int64_t>(1, (2 * threads + d.n_kv_heads - 1) / d.n_kv_heads));
   auto first_key = [&](int64_t pos) { return d.window > 0 ? std::max<int64_t>(0, pos - d.window + 1) : 0; };
   // Items with later tokens (more keys) first, so the dynamic schedule ends on short ones.
-  ThreadPool::global().parallel_for_dynamic(runs * d.n_kv_heads, 1, [&](int64_t i0, int64_t i1) {
+  auto body = [&](int64_t i0, int64_t i1) {
     thread_local FlashScratch s;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t run = runs - 1 - item / d.n_kv_heads, kvh = item % d.n_kv_heads;
@@ -299,7 +299,16 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         }
       }
     }
-  });
+  };
+  // A single token's items (one per kv head, all the same size) split statically: each thread then attends over the
+  // same kv heads at every step, so their cache rows stay in its core's caches rather than crossing to the other
+  // core (another die on the Zen 5 host) whenever the shared counter handed them out differently. tl16 q4_0 tg128,
+  // the gap between the QKV and O projections, 3 alternating pairs: 20.3-23.7 -> 19.2-20.2 us per layer.
+  if (d.n_tokens == 1) {
+    ThreadPool::global().parallel_for(runs * d.n_kv_heads, body);
+  } else {
+    ThreadPool::global().parallel_for_dynamic(runs * d.n_kv_heads, 1, body);
+  }
 }
 
 }  // namespace
