@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ascent/base/aligned.h"
 #include "ascent/tensor/tensor.h"
 
 namespace ascent::kernels {
@@ -37,26 +38,26 @@ struct GemmInput {
   ActKind kind = ActKind::F32;
   const float* input_scale = nullptr;  // the weight's input_scale this was built with (int kinds)
   int64_t Kp = 0;                      // padded row length of q and xb
-  std::vector<int8_t> q;               // (T, Kp) int8, zero past K
-  std::vector<float> d;                // (T,) per token or (T, Kp / 32) per block
-  std::vector<int32_t> qsum;           // (T,) sum of each token's q (per-token kind)
+  AlignedVector<int8_t> q;             // (T, Kp) int8, zero past K
+  AlignedVector<float> d;              // (T,) per token or (T, Kp / 32) per block
+  AlignedVector<int32_t> qsum;         // (T,) sum of each token's q (per-token kind)
   // Per-token kind prepared for an I4 weight (sum32_ready; I4's offset terms): the sum of each 32 columns of q.
   bool sum32_ready = false;
-  std::vector<int32_t> sum32;  // (T, Kp / 32)
+  AlignedVector<int32_t> sum32;  // (T, Kp / 32)
   // Decode only (T == 1, per-block kind) and prepared for a Q8_0 or Q6_K weight (lanes_ready): per-token work the
   // AVX-512 Q8_0 and Q6_K decode loops would otherwise redo for every row. lane_sum[i] = q[4i] + ... + q[4i + 3],
   // the activations one vpdpbusd lane multiplies; lane_d[i] = d[4i / 32], that lane's block scale.
   bool lanes_ready = false;
-  std::vector<int32_t> lane_sum;  // (Kp / 4,)
-  std::vector<float> lane_d;      // (Kp / 4,)
+  AlignedVector<int32_t> lane_sum;  // (Kp / 4,)
+  AlignedVector<float> lane_d;      // (Kp / 4,)
   // Per-block kind prepared for a Q4_K or Q6_K weight (kq_ready; only the Q4_K kernels read them), every T: for
   // super-block s of token t, 16 floats where lane 2j is the scale d of its 32-column block j and lane 2j + 1 is d
   // times that block's activation sum (the AVX-512 Q4_K kernel's per-super-block minimum term, and its block
   // scales, in one vector).
-  std::vector<float> kq_dax;  // (T, K / 256, 16)
+  AlignedVector<float> kq_dax;  // (T, K / 256, 16)
   // The same, q with each 128 columns reordered 0-31, 64-95, 32-63, 96-127: the pairing of the AVX-512 Q4_K
   // kernel, which takes the low nibbles of two 32-byte chunks in one register and the high nibbles in another.
-  std::vector<int8_t> kq_pairs;  // (T, K)
+  AlignedVector<int8_t> kq_pairs;  // (T, K)
   bool kq_ready = false;
   // Per-block kind prepared for a Q4_0 weight (q4_ready; built only where the AVX-512 kernel runs, its only
   // reader), every T: q in the AVX-512 Q4_0 kernel's order, where one
@@ -65,9 +66,9 @@ struct GemmInput {
   // blocks, 16 lanes): columns 0-15 of each block, then columns 16-31 of each; per lane, minus 8 x the sum of its
   // 8 activations (the codes' offset) and its block's scale. Zero past K, up to Kq = K rounded up to 128.
   bool q4_ready = false;
-  std::vector<int8_t> q4_quads;  // (T, Kq)
-  std::vector<int32_t> q4_off;   // (T, Kq / 8)
-  std::vector<float> q4_d;       // (T, Kq / 8)
+  AlignedVector<int8_t> q4_quads;  // (T, Kq)
+  AlignedVector<int32_t> q4_off;   // (T, Kq / 8)
+  AlignedVector<float> q4_d;       // (T, Kq / 8)
   // Per-block kind prepared for a Q4_0R, Q4_KR or Q8_0R weight (q4r_ready; built only where the AVX-512 kernels run),
   // every T: q in the order of those formats' codes (dtype.h), so vpdpbusd lane i of chunk j of half h multiplies
   // bytes 4j..4j+3 of block (Q4_KR: sub-block) i: per 512 columns (16 blocks; Q4_KR: 2 super-blocks), for each chunk
@@ -76,20 +77,20 @@ struct GemmInput {
   // Q4_KR's minimum term's activation side, its scale d times that sum. (Kp is a whole number of 512 columns.)
   // Q8_0R's codes lie in this same order (its offset term, minus 128 x the sum, is 16 x q4r_off).
   bool q4r_ready = false;
-  std::vector<int8_t> q4r;       // (T, Kp)
-  std::vector<int32_t> q4r_off;  // (T, Kp / 32)
-  std::vector<float> q4r_dsa;    // (T, Kp / 32)
+  AlignedVector<int8_t> q4r;       // (T, Kp)
+  AlignedVector<int32_t> q4r_off;  // (T, Kp / 32)
+  AlignedVector<float> q4r_dsa;    // (T, Kp / 32)
   // Per-block kind prepared for a Q6_KR weight (q6r_ready; built only where the AVX-512 kernel runs), every T: q in
   // the order of Q6_KR's codes (dtype.h), so vpdpbusd lane i of half h multiplies columns of sub-block 8h + i: per
   // super-block, for each step k (0-3), 32 bytes for half 0 (lane i: columns 16i + 4k .. 16i + 4k + 3), then 32 for
   // half 1 (columns 128 + ...). Per 16-column sub-block, minus 32 x the sum of its activations (the codes' offset)
   // and its 32-column block's scale.
   bool q6r_ready = false;
-  std::vector<int8_t> q6r;       // (T, K)
-  std::vector<int32_t> q6r_off;  // (T, K / 16)
-  std::vector<float> q6r_d;      // (T, K / 16)
-  std::vector<uint16_t> xb;      // (T, Kp) bf16, zero past K
-  std::vector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
+  AlignedVector<int8_t> q6r;       // (T, K)
+  AlignedVector<int32_t> q6r_off;  // (T, K / 16)
+  AlignedVector<float> q6r_d;      // (T, K / 16)
+  AlignedVector<uint16_t> xb;      // (T, Kp) bf16, zero past K
+  AlignedVector<float> xf;         // (T, Kp) f32, zero past K (f32 and f16 weights)
 };
 
 // Prepares x for weight w (throws naming the weight shape when K differs).
