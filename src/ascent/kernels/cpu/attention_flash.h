@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "ascent/base/aligned.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
 
@@ -26,15 +27,15 @@ constexpr float kNoMax = -3.402823466e38f;  // running max before any key: finit
 // The K/V tiles of one work item (keys [tile_lo * W, (tile_hi + 1) * W) of one kv head, W = V::kLanes) and the
 // running state of its query rows. Per thread, kept across calls.
 struct FlashScratch {
-  std::vector<float> kt;  // (tiles, D2, W): K transposed, so W scores come out of one FMA chain
+  AlignedVector<float> kt;  // (tiles, D2, W): K transposed, so W scores come out of one FMA chain
   // V rows zero-padded to whole vectors, (tiles * W, Dp). When rows already are whole vectors (Dp == D) they are
   // read in place from the cache, and only a last tile reaching past the cache's rows is copied here, (W, Dp).
-  std::vector<float> vt;
-  std::vector<float> qs;  // (rows, D2): query rows, zero-padded to even length
-  std::vector<float> o;   // (rows, Dp): unnormalised outputs
-  std::vector<float> l;   // (rows, W): lane-wise sums of probabilities
-  std::vector<float> m;   // (rows,): running max score
-  std::vector<float> p;   // (4, W): one tile's probabilities for a group of rows
+  AlignedVector<float> vt;
+  AlignedVector<float> qs;  // (rows, D2): query rows, zero-padded to even length
+  AlignedVector<float> o;   // (rows, Dp): unnormalised outputs
+  AlignedVector<float> l;   // (rows, W): lane-wise sums of probabilities
+  AlignedVector<float> m;   // (rows,): running max score
+  AlignedVector<float> p;   // (4, W): one tile's probabilities for a group of rows
 };
 
 // Adds NC vectors of a tile's value rows (row stride ldv), weighted by p, to rows' outputs (columns c0 ..
@@ -161,7 +162,7 @@ inline void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t j0, 
 // from tile lo / W: lanes outside [lo, hi] and the odd-D padding dimension are zero. Whole tiles go W x W through
 // V::transpose, the rest one value at a time.
 template <class V>
-void pack_keys(const float* k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi, std::vector<float>& kt) {
+void pack_keys(const float* k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi, AlignedVector<float>& kt) {
   constexpr int64_t W = V::kLanes;
   const int64_t tile_lo = lo / W, tile_hi = hi / W;
   kt.resize(static_cast<size_t>((tile_hi - tile_lo + 1) * D2 * W));

@@ -58,7 +58,7 @@ inline __m512i load_reg512(const void* p) {
 // exact offset term a kernel with codes stored as value + 2^shift adds to each lane's vpdpbusd sum. Formed once per
 // call into a per-thread buffer (Kp / 4 values) instead of once per row.
 const int32_t* scaled_lane_offsets(const GemmInput& in, int shift) {
-  thread_local std::vector<int32_t> neg_off;
+  thread_local AlignedVector<int32_t> neg_off;
   neg_off.resize(in.lane_sum.size());
   for (size_t i = 0; i < neg_off.size(); i += 8) {
     const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.lane_sum.data() + i));
@@ -594,8 +594,8 @@ struct Q80Kern {
   // body's arithmetic on them, so the same bits. The scales stay two floats per block pair: as 16-lane vectors
   // the cache no longer fit L1 beside the activations for long rows (measured q8_0 -8%).
   struct RowCache {
-    std::vector<uint8_t> codes;  // (R, pairs, 64) unsigned codes of blocks b, b + 1
-    std::vector<float> dw;       // (R, pairs, 2) their scales (widened from f16)
+    AlignedVector<uint8_t> codes;  // (R, pairs, 64) unsigned codes of blocks b, b + 1
+    AlignedVector<float> dw;       // (R, pairs, 2) their scales (widened from f16)
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -697,8 +697,8 @@ struct Q40Kern {
   // Prefill: each 4-row tile's codes, split into the layout's low (columns 0-15 of each block) and high halves,
   // and its block scales are formed once into L1 for all its token tiles.
   struct RowCache {
-    std::vector<uint8_t> codes;  // (R, groups, 128) per group: low nibbles of blocks 0-3, then their high nibbles
-    std::vector<float> dw;       // (R, groups, 4) block scales, zero past the row
+    AlignedVector<uint8_t> codes;  // (R, groups, 128) per group: low nibbles of blocks 0-3, then their high nibbles
+    AlignedVector<float> dw;       // (R, groups, 4) block scales, zero past the row
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -875,8 +875,8 @@ struct Q40RKern {
   // low nibbles of both halves, then high nibbles), and its scales widened to f32, formed once into L1 for every
   // token tile.
   struct RowCache {
-    std::vector<uint8_t> codes;  // (R, groups, 4 chunks, 2 nibble halves, 64)
-    std::vector<float> dw;       // (R, groups, 16)
+    AlignedVector<uint8_t> codes;  // (R, groups, 4 chunks, 2 nibble halves, 64)
+    AlignedVector<float> dw;       // (R, groups, 16)
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -1147,8 +1147,8 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   // dmin already applied, as scales_mins() gives them) are formed once into L1 for all its token tiles; the cached tile
   // does body's arithmetic on them, so the same bits.
   struct RowCache {
-    std::vector<uint8_t> codes;  // (R, K / 64, 64)
-    std::vector<float> sm;       // (R, K / 256, 16): scales_mins of each super-block
+    AlignedVector<uint8_t> codes;  // (R, K / 64, 64)
+    AlignedVector<float> sm;       // (R, K / 256, 16): scales_mins of each super-block
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -1293,9 +1293,9 @@ struct Q4KRKern {
   // for every token tile. A missing odd super-block (K an odd number of them) is zero codes and factors, which add
   // exact zeros to lanes 8-15 (accumulators that start at +0 never hold -0).
   struct RowCache {
-    std::vector<uint8_t> codes;  // (R, K / 512 rounded up, 4 chunks, 2 nibble halves, 64)
-    std::vector<int32_t> sc;     // (R, K / 512 rounded up, 16): the scales
-    std::vector<float> f;        // (R, K / 512 rounded up, 2, 16): d, then dmin * min
+    AlignedVector<uint8_t> codes;  // (R, K / 512 rounded up, 4 chunks, 2 nibble halves, 64)
+    AlignedVector<int32_t> sc;     // (R, K / 512 rounded up, 16): the scales
+    AlignedVector<float> f;        // (R, K / 512 rounded up, 2, 16): d, then dmin * min
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -1366,7 +1366,7 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   // Prefill: a row tile's codes are assembled once into L1 for every token tile (the same bytes `codes` gives, so
   // the same bits as decode).
   struct RowCache {
-    std::vector<uint8_t> codes;  // (4, K) six-bit codes in column order
+    AlignedVector<uint8_t> codes;  // (4, K) six-bit codes in column order
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -1560,9 +1560,9 @@ struct Q6KRKern {
   // Prefill: each 4-row tile's codes (one byte each, per super-block and step the two halves side by side), scales
   // and d, formed once into L1 for every token tile.
   struct RowCache {
-    std::vector<uint8_t> codes;  // (R, K / 256, 4 steps, 64)
-    std::vector<int32_t> sc;     // (R, K / 256, 16)
-    std::vector<float> d;        // (R, K / 256, 16): d in every lane
+    AlignedVector<uint8_t> codes;  // (R, K / 256, 4 steps, 64)
+    AlignedVector<int32_t> sc;     // (R, K / 256, 16)
+    AlignedVector<float> d;        // (R, K / 256, 16): d in every lane
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {

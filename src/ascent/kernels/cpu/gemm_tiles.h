@@ -58,7 +58,7 @@ inline void store_rows(const GemmOut& o, int64_t t, int64_t first, int64_t count
 // sum (the codes are stored as value + 8), from GemmInput::sum32; exact in int32. Formed once per call into a
 // per-thread buffer, valid until the thread's next call.
 inline const int32_t* int4_offsets(const GemmInput& in, int64_t group) {
-  thread_local std::vector<int32_t> off;
+  thread_local AlignedVector<int32_t> off;
   const int64_t per = group / 32, G = in.Kp / group;
   off.resize(static_cast<size_t>(in.T * G));
   for (int64_t t = 0; t < in.T; ++t) {

@@ -149,7 +149,7 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
     // (session 16 harness). tl16 decode, in-run ratio of the fused matmul's GB/s to the down projection's, 2-3
     // profiles each: int4 1.01-1.04 -> 1.08-1.18, q4_0 0.97-1.11 -> 1.06-1.10, int8 0.98 -> 1.01-1.06, q8_0
     // 0.96-1.04 -> 1.08-1.31.
-    thread_local std::vector<float> gu;  // (2, N): gate's results, then up's
+    thread_local AlignedVector<float> gu;  // (2, N): gate's results, then up's
     gu.resize(static_cast<size_t>(2 * N));
     const Tensor* ws[2] = {&wg, &wu};
     const float* bs[2] = {nullptr, nullptr};
@@ -169,7 +169,7 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   const int64_t kSlice = 64;  // whole I4 blocks
   parallel_rows(N, std::max(row_group(wg), row_group(wu)), [&](int64_t n0, int64_t n1) {
     // (T, kSlice) gate and up results; per thread, kept across calls (this runs for every chunk of every layer).
-    thread_local std::vector<float> g, u;
+    thread_local AlignedVector<float> g, u;
     g.resize(static_cast<size_t>(T * kSlice));
     u.resize(static_cast<size_t>(T * kSlice));
     for (int64_t s0 = n0; s0 < n1; s0 += kSlice) {
