@@ -1,7 +1,9 @@
 // Activation preparation for the matmul engine (gemm.h): int8 quantization per token or per 32-element block, and
-// bf16 rounding. Scalar (it touches T * K values once per matmul, against T * K * N multiply-adds), threaded
-// over tokens. Buffers are resized, not reassigned, and only the padding is zeroed: callers keep a GemmInput
-// across calls, so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
+// bf16 rounding. Scalar where it touches T * K values once per matmul (against T * K * N multiply-adds), threaded
+// over tokens; under AVX-512 the int8 quantization and the q4r code placement run in gemm_input_avx512.cc (same
+// bits), since a decode step prepares its single token on one thread while the other waits. Buffers are resized, not
+// reassigned, and only the padding is zeroed: callers keep a GemmInput across calls, so prefill does not fault in (and
+// clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <cmath>
 #include <vector>
