@@ -1,6 +1,7 @@
 // Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX-512: the same IEEE operations per element
 // in the same order (max of |x s|, then (x s) / d rounded by the same magic number, truncated, clamped), so
-// bitwise the scalar result; only faster (activation preparation was ~5% of an int8 prefill).
+// bitwise the scalar result; only faster (activation preparation was ~5% of an int8 prefill, and a decode step
+// prepares its token on one thread while the other waits). Also the q4r codes' placement, data movement only.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ascent/kernels/cpu/gemm.h"
+#include "ascent/kernels/cpu/row_ops.h"  // prefetch_span: decode loops take their activations' lines as a chunk starts
 
 namespace ascent::kernels {
 namespace {
@@ -126,14 +127,6 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
 // A decode stream's prefetch (PrefetchTo::Stream) of the line kStreamAhead bytes after p.
 inline void stream_prefetch(const void* p) {
   prefetch_ahead<1, PrefetchTo::Stream>(p, kStreamAhead);
-}
-
-// Every line of a decode call's activation vectors, requested at once into L1 as a chunk starts: the calling thread
-// wrote them, which on a host whose two cores sit on different dies leaves them a cross-die fetch away from the other
-// thread, whose first row would otherwise miss on them one line after another. Already in L1 (later chunks of the
-// same call), the prefetches cost a cycle each.
-inline void prefetch_span(const void* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o, _MM_HINT_T0);
 }
 
 // prefetch_ahead for each cache line of a block of `bytes` at p (GGUF K-quant super-blocks span several).

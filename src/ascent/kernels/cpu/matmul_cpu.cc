@@ -155,8 +155,7 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
     const float* bs[2] = {nullptr, nullptr};
     float* os[2] = {gu.data(), gu.data() + N};
     matmul_multi_forward(x, 1, ws, bs, os);
-    // The other thread computed most of up's results: all their lines requested at once, not one miss at a time.
-    for (int64_t i = 0; i < N; i += 16) __builtin_prefetch(gu.data() + N + i);
+    prefetch_span(gu.data() + N, N * static_cast<int64_t>(sizeof(float)));  // up's results: the other thread's
     swiglu_row(gu.data(), gu.data() + N, N, y);  // the row function of swiglu_forward: fusion changes no bits
     return;
   }

@@ -5,6 +5,7 @@
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/row_ops.h"
 
 namespace ascent::kernels {
 
@@ -18,10 +19,8 @@ void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, floa
       // Every line of the row and the weights requested at once: in decode the row was just written by the matmul's
       // threads, half of it on the other core (another die on the Zen 5 host), and the sum below would otherwise
       // meet those misses one after another.
-      for (int64_t c = 0; c < group; c += 16) __builtin_prefetch(xr + c);
-      if (w != nullptr) {
-        for (int64_t c = 0; c < group; c += 16) __builtin_prefetch(w + c);
-      }
+      prefetch_span(xr, group * static_cast<int64_t>(sizeof(float)));
+      if (w != nullptr) prefetch_span(w, group * static_cast<int64_t>(sizeof(float)));
       // Eight interleaved partial sums in a fixed order: one serial chain of 2048 double adds took ~2 us of a
       // decode step's 4 us norm (33 norms a token) and as much per row in prefill.
       double part[8] = {};
