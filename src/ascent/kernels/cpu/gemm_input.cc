@@ -222,7 +222,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         int8_t* row = in.q.data() + t * in.Kp;
         float* d = in.d.data() + t * B;
         const int64_t nb = K / kQBlock;
-        std::vector<int32_t> sums(static_cast<size_t>(nb));  // each block's codes' sum
+        thread_local std::vector<int32_t> sums;  // each block's codes' sum; per thread, kept (no allocation per call)
+        sums.resize(static_cast<size_t>(nb));
         if (active_isa() == Isa::Avx512) {
           quantize_blocks32_avx512(x + t * K, nb, row, d, sums.data());
         } else {
