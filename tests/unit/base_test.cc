@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <thread>
 
 #include "ascent/base/error.h"
@@ -57,32 +56,6 @@ TEST(ThreadPool, StealingChunksCoverTheRangeExactlyOnce) {
         for (auto& h : hits) EXPECT_EQ(h.load(), 1);
       }
     }
-  }
-}
-
-// Shares persist between calls (each thread writes its own as a call starts); a chunk that throws leaves the rest of
-// its share behind, which the next call must neither run nor hand to a thief.
-TEST(ThreadPool, StealingAfterAThrowingChunkCoversOnlyTheNewRange) {
-  ThreadPool pool(2);
-  for (int round = 0; round < 20; ++round) {
-    EXPECT_THROW(pool.parallel_for_stealing(100000, 1,
-                                            [&](int64_t b, int64_t) {
-                                              if (b % 50000 == 0) throw std::runtime_error("chunk failed");
-                                            }),
-                 std::runtime_error);
-    std::vector<std::atomic<int>> hits(10);
-    std::atomic<int> outside{0};
-    pool.parallel_for_stealing(10, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        if (i < 0 || i >= 10) {
-          outside++;
-        } else {
-          hits[static_cast<size_t>(i)]++;
-        }
-      }
-    });
-    EXPECT_EQ(outside.load(), 0);
-    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
   }
 }
 

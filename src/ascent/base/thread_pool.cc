@@ -19,8 +19,7 @@ std::pair<int64_t, int64_t> ThreadPool::share(int64_t n, int threads, int index)
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::max(1, n_threads)), shares_(std::make_unique<Share[]>(static_cast<size_t>(n_threads_))) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -147,6 +146,10 @@ int64_t share_end(uint64_t s) {
   return static_cast<int64_t>(s & 0xffffffffu);
 }
 
+struct alignas(64) Share {  // one cache line each: owners claim chunks without touching each other's lines
+  std::atomic<uint64_t> range{0};
+};
+
 }  // namespace
 
 void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -160,15 +163,13 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
     parallel_for_dynamic(n, grain, fn);
     return;
   }
-  Share* shares = shares_.get();
-  auto run = [&](int64_t self, int64_t) {
-    std::atomic<uint64_t>& own = shares[self].range;
-    {
-      // A thief that scans this share before this store finds it empty (as every share is between calls) and
-      // leaves it to its owner: a matter of balance only.
-      const auto [b, e] = share(n, n_threads_, static_cast<int>(self));
-      own.store(pack_share(b, e), std::memory_order_release);
-    }
+  std::vector<Share> shares(static_cast<size_t>(n_threads_));
+  for (int t = 0; t < n_threads_; ++t) {
+    const auto [b, e] = share(n, n_threads_, t);
+    shares[static_cast<size_t>(t)].range.store(pack_share(b, e), std::memory_order_relaxed);
+  }
+  parallel_for(n_threads_, [&](int64_t self, int64_t) {
+    std::atomic<uint64_t>& own = shares[static_cast<size_t>(self)].range;
     for (;;) {
       // Own share, front to back.
       uint64_t cur = own.load(std::memory_order_acquire);
@@ -184,17 +185,16 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
       // Steal the back half of the largest share with two or more items left; done when there is none. (Stealing
       // only from shares of more than a grain left the owner finishing up to a grain alone while this thread
       // waited.)
-      const auto count = static_cast<size_t>(n_threads_);
-      size_t victim = count;
+      size_t victim = shares.size();
       int64_t most = 1;
-      for (size_t t = 0; t < count; ++t) {
+      for (size_t t = 0; t < shares.size(); ++t) {
         const uint64_t s = shares[t].range.load(std::memory_order_acquire);
         if (share_end(s) - share_begin(s) > most) {
           most = share_end(s) - share_begin(s);
           victim = t;
         }
       }
-      if (victim == count) return;
+      if (victim == shares.size()) return;
       uint64_t s = shares[victim].range.load(std::memory_order_acquire);
       const int64_t b = share_begin(s), e = share_end(s);
       if (e - b <= 1) continue;  // changed since the scan: look again
@@ -202,14 +202,7 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
       if (!shares[victim].range.compare_exchange_strong(s, pack_share(b, mid), std::memory_order_acq_rel)) continue;
       own.store(pack_share(mid, e), std::memory_order_release);
     }
-  };
-  try {
-    parallel_for(n_threads_, run);
-  } catch (...) {
-    // A chunk threw: its thread left the rest of its share, which the next call's thieves must not find.
-    for (int t = 0; t < n_threads_; ++t) shares[t].range.store(0, std::memory_order_relaxed);
-    throw;
-  }
+  });
 }
 
 ThreadPool& ThreadPool::global() {

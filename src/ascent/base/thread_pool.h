@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -52,14 +51,7 @@ class ThreadPool {
  private:
   void worker_loop(int index);
 
-  // parallel_for_stealing's shares, one cache line per thread, kept across calls: each thread writes its own at the
-  // start of a call, so the line stays in its owner's cache (another die, on the Zen 5 host) and only a thief's
-  // scan and steal cross. Empty between calls (every share is run to its end).
-  struct alignas(64) Share {
-    std::atomic<uint64_t> range{0};
-  };
   int n_threads_;
-  std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable start_cv_;
