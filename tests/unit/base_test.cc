@@ -59,6 +59,27 @@ TEST(ThreadPool, StealingChunksCoverTheRangeExactlyOnce) {
   }
 }
 
+// A worker woken from sleep starts tens of microseconds after the caller, which runs its own share of cheap chunks
+// long before that: the caller then steals from a share whose owner has not started, and every index must still
+// run exactly once.
+TEST(ThreadPool, StealingFromAShareItsOwnerHasNotReachedCoversTheRangeOnce) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  int rounds_stolen = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the worker gives up spinning and sleeps
+    std::vector<std::atomic<int>> hits(64);
+    std::atomic<int> caller_took_worker_items{0};
+    pool.parallel_for_stealing(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      if (b >= 32 && std::this_thread::get_id() == caller) caller_took_worker_items++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+    rounds_stolen += caller_took_worker_items.load() > 0 ? 1 : 0;
+  }
+  EXPECT_GT(rounds_stolen, 0);
+}
+
 TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
   ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
