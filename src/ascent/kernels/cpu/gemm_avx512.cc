@@ -250,9 +250,9 @@ struct I8Kern {
   // two independent chains of vpdpbusd, added at the end. Integer sums are exact in any order, so this is bitwise
   // the sum the tiles compute; one chain kept each row's instructions in flight longer, and fewer of the next
   // rows' loads fit in the out-of-order window. The rows are one contiguous run read a whole cache line per load in
-  // order, each line prefetched as a decode stream (PrefetchTo::Stream). Before that, no software prefetch had
-  // beaten the L1 one of the tiles here (Zen 4, tl16 int8 tg32 --no-mmap, alternating builds: one thread 68-79% ->
-  // 88-92% of a one-thread read; two threads in the fast memory state 64-69% -> 78-87%).
+  // order, each line prefetched as a decode stream (PrefetchTo::Stream, kStreamAheadI8 ahead). Before that, no software
+  // prefetch had beaten the L1 one of the tiles here (Zen 4, tl16 int8 tg32 --no-mmap, alternating builds: one thread
+  // 68-79% -> 88-92% of a one-thread read; two threads in the fast memory state 64-69% -> 78-87%).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
@@ -265,13 +265,13 @@ struct I8Kern {
       __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
       int64_t k = 0;
       for (; k + 128 <= Kp; k += 128) {
-        stream_prefetch(row + k);
-        stream_prefetch(row + k + 64);
+        stream_prefetch<kStreamAheadI8>(row + k);
+        stream_prefetch<kStreamAheadI8>(row + k + 64);
         acc0 = dpbusd(acc0, _mm512_loadu_si512(row + k), _mm512_loadu_si512(a + k));
         acc1 = dpbusd(acc1, _mm512_loadu_si512(row + k + 64), _mm512_loadu_si512(a + k + 64));
       }
       if (k < Kp) {
-        stream_prefetch(row + k);
+        stream_prefetch<kStreamAheadI8>(row + k);
         acc0 = dpbusd(acc0, _mm512_loadu_si512(row + k), _mm512_loadu_si512(a + k));
       }
       const int32_t s = hsum_epi32(_mm512_add_epi32(acc0, acc1)) - offset;

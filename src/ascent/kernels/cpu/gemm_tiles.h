@@ -113,9 +113,14 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // session 19). The repacked GGUF loops (Q4_0R, Q8_0R, Q4_KR, Q6_KR), which do more work per byte and prefetch a
 // block's lines together, stream best twice as far ahead (kStreamAheadBlocks): tl16 tg128, 4 rounds each, q4_0 86%
 // -> 92% (middle state), q4_k 81% -> 86%, q6_k 75% -> 77%.
+// The int8 loop (I8Kern), whose 64-byte steps are one load and one vpdpbusd each, runs out of 4 KiB sooner than the
+// others and streams best as far ahead as the block loops: Zen 5, tl16 int8 tg128 (bench/ab_decode.py, three
+// series of 4 rounds, session 21) 84 -> 86%, 85 -> 91% and 86 -> 87% of the read, 66.5 -> 73.9, 67.6 -> 74.2 and
+// 69.6 -> 78.1 t/s; in the same series int4 81% -> 76% and bf16 85% -> 82% at 8 KiB, so they keep 4 KiB.
 enum class PrefetchTo { L1, L2, Stream };
 constexpr int64_t kStreamAhead = 4096;
 constexpr int64_t kStreamAheadBlocks = 8192;
+constexpr int64_t kStreamAheadI8 = kStreamAheadBlocks;
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
 inline void prefetch_ahead(const void* p, int64_t ahead) {
@@ -124,9 +129,10 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
   if constexpr (TT == 1 && kTo == PrefetchTo::Stream) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_NTA);
 }
 
-// A decode stream's prefetch (PrefetchTo::Stream) of the line kStreamAhead bytes after p.
+// A decode stream's prefetch (PrefetchTo::Stream) of the line kAhead bytes after p.
+template <int64_t kAhead = kStreamAhead>
 inline void stream_prefetch(const void* p) {
-  prefetch_ahead<1, PrefetchTo::Stream>(p, kStreamAhead);
+  prefetch_ahead<1, PrefetchTo::Stream>(p, kAhead);
 }
 
 // prefetch_ahead for each cache line of a block of `bytes` at p (GGUF K-quant super-blocks span several).
