@@ -5,7 +5,12 @@
 // (prepare_gemm_input), then gemm_rows for the active ISA (ASCENT_ISA to force one) runs over the whole matrix
 // again and again on the calling thread, no thread pool. Beside each format, a plain 256-bit read of the same
 // bytes from L2 in the same run, the peer its GB/s is judged against.
-//   decode_ceiling [--rows 512] [--cols 2048] [--passes 15] [--bytes-per-pass 40000000] [format ...]
+//   decode_ceiling [--rows 512] [--cols 2048] [--passes 15] [--bytes-per-pass 40000000] [--cpu N] [format ...]
+// --cpu N pins the thread to logical CPU N (as `taskset -c N` would), so that each core's ceiling can be read in
+// turn: on this project's 2-vCPU Zen 5 VM one vCPU at times ran the instruction-heavy loops a third slower than the
+// other (q4_0r 40 against 63 GB/s, int8 110 against 164) while its plain vector arithmetic ran as fast, and minutes
+// later as fast as the other; an unpinned run then reports whichever core the scheduler picked (bench/RESULTS.md,
+// session 22).
 // Formats: f32 f16 bf16 int8 int4 q8_0 q4_0 q4_k q6_k q8_0r q4_0r q4_kr q6_kr (default: all). Random weights
 // (K-quant super-blocks with random codes, sub-block scales and a fixed d). Each format's matrix keeps the first
 // of --rows rows that fit in 640 KiB, so that it stays in a 1 MiB L2 beside the activations. Prints the best and
@@ -25,6 +30,7 @@
 // 32000-row one at ~90%).
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +40,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sched.h>
 
 #include "ascent/base/aligned.h"
 #include "ascent/base/thread_pool.h"
@@ -53,16 +61,18 @@ struct Options {
   bool rows_given = false, passes_given = false;
   bool each = false;                  // --dram --each: every pass's kernel and reads in GB/s
   int64_t dram_mib = 0, threads = 0;  // --dram mode
+  int64_t cpu = -1;                   // --cpu: the logical CPU the one-thread mode runs on (-1: any)
   double fast_gbps = 45;
   std::vector<std::string> formats;
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "decode_ceiling: %s\nusage: decode_ceiling [--rows N] [--cols K] [--passes P] [--bytes-per-pass B] "
-               "[format ...]\n       decode_ceiling --dram MIB [--rows N] [--cols K] [--passes P] [--threads T] "
-               "[--fast-gbps G] [--each] [format[:rows] ...]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "decode_ceiling: %s\nusage: decode_ceiling [--rows N] [--cols K] [--passes P] [--bytes-per-pass B] "
+      "[--cpu N] [format ...]\n       decode_ceiling --dram MIB [--rows N] [--cols K] [--passes P] [--threads T] "
+      "[--fast-gbps G] [--each] [format[:rows] ...]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -265,6 +275,14 @@ int main(int argc, char** argv) {
       o.threads = value("--threads");
     } else if (a == "--fast-gbps") {
       o.fast_gbps = static_cast<double>(value("--fast-gbps"));
+    } else if (a == "--cpu") {
+      if (i + 1 >= argc) usage("--cpu needs a value");
+      const char* v = argv[++i];
+      char* end = nullptr;
+      const long long c = std::strtoll(v, &end, 10);
+      if (end == v || *end != '\0' || c < 0)
+        usage(std::string("--cpu wants a CPU number (0 or more), got '") + v + "'");
+      o.cpu = c;
     } else if (a == "--each") {
       o.each = true;
     } else if (a == "--cols") {
@@ -290,6 +308,15 @@ int main(int argc, char** argv) {
     if (spec_rows > 0 && o.dram_mib == 0) usage("FORMAT:ROWS ('" + spec + "') is for --dram");
   }
   if (o.formats.empty()) o.formats = all;
+  if (o.cpu >= 0 && o.dram_mib > 0) usage("--cpu is for the one-thread mode; --dram runs on the thread pool");
+  if (o.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (o.cpu >= CPU_SETSIZE) usage("--cpu " + std::to_string(o.cpu) + " is not a CPU of this machine");
+    CPU_SET(static_cast<int>(o.cpu), &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+      usage("--cpu " + std::to_string(o.cpu) + ": cannot run on that CPU (" + std::strerror(errno) + ")");
+  }
   if (o.dram_mib > 0) {
     if (!o.rows_given) o.rows = 5632;
     if (!o.passes_given) o.passes = 40;
@@ -299,7 +326,8 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(o.rows));
   if (o.dram_mib > 0) return run_dram(o, f, rng);
-  std::printf("decode_ceiling: one thread, ISA %s, %lld x %lld, best / median of %lld passes (GB/s of weights)\n",
+  std::printf("decode_ceiling: one thread on %s, ISA %s, %lld x %lld, best / median of %lld passes (GB/s of weights)\n",
+              o.cpu >= 0 ? ("CPU " + std::to_string(o.cpu)).c_str() : "any CPU",
               ascent::kernels::isa_name(ascent::kernels::active_isa()), static_cast<long long>(o.rows),
               static_cast<long long>(o.cols), static_cast<long long>(o.passes));
   for (float& v : x) v = normal(rng) * 50;
