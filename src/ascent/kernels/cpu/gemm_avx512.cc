@@ -38,16 +38,9 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
-// A 256-bit load GCC keeps in a register: left to itself it folds the load into every instruction that reads the
-// value (vpand ymm, ymm, [mem] and vpsrlw ymm, [mem], 4 both reading the same weights; a row pair's two vpdpbusd
+// A 512-bit load GCC keeps in a register: left to itself it folds the load into every instruction that reads the
+// value (vpand zmm, zmm, [mem] and vpsrlw zmm, [mem], 4 both reading the same weights; a row pair's two vpdpbusd
 // both reading the same activations), so each byte was loaded twice.
-inline __m256i load_reg(const void* p) {
-  __m256i v = _mm256_loadu_si256(static_cast<const __m256i*>(p));
-  asm("" : "+v"(v));
-  return v;
-}
-
-// load_reg's 512-bit form.
 inline __m512i load_reg512(const void* p) {
   __m512i v = _mm512_loadu_si512(p);
   asm("" : "+v"(v));
@@ -793,22 +786,24 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 // The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) one
 // at a time, so that each thread's rows are one contiguous run, each group's lines prefetched as a decode stream
 // (PrefetchTo::Stream; before it, with no software prefetch, the hardware prefetchers alone followed the run). Per
-// 512-column group of kGroupBytes (its 16 f16 scales first), each 256-bit half's lanes (blocks 0-7, 8-15) start at the
-// blocks' offset terms (q4r_off << kShift) and sum codes(p, h, j, c0, c1), chunk j's two code vectors for half h,
-// against the activations in q4r_cached_tile's order; then y[h] += sums x (scale x activation scale), the tile's float
-// step in two halves: the same bits. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per
-// 32 bytes, as int4's decode does: `decode_ceiling --dram 240 q4_0r`, six alternating pairs on the Zen 4, slow state
-// 81-85% -> 85-88% of the read around each pass. Q8_0R (kHighShift 0) runs the same two chains per half; against its
-// former one chain they measured the same. A 512-bit Q8_0R loop (its 544-byte groups put every other 64-byte load
-// across two lines; aligned, it was no faster) measured worse. Rows in pairs, each pair's two rows prefetched into L2
-// (they share each activation load: one row at a time loads two bytes of activations per byte of 4-bit weights), run
-// faster from L2 (Zen 5, one core: 59 against 49 GB/s) but slower from memory. Q8_0R on the Zen 4, tl16 q8_0 tg32,
-// alternating builds: one thread --no-mmap 59-61% -> 74-85% of a one-thread read one row at a time; two threads 56-61%
-// -> 75% in the fast memory state, 84% -> 89-94% in the slow one. Q4_0R measured the same either way on the Zen 4; on
-// the Zen 5, tl16 q4_0 tg64 (`ascent bench -p 0 -n 64 -r 3 --no-mmap`, three alternations in each of two memory
-// states): 81-94 -> 102-108 t/s and 115-117 -> 126-133 t/s; `decode_ceiling --dram 200 q4_0r q4_0r:2048`, 6
-// alternations of 4 passes: 56% -> 62% of the read (median). Pairs without the software prefetch ran at half the speed
-// (58-61 t/s): two interleaved streams defeat the prefetchers.
+// 512-column group of kGroupBytes (its 16 f16 scales first), one 512-bit register's lanes (blocks 0-15) start at the
+// blocks' offset terms (q4r_off << kShift) and sum codes(p, j, c0, c1), chunk j's two code vectors for all 16 blocks,
+// against the activations in q4r_cached_tile's order (at 128 j, the low halves of both 8-block halves side by side;
+// at 128 j + 64, the high ones); then y += sums x (scale x activation scale): the prefill tile's float step on the
+// same lanes in the same order, and hsum(y) is the reduction the two 256-bit halves it replaced ended in, so the
+// same bits. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per 64 bytes, as int4's
+// decode does; Q8_0R (kHighShift 0) runs the same two chains on its codes as they lie.
+//
+// History, for whoever tunes it next. Until session 22 this loop ran each group as two 256-bit halves (95
+// instructions per Q4_0R group); this one takes ~45. One core from L2 (`decode_ceiling --cpu N`, Zen 5, alternated):
+// q4_0r 58-64 -> 85-93 GB/s, q8_0r 87-94 -> 109-118, on either vCPU. In the model, tl16 q4_0 tg128 --no-mmap
+// (`bench/ab_decode.py`, rounds alternated, fast memory state) 79% -> 82% of the read, then paired rounds +1 to +4
+// points in 6 of 8 (bench/RESULTS.md, session 22). Earlier 512-bit attempts (sessions 15-20: 512-bit code loads
+// straddling lines, the prefill tile's unpacked lanes) measured worse in the model (82% -> 76%); this one loads each
+// chunk's two 32-byte halves and inserts one into the other. Rows in pairs, each pair's two rows prefetched into L2
+// (they share each activation load), ran faster from L2 but slower from memory; pairs without the software prefetch
+// ran at half the speed: two interleaved streams defeat the prefetchers. The 256-bit loop's chains split four ways
+// instead of two (integer sums, so the same bits) ran no faster from L2: it was not bound by latency.
 template <int64_t kGroupBytes, int kShift, int kHighShift, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
@@ -823,30 +818,27 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
   prefetch_span(off, in.Kp / kQBlock * 4);
   prefetch_span(da, in.Kp / kQBlock * 4);
   for (int64_t n = n0; n < n1; ++n, row += stride) {
-    __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m512 y = _mm512_setzero_ps();
     for (int64_t g = 0; g < G; ++g) {
       const int8_t* a = acts + g * kQ4RGroup;
       const uint8_t* grp = row + g * kGroupBytes;
       prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAheadBlocks);
-      for (int h = 0; h < 2; ++h) {
-        // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
-        // masked in place): shifted back once, exactly, at the end.
-        __m256i is0 =
-            _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 16 * g + 8 * h)), kShift);
-        __m256i is1 = _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) {
-          __m256i c0, c1;
-          codes(grp, h, j, c0, c1);
-          is0 = _mm256_dpbusd_epi32(is0, c0, load_reg(a + 128 * j + 32 * h));
-          is1 = _mm256_dpbusd_epi32(is1, c1, load_reg(a + 128 * j + 64 + 32 * h));
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + 16 * h)));
-        const __m256i sum = _mm256_add_epi32(is0, _mm256_srai_epi32(is1, kHighShift));
-        y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 16 * g + 8 * h)), y[h]);
+      // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
+      // masked in place): shifted back once, exactly, at the end.
+      __m512i is0 = _mm512_slli_epi32(_mm512_loadu_si512(off + 16 * g), kShift);
+      __m512i is1 = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        __m512i c0, c1;
+        codes(grp, j, c0, c1);
+        is0 = dpbusd(is0, c0, _mm512_loadu_si512(a + 128 * j));
+        is1 = dpbusd(is1, c1, _mm512_loadu_si512(a + 128 * j + 64));
       }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp)));
+      const __m512i sum = _mm512_add_epi32(is0, _mm512_srai_epi32(is1, kHighShift));
+      y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_loadu_ps(da + 16 * g)), y);
     }
     float res[4][4];
-    res[0][0] = hsum(y[0], y[1]);
+    res[0][0] = hsum(y);
     store_tile<1>(o, 0, 1, n, res);
   }
 }
@@ -854,20 +846,24 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
 // codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
 // over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes, and the float work (convert,
-// scale, multiply-add) runs once per 16 blocks: two 256-bit halves (blocks 0-7, 8-15) in decode, one 512-bit
-// register in prefill, the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s
-// against 25 for Q40Kern on the file's layout, whose per-block scale work bound it.
+// scale, multiply-add) runs once per 16 blocks, in one 512-bit register in decode (q4r_decode_rows) and prefill,
+// the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s against 25 for
+// Q40Kern on the file's layout, whose per-block scale work bound it.
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
-  // Decode (one token): the low and high nibbles of each 32-byte chunk.
+  // Decode (one token): the low and high nibbles of each chunk, both 8-block halves in one register.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), high4 = _mm256_set1_epi8(static_cast<char>(0xf0));
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4>(
-        in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& lo, __m256i& hi) {
-          const __m256i raw = load_reg(p + 32 + 128 * h + 32 * j);
-          lo = _mm256_and_si256(raw, low4);
-          hi = _mm256_and_si256(raw, high4);  // 16 x the codes
+        in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& lo, __m512i& hi) {
+          // Chunk j of blocks 0-7 in the low half, of blocks 8-15 in the high half (32 bytes each, 128 apart).
+          const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * j));
+          const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 + 32 * j));
+          __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);
+          asm("" : "+v"(raw));  // one register for both masks (else each would reload and insert it)
+          lo = _mm512_and_si512(raw, low4);
+          hi = _mm512_and_si512(raw, high4);  // 16 x the codes
         });
   }
 
@@ -925,8 +921,8 @@ struct Q40RKern {
 // by side and the codes, unsigned (code + 128), in GemmInput::q4r's order, so a block's integer dot builds up in one
 // lane and the float work (convert, scale, multiply-add) runs once per 8 blocks instead of once per block, as Q80Kern
 // on the file's layout must. The unsigned codes' offset, minus 128 x each block's activation sum, is 16 x q4r_off.
-// Decode takes two 256-bit halves (blocks 0-7, 8-15), prefill one 512-bit register (q4r_cached_tile, the codes read
-// in place: they already lie in its order), the same lanes in the same order, so the same bits. One core, weights
+// Decode (q4r_decode_rows) and prefill (q4r_cached_tile) both take one 512-bit register of 16 blocks, the codes read
+// in place (they already lie in its order), the same lanes in the same order, so the same bits. One core, weights
 // in L2 (Zen 4): 60 GB/s against 31 for Q80Kern on the file's layout.
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
@@ -934,9 +930,9 @@ struct Q80RKern {
   // Decode (one token): the codes as they lie (offset 128, so the offset terms shifted by 4: x 16).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0>(
-        in, w, n0, n1, o, [&](const uint8_t* p, int h, int j, __m256i& c0, __m256i& c1) {
-          c0 = load_reg(p + 32 + 128 * j + 32 * h);
-          c1 = load_reg(p + 32 + 128 * j + 64 + 32 * h);
+        in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& c0, __m512i& c1) {
+          c0 = load_reg512(p + 32 + 128 * j);
+          c1 = load_reg512(p + 32 + 128 * j + 64);
         });
   }
 
