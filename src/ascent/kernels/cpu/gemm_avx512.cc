@@ -38,6 +38,13 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
+// 64 bytes as two 32-byte loads joined: Q8_0R's 544-byte groups put every other 64-byte code vector across two
+// cache lines, where each 32-byte half stays within one.
+inline __m512i load_halves(const void* p) {
+  const auto* h = static_cast<const __m256i*>(p);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(h)), _mm256_loadu_si256(h + 1), 1);
+}
+
 // A 512-bit load GCC keeps in a register: left to itself it folds the load into every instruction that reads the
 // value (vpand zmm, zmm, [mem] and vpsrlw zmm, [mem], 4 both reading the same weights; a row pair's two vpdpbusd
 // both reading the same activations), so each byte was loaded twice.
@@ -931,8 +938,8 @@ struct Q80RKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0>(
         in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& c0, __m512i& c1) {
-          c0 = load_reg512(p + 32 + 128 * j);
-          c1 = load_reg512(p + 32 + 128 * j + 64);
+          c0 = load_halves(p + 32 + 128 * j);
+          c1 = load_halves(p + 32 + 128 * j + 64);
         });
   }
 
