@@ -803,9 +803,11 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 //
 // History, for whoever tunes it next. Until session 22 this loop ran each group as two 256-bit halves (95
 // instructions per Q4_0R group); this one takes ~45. One core from L2 (`decode_ceiling --cpu N`, Zen 5, alternated):
-// q4_0r 58-64 -> 85-93 GB/s, q8_0r 87-94 -> 109-118, on either vCPU. In the model, tl16 q4_0 tg128 --no-mmap
-// (`bench/ab_decode.py`, rounds alternated, fast memory state) 79% -> 82% of the read, then paired rounds +1 to +4
-// points in 6 of 8 (bench/RESULTS.md, session 22). Earlier 512-bit attempts (sessions 15-20: 512-bit code loads
+// q4_0r 58-64 -> 85-93 GB/s, q8_0r 87-94 -> 127, on either vCPU. In the model, tl16 q4_0 tg128 --no-mmap
+// (`bench/ab_decode.py`, five series of alternated rounds): about +1 point of the read, the median of the paired
+// rounds (from -5 to +4 each), so neutral within this host's noise; q8_0 the same (bench/RESULTS.md, session 22).
+// It stays for the compute headroom, which the fast memory state asks of a core. Earlier 512-bit attempts
+// (sessions 15-20: 512-bit code loads
 // straddling lines, the prefill tile's unpacked lanes) measured worse in the model (82% -> 76%); this one loads each
 // chunk's two 32-byte halves and inserts one into the other. Rows in pairs, each pair's two rows prefetched into L2
 // (they share each activation load), ran faster from L2 but slower from memory; pairs without the software prefetch
