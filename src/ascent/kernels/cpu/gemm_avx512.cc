@@ -807,12 +807,12 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 // (`bench/ab_decode.py`, five series of alternated rounds): about +1 point of the read, the median of the paired
 // rounds (from -5 to +4 each), so neutral within this host's noise; q8_0 the same (bench/RESULTS.md, session 22).
 // It stays for the compute headroom, which the fast memory state asks of a core. Earlier 512-bit attempts
-// (sessions 15-20: 512-bit code loads
-// straddling lines, the prefill tile's unpacked lanes) measured worse in the model (82% -> 76%); this one loads each
-// chunk's two 32-byte halves and inserts one into the other. Rows in pairs, each pair's two rows prefetched into L2
-// (they share each activation load), ran faster from L2 but slower from memory; pairs without the software prefetch
-// ran at half the speed: two interleaved streams defeat the prefetchers. The 256-bit loop's chains split four ways
-// instead of two (integer sums, so the same bits) ran no faster from L2: it was not bound by latency.
+// (sessions 15-20: 512-bit code loads straddling lines, the prefill tile's unpacked lanes) measured worse in the
+// model (82% -> 76%); this one loads each chunk's two 32-byte halves and inserts one into the other. Rows in
+// pairs, each pair's two rows prefetched into L2 (they share each activation load), ran faster from L2 but slower
+// from memory; pairs without the software prefetch ran at half the speed: two interleaved streams defeat the
+// prefetchers. The 256-bit loop's chains split four ways instead of two (integer sums, so the same bits) ran no
+// faster from L2: it was not bound by latency.
 template <int64_t kGroupBytes, int kShift, int kHighShift, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
