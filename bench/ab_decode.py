@@ -10,7 +10,12 @@ decode result with the read each run was judged against (since session 15, reads
 just before and after the run), and prints per binary the median t/s and % of read, overall and split by state (the
 median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
 
-  bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] BIN [BIN ...]
+Then, for each binary after the first, the median over rounds of its % of read minus the first binary's in the same
+round, counting only rounds whose two reads agree within --pair-gbps (session 22: medians of whole series often
+differed by the states their rounds met, not by the code).
+
+  bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] [--pair-gbps 5]
+                     BIN [BIN ...]
 """
 import argparse
 import json
@@ -52,24 +57,42 @@ def main():
     ap.add_argument("--no-mmap", action="store_true")
     ap.add_argument("--fast-gbps", type=float, default=45.0,
                     help="a result whose median surrounding read exceeds this counts as the fast state")
+    ap.add_argument("--pair-gbps", type=float, default=5.0,
+                    help="pair a round's two runs only when their median reads differ by at most this")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
-    results = {b: [] for b in args.binaries}
+    results = [[] for _ in args.binaries]  # per position, so that one binary given twice is an A/A test
+    order = list(range(len(args.binaries)))
     for rnd in range(args.rounds):
         # ABBA: every other round in reverse order, so that a bias of the first or second run of a round (a
         # neighbour's load arriving, memory the previous process freed being reclaimed) falls on every binary alike.
-        for b in (args.binaries if rnd % 2 == 0 else args.binaries[::-1]):
+        for i in (order if rnd % 2 == 0 else order[::-1]):
+            b = args.binaries[i]
             d = run_once(b, args)
-            results[b].append(d)
+            results[i].append(d)
             reads = ", ".join(f"{x:.1f}" for x in d["read_gbps"])
             print(f"round {rnd + 1} {b}: {d['test']} {d['tps_median']:.1f} t/s, {d['roofline_pct']:.1f}% "
                   f"of read [{reads}] GB/s", flush=True)
     print(f"\n| binary | all | fast state (read > {args.fast_gbps:g} GB/s) | slow state |")
     print("|---|---|---|---|")
-    for b, rows in results.items():
+    for b, rows in zip(args.binaries, results):
         fast = [d for d in rows if statistics.median(d["read_gbps"]) > args.fast_gbps]
         slow = [d for d in rows if d not in fast]
         print(f"| {b} | {summary(rows)} | {summary(fast)} | {summary(slow)} |")
+    # The two runs of one round met nearly the same memory when their reads agree: their difference in % of the read
+    # is then the code's, where the medians above can compare states as often as code.
+    first = args.binaries[0]
+    for i, b in enumerate(args.binaries[1:], start=1):
+        diffs, left_out = [], 0
+        for x, y in zip(results[0], results[i]):
+            if abs(statistics.median(x["read_gbps"]) - statistics.median(y["read_gbps"])) <= args.pair_gbps:
+                diffs.append(y["roofline_pct"] - x["roofline_pct"])
+            else:
+                left_out += 1
+        per_round = ", ".join(f"{d:+.1f}" for d in diffs) or "-"
+        median = f"{statistics.median(diffs):+.1f}" if diffs else "-"
+        print(f"\npaired with {first}: {b}: median {median} points of the read over {len(diffs)} rounds whose reads "
+              f"differ by <= {args.pair_gbps:g} GB/s ({per_round}); {left_out} rounds left out")
 
 
 if __name__ == "__main__":
