@@ -76,11 +76,16 @@ struct Options {
   std::exit(2);
 }
 
-int64_t positive(const char* flag, const char* text) {
+// The integer `text` given for `flag`, at least `min`; `what` names what the flag wants in the error.
+int64_t integer_at_least(const char* flag, const char* text, long long min, const char* what) {
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || v <= 0) usage(std::string(flag) + " wants a positive integer, got '" + text + "'");
+  if (end == text || *end != '\0' || v < min) usage(std::string(flag) + " wants " + what + ", got '" + text + "'");
   return v;
+}
+
+int64_t positive(const char* flag, const char* text) {
+  return integer_at_least(flag, text, 1, "a positive integer");
 }
 
 // The weight of `format` for an (N, K) f32 matrix f, as a model load would leave it (the repacked formats repacked).
@@ -262,10 +267,11 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&](const char* flag) {
+    auto arg = [&](const char* flag) {
       if (i + 1 >= argc) usage(std::string(flag) + " needs a value");
-      return positive(flag, argv[++i]);
+      return argv[++i];
     };
+    auto value = [&](const char* flag) { return positive(flag, arg(flag)); };
     if (a == "--rows") {
       o.rows = value("--rows");
       o.rows_given = true;
@@ -276,13 +282,7 @@ int main(int argc, char** argv) {
     } else if (a == "--fast-gbps") {
       o.fast_gbps = static_cast<double>(value("--fast-gbps"));
     } else if (a == "--cpu") {
-      if (i + 1 >= argc) usage("--cpu needs a value");
-      const char* v = argv[++i];
-      char* end = nullptr;
-      const long long c = std::strtoll(v, &end, 10);
-      if (end == v || *end != '\0' || c < 0)
-        usage(std::string("--cpu wants a CPU number (0 or more), got '") + v + "'");
-      o.cpu = c;
+      o.cpu = integer_at_least("--cpu", arg("--cpu"), 0, "a CPU number (0 or more)");
     } else if (a == "--each") {
       o.each = true;
     } else if (a == "--cols") {

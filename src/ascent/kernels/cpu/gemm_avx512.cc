@@ -38,11 +38,12 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
-// 64 bytes as two 32-byte loads joined: Q8_0R's 544-byte groups put every other 64-byte code vector across two
-// cache lines, where each 32-byte half stays within one.
-inline __m512i load_halves(const void* p) {
-  const auto* h = static_cast<const __m256i*>(p);
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(h)), _mm256_loadu_si256(h + 1), 1);
+// 32 bytes at lo in the low half of a 512-bit register, 32 at hi in the high half: Q4_0R's two 8-block halves of a
+// chunk lie 128 bytes apart, and Q8_0R's 544-byte groups put every other 64-byte code vector across two cache
+// lines, where each 32-byte half stays within one.
+inline __m512i join_halves(const void* lo, const void* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
 }
 
 // A 512-bit load GCC keeps in a register: left to itself it folds the load into every instruction that reads the
@@ -866,10 +867,8 @@ struct Q40RKern {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4>(
         in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& lo, __m512i& hi) {
-          // Chunk j of blocks 0-7 in the low half, of blocks 8-15 in the high half (32 bytes each, 128 apart).
-          const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * j));
-          const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 128 + 32 * j));
-          __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);
+          // Chunk j of blocks 0-7 in the low half, of blocks 8-15 in the high half.
+          __m512i raw = join_halves(p + 32 + 32 * j, p + 32 + 128 + 32 * j);
           asm("" : "+v"(raw));  // one register for both masks (else each would reload and insert it)
           lo = _mm512_and_si512(raw, low4);
           hi = _mm512_and_si512(raw, high4);  // 16 x the codes
@@ -940,8 +939,8 @@ struct Q80RKern {
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0>(
         in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& c0, __m512i& c1) {
-          c0 = load_halves(p + 32 + 128 * j);
-          c1 = load_halves(p + 32 + 128 * j + 64);
+          c0 = join_halves(p + 32 + 128 * j, p + 64 + 128 * j);
+          c1 = join_halves(p + 96 + 128 * j, p + 128 + 128 * j);
         });
   }
 
