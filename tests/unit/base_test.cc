@@ -116,6 +116,42 @@ TEST(ThreadPool, WakesSleepingWorkersAndASleepingCaller) {
   }
 }
 
+// Bytes named for warming (a decode thread's next weights) are only prefetched: loops before and after still run
+// every index once, whether the named bytes outlast the idle time or not, the workers sleep between rounds or not,
+// and a loop that runs on the caller alone comes between.
+TEST(ThreadPool, WarmingNamedBytesLeavesEveryLoopWhole) {
+  ThreadPool pool(3);
+  std::vector<uint8_t> bytes(size_t{8} << 20, 1);
+  const std::span<const uint8_t> all(bytes);
+  for (int round = 0; round < 30; ++round) {
+    if (round % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers give up spinning
+    for (int t = 1; t < 3; ++t) pool.warm_after_next_call(t, all.subspan(static_cast<size_t>(t + round) << 16));
+    std::vector<std::atomic<int>> hits(100);
+    auto count = [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    };
+    if (round % 3 == 0) {
+      pool.parallel_for(100, count);
+    } else if (round % 3 == 1) {
+      pool.parallel_for_stealing(100, 4, count);
+    } else {
+      pool.parallel_for_stealing(100, 100, count);  // one grain: the caller alone, and the named bytes dropped
+      pool.parallel_for(100, [&](int64_t, int64_t) {});
+    }
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+  }
+  for (int t : {0, 3}) {  // the caller, and a thread the pool lacks
+    try {
+      pool.warm_after_next_call(t, all);
+      FAIL() << "thread " << t << " of 3 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("thread " + std::to_string(t) + " is not a worker of a pool of 3"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(ThreadPool, RethrowsAWorkersError) {
   ThreadPool pool(2);
   EXPECT_THROW(pool.parallel_for(100, [](int64_t b, int64_t) { ASCENT_CHECK(b == 0, "chunk {} failed", b); }), Error);

@@ -111,6 +111,7 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
     struct Placed {
       int thread, seq;
       const void* at;
+      const RowPart* part;
     };
     std::vector<Placed> order;
     int seq = 0;
@@ -128,7 +129,7 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
           for (const RowPart& p : *t.parts) {
             if (p.row0 != r0) continue;
             EXPECT_EQ(p.rows.rows(), r1 - r0) << names[c][i];
-            order.push_back({th, seq, p.rows.data});
+            order.push_back({th, seq, p.rows.data, &p});
             ++found;
           }
         }
@@ -139,6 +140,18 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
       return x.thread != y.thread ? x.thread < y.thread : x.seq < y.seq;
     });
     for (size_t i = 1; i < order.size(); ++i) EXPECT_LT(order[i - 1].at, order[i].at) << "part " << i;
+    // Each part names what its thread streams next (RowPart::next, the pool's warming): the same thread's next part
+    // on to the end of its run; the run's last part, the whole run from its first part (the next token).
+    for (size_t i = 0; i < order.size(); ++i) {
+      const bool last = i + 1 == order.size() || order[i + 1].thread != order[i].thread;
+      size_t first = i;
+      while (first > 0 && order[first - 1].thread == order[i].thread) --first;
+      const std::span<const uint8_t> next = order[i].part->next;
+      EXPECT_EQ(static_cast<const void*>(next.data()), last ? order[first].at : order[i + 1].at) << "part " << i;
+      const std::span<const uint8_t> run = order[first].part->next;  // ends where every part's of this run ends
+      EXPECT_EQ(next.data() + next.size(), run.data() + run.size()) << "part " << i;
+      EXPECT_GE(static_cast<const void*>(next.data() + next.size()), order[last ? i : i + 1].at) << "part " << i;
+    }
     const Tensor a0 = as_loaded(a), b0 = as_loaded(b), g0 = as_loaded(g), u0 = as_loaded(u);
     for (int64_t T : {1, 3, 9}) {
       const Tensor xt = random_f32(T, kK, rng);

@@ -136,12 +136,15 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
   const int regions = by_thread ? o.threads : 0;
   for (Placed& m : placed) m.offsets.assign(m.cuts.size() - 1, 0);
   size_t total = 0;
+  std::vector<size_t> region_begin, region_end;  // each region's bytes, without its page padding
   for (int r = 0; r < regions; ++r) {
+    region_begin.push_back(total);
     for (Placed& m : placed) {
       if (!m.split) continue;
       m.offsets[static_cast<size_t>(r)] = total;
       total += part_bytes(m, m.cuts[static_cast<size_t>(r) + 1] - m.cuts[static_cast<size_t>(r)]);
     }
+    region_end.push_back(total);
     total = align_up(total, 4096);
   }
   for (Placed& m : placed) {
@@ -176,7 +179,12 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     for (size_t p = 0; p + 1 < m.cuts.size(); ++p) {
       const int64_t a = m.cuts[p], b = m.cuts[p + 1];
       if (a >= b) continue;
-      parts.push_back({a, part_view(m, b - a, buf.get() + m.offsets[p], owner, input_scale)});
+      parts.push_back({a, part_view(m, b - a, buf.get() + m.offsets[p], owner, input_scale), {}});
+      if (m.split) {  // part p is region p's: its thread streams on from the end of this part, or wraps
+        const size_t after = m.offsets[p] + part_bytes(m, b - a), run0 = region_begin[p], run1 = region_end[p];
+        const size_t from = after < run1 ? after : run0;
+        parts.back().next = {buf.get() + from, run1 - from};
+      }
       for (int64_t r = a; r < b; r += kChunkRows) chunks.push_back({parts.size() - 1, r, std::min(b, r + kChunkRows)});
     }
     ThreadPool::global().parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c0, int64_t c1) {

@@ -7,8 +7,11 @@
 // the order the calls run, so each thread reads one sequential run through a token's weights instead of a new run
 // per call (a harness reading a 16-layer model's matrices: 71 -> 82 GB/s in the fast memory state; tl16 int4 decode
 // +2 to +7 points of the read; bench/RESULTS.md, session 18). Such a matrix becomes a split tensor (Tensor::parts),
-// which only the matmul kernels and row_to_f32 read. Placement changes no result: every row keeps its codes, and a
-// row's result does not depend on where the row lies.
+// which only the matmul kernels and row_to_f32 read. Each part records what its thread streams next
+// (RowPart::next: the rest of its run, or after the run's last part the run from its start), which a decode matmul
+// names to the thread pool so that the thread pulls those bytes into its cache while it would otherwise wait
+// (ThreadPool::warm_after_next_call). Placement changes no result: every row keeps its codes, and a row's result
+// does not depend on where the row lies.
 //
 // Refuses nothing, changes nothing it does not copy: a mapped matrix used in place stays in place, one matrix
 // used twice (tied embeddings: the output projection is the embedding table) stays whole, and so do float matrices

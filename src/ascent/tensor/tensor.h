@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct Tensor {
 struct RowPart {
   int64_t row0 = 0;
   Tensor rows;
+  // The bytes the thread that reads this part in decode streams next (model/weight_layout.h): the rest of its run
+  // after this part, or for the run's last part the whole run (the next token's first call). Empty where unknown.
+  std::span<const uint8_t> next;
 };
 
 // Rows [r0, r1) of a plain matrix as a view of its bytes (and scales): for I4, r0 a multiple of its 16-row blocks.

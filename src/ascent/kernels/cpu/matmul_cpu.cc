@@ -69,6 +69,33 @@ RowSpace row_space(std::span<const Tensor* const> ws) {
   return r;
 }
 
+// How much of each thread's next weights a decode call names for warming (ThreadPool::warm_after_next_call): most of
+// a 1 MiB L2 (Zen 4 and 5), leaving room for the activations, KV rows and code the steps between matmuls touch.
+// tl16 q4_0 tg128, paired rounds: 768 KiB +2.8 points of the read, 1 MiB +3.2 (bench/RESULTS.md, session 23).
+constexpr size_t kWarmBytes = size_t{768} << 10;
+
+// Decode (T = 1) over weights placed by thread (Tensor::parts, model/weight_layout.h): tells the pool, for each
+// worker, the bytes its run continues with after this call (RowPart::next of the part holding the last row of its
+// share), so that it pulls them into its cache while it would otherwise wait through the steps the caller runs alone
+// before the next matmul (norms, RoPE, the KV append, input quantization: ~24 us of a ~394 us fast-state 4-bit layer,
+// bench/RESULTS.md, session 22), in which its core's stream otherwise stood idle.
+void warm_next_weights(std::span<const Tensor* const> ws, const RowSpace& space) {
+  ThreadPool& pool = ThreadPool::global();
+  const int threads = pool.size();
+  const int64_t groups = space.first.back() / space.group;
+  if (threads == 1 || groups <= row_grain(groups, space.group, threads)) return;  // runs on the caller alone
+  for (int t = 1; t < threads; ++t) {
+    const auto [g0, g1] = ThreadPool::share(groups, threads, t);
+    if (g0 == g1) continue;
+    const int64_t last = g1 * space.group - 1;  // the share's last row
+    size_t i = 0;
+    while (i + 1 < ws.size() && space.first[i + 1] <= last) ++i;
+    const RowPart* part = part_of(*ws[i], std::min(last - space.first[i], ws[i]->shape[0] - 1));
+    if (part == nullptr || part->next.empty()) continue;
+    pool.warm_after_next_call(t, part->next.first(std::min(part->next.size(), kWarmBytes)));
+  }
+}
+
 // gemm_rows over rows [n0, n1) of w; a split matrix's (Tensor::parts) from each part in turn. Parts begin at whole
 // row groups, so every row still runs the same instructions (the tiles never depend on a row's neighbours' bits).
 void gemm_any(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
@@ -102,6 +129,10 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
   prepare_gemm_input(x, T, w, in);  // checks that w is 2-D
   const int64_t N = w.shape[0];
   const GemmOut out{y, N, bias, residual, 0};
+  if (T == 1 && w.parts != nullptr) {
+    const Tensor* ws[1] = {&w};
+    warm_next_weights(ws, row_space(ws));
+  }
   parallel_rows(N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_any(in, w, n0, n1, out); });
 }
 
@@ -124,6 +155,7 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   }
   const RowSpace space = row_space(ws);
   const std::vector<int64_t>& first = space.first;
+  if (T == 1) warm_next_weights(ws, space);
   parallel_rows(first.back(), space.group, [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max(g0, first[i]) - first[i];
