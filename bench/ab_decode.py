@@ -12,7 +12,8 @@ median of a result's reads above --fast-gbps counts it as fast). It measures; it
 
 Then, for each binary after the first, the median over rounds of its % of read minus the first binary's in the same
 round, counting only rounds whose two reads agree within --pair-gbps (session 22: medians of whole series often
-differed by the states their rounds met, not by the code).
+differed by the states their rounds met, not by the code), and the median over all rounds of its t/s over the first
+binary's in the same round, with how many rounds it was faster in.
 
   bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] [--pair-gbps 5]
                      BIN [BIN ...]
@@ -93,6 +94,13 @@ def main():
         median = f"{statistics.median(diffs):+.1f}" if diffs else "-"
         print(f"\npaired with {first}: {b}: median {median} points of the read over {len(diffs)} rounds whose reads "
               f"differ by <= {args.pair_gbps:g} GB/s ({per_round}); {left_out} rounds left out")
+        # t/s against the same round's first binary, every round: a code change that moves bytes and arithmetic
+        # alike shows here even when the reads beside the runs swing (session 23: the reads moved 10+ GB/s between
+        # the two runs of many rounds while the tokens' speed stayed).
+        ratios = [y["tps_median"] / x["tps_median"] for x, y in zip(results[0], results[i])]
+        faster = sum(r > 1 for r in ratios)
+        print(f"t/s against {first}, same round: median x{statistics.median(ratios):.3f} over {len(ratios)} rounds, "
+              f"faster in {faster} ({', '.join(f'{r:.3f}' for r in ratios)})")
 
 
 if __name__ == "__main__":
