@@ -9,6 +9,8 @@
 #include <fstream>
 #include <thread>
 
+#include <sys/mman.h>
+
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
 #include "ascent/base/thread_pool.h"
@@ -149,6 +151,24 @@ TEST(ThreadPool, WarmingNamedBytesLeavesEveryLoopWhole) {
                 std::string::npos)
           << e.what();
     }
+  }
+}
+
+// Named bytes may be freed right after forget_warm: a worker still warming them (here: more than it can get through
+// before the memory goes) must never load them afterwards. Without the handshake this dies of SIGSEGV.
+TEST(ThreadPool, ForgetWarmLetsNamedBytesBeFreedAtOnce) {
+  ThreadPool pool(2);
+  const size_t bytes = size_t{4} << 20;
+  for (int round = 0; round < 100; ++round) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    pool.warm_after_next_call(1, {static_cast<const uint8_t*>(p), bytes});
+    std::atomic<int64_t> covered{0};
+    pool.parallel_for(2, [&](int64_t b, int64_t e) { covered += e - b; });
+    ASSERT_EQ(covered.load(), 2);
+    if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));  // the worker mid-warm
+    pool.forget_warm();
+    ASSERT_EQ(munmap(p, bytes), 0);
   }
 }
 

@@ -13,6 +13,10 @@ std::unique_ptr<ThreadPool>& global_slot() {
   return pool;
 }
 
+// The global pool for forget_warm_global: a plain atomic, readable at any time (weights freed during exit may come
+// after the slot above is gone), set while the pool lives.
+std::atomic<ThreadPool*> g_global_pool{nullptr};
+
 }  // namespace
 
 std::pair<int64_t, int64_t> ThreadPool::share(int64_t n, int threads, int index) {
@@ -21,12 +25,14 @@ std::pair<int64_t, int64_t> ThreadPool::share(int64_t n, int threads, int index)
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), warming_(static_cast<size_t>(n_threads_)) {
   warm_next_.resize(static_cast<size_t>(n_threads_));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
+  ThreadPool* self = this;
+  g_global_pool.compare_exchange_strong(self, nullptr);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true, std::memory_order_release);
@@ -54,13 +60,23 @@ inline void cpu_relax() {
 // GB/s a moment later, about what a cold read streams (27 GB/s), where the same bytes touched by loads read back at
 // 79 GB/s, from L2 (a scratch harness, session 23): the core drops many software prefetches when its queues are
 // full. Eight lines a round keep the core's misses in flight without holding up its check for new work long.
-void warm_or_relax(std::span<const uint8_t>& bytes) {
+// A round runs between raising and lowering `busy`, and only while `epoch` still reads `taken` (forget_warm's
+// handshake, seq_cst on both sides: either forget_warm sees the flag up and waits for the round, or the round sees
+// the new epoch and drops the bytes).
+void warm_or_relax(std::span<const uint8_t>& bytes, std::atomic<bool>& busy, const std::atomic<uint64_t>& epoch,
+                   uint64_t taken) {
   if (bytes.empty()) return cpu_relax();
-  const size_t n = std::min<size_t>(bytes.size(), 512);
-  uint8_t touched = 0;
-  for (size_t o = 0; o < n; o += 64) touched ^= bytes[o];
-  asm volatile("" : : "r"(touched));  // the loads are the point: keep them
-  bytes = bytes.subspan(n);
+  busy.store(true, std::memory_order_seq_cst);
+  if (epoch.load(std::memory_order_seq_cst) != taken) {
+    bytes = {};
+  } else {
+    const size_t n = std::min<size_t>(bytes.size(), 512);
+    uint8_t touched = 0;
+    for (size_t o = 0; o < n; o += 64) touched ^= bytes[o];
+    asm volatile("" : : "r"(touched));  // the loads are the point: keep them
+    bytes = bytes.subspan(n);
+  }
+  busy.store(false, std::memory_order_release);
 }
 
 }  // namespace
@@ -71,11 +87,26 @@ void ThreadPool::warm_after_next_call(int index, std::span<const uint8_t> bytes)
   warm_next_[static_cast<size_t>(index)] = bytes;
 }
 
+void ThreadPool::forget_warm() {
+  warm_epoch_.fetch_add(1, std::memory_order_seq_cst);
+  for (WarmFlag& f : warming_) {
+    while (f.busy.load(std::memory_order_seq_cst)) cpu_relax();
+  }
+}
+
+void ThreadPool::forget_warm_global() {
+  if (ThreadPool* pool = g_global_pool.load(std::memory_order_acquire)) pool->forget_warm();
+}
+
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   std::span<const uint8_t> warm;  // kept across calls that name no bytes (the caller's loops between matmuls)
+  uint64_t warm_taken = 0;        // warm_epoch_ when warm was taken
+  std::atomic<bool>& busy = warming_[static_cast<size_t>(index)].busy;
   for (;;) {
-    for (int i = 0; i < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++i) warm_or_relax(warm);
+    for (int i = 0; i < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++i) {
+      warm_or_relax(warm, busy, warm_epoch_, warm_taken);
+    }
     if (generation_.load(std::memory_order_acquire) == seen) {
       // Announced before the predicate is checked under the mutex (both seq_cst, like the caller's generation
       // bump and its read of sleepers_): either the caller sees a sleeper and notifies, or this thread sees the
@@ -91,7 +122,10 @@ void ThreadPool::worker_loop(int index) {
     seen = generation_.load(std::memory_order_acquire);
     const auto* fn = fn_;
     const int64_t n = n_;
-    if (!warm_next_[static_cast<size_t>(index)].empty()) warm = warm_next_[static_cast<size_t>(index)];
+    if (!warm_next_[static_cast<size_t>(index)].empty()) {
+      warm = warm_next_[static_cast<size_t>(index)];
+      warm_taken = warm_epoch_.load(std::memory_order_seq_cst);
+    }
     auto [b, e] = share(n, n_threads_, index);
     if (b < e) {
       try {
@@ -239,7 +273,10 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
 
 ThreadPool& ThreadPool::global() {
   auto& slot = global_slot();
-  if (!slot) slot = std::make_unique<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (!slot) {
+    slot = std::make_unique<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    g_global_pool.store(slot.get(), std::memory_order_release);
+  }
   return *slot;
 }
 
@@ -247,6 +284,7 @@ void ThreadPool::set_global_threads(int n_threads) {
   auto& slot = global_slot();
   if (slot && slot->size() == n_threads) return;
   slot = std::make_unique<ThreadPool>(n_threads);
+  g_global_pool.store(slot.get(), std::memory_order_release);
 }
 
 }  // namespace ascent

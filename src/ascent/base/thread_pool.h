@@ -52,6 +52,11 @@ class ThreadPool {
   // only (they must be readable), so no effect on results. The caller does not warm: at a call's end it would take
   // bandwidth from the worker still finishing the call (tl16 q4_0 decode, session 23: 2% slower than workers only).
   void warm_after_next_call(int index, std::span<const uint8_t> bytes);
+  // Before bytes named to warm_after_next_call are freed: every worker drops what it was given so far, and this
+  // returns once none can still be reading them (a worker mid-round finishes that round first). The global pool's
+  // (forget_warm_global; nothing when there is none): placed weights call it as their buffer is freed.
+  void forget_warm();
+  static void forget_warm_global();
 
   // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
   static ThreadPool& global();
@@ -75,6 +80,13 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   std::exception_ptr error_;
   std::vector<std::span<const uint8_t>> warm_next_;  // per thread index: warm_after_next_call's bytes
+  // forget_warm's handshake: a worker reads warm_epoch_ between raising and lowering its flag around each round of
+  // loads, and drops its bytes once the epoch has moved on from the one it took them under.
+  std::atomic<uint64_t> warm_epoch_{0};
+  struct alignas(64) WarmFlag {
+    std::atomic<bool> busy{false};
+  };
+  std::vector<WarmFlag> warming_;  // per thread index (0 unused: the caller does not warm)
 };
 
 }  // namespace ascent

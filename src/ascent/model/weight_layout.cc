@@ -157,7 +157,11 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
       total += align_up(static_cast<size_t>(m.src.cols()) * sizeof(float), kAlignment);
     }
   }
-  std::shared_ptr<uint8_t> buf(huge_alloc_bytes(total, /*zero=*/false).release(), AlignedDeleter{});
+  // The decode workers warm these bytes (RowPart::next): none may still be reading them once they are freed.
+  std::shared_ptr<uint8_t> buf(huge_alloc_bytes(total, /*zero=*/false).release(), [](uint8_t* p) {
+    ThreadPool::forget_warm_global();
+    AlignedDeleter{}(p);
+  });
   const std::shared_ptr<const void> owner = buf;
 
   // Copy matrix by matrix, each one's rows in chunks over the pool, then give back its source's pages, so that the

@@ -71,7 +71,7 @@ RowSpace row_space(std::span<const Tensor* const> ws) {
 
 // How much of each thread's next weights a decode call names for warming (ThreadPool::warm_after_next_call): most of
 // a 1 MiB L2 (Zen 4 and 5), leaving room for the activations, KV rows and code the steps between matmuls touch.
-// tl16 q4_0 tg128, paired rounds: 768 KiB +2.8 points of the read, 1 MiB +3.2 (bench/RESULTS.md, session 23).
+// tl16 q4_0 decode time against 768 KiB, ABBA pairs: 384 KiB x1.013, 1 MiB x0.996 (bench/RESULTS.md, session 23).
 constexpr size_t kWarmBytes = size_t{768} << 10;
 
 // Decode (T = 1) over weights placed by thread (Tensor::parts, model/weight_layout.h): tells the pool, for each
