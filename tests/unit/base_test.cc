@@ -122,9 +122,9 @@ TEST(ThreadPool, WakesSleepingWorkersAndASleepingCaller) {
 // every index once, whether the named bytes outlast the idle time or not, the workers sleep between rounds or not,
 // and a loop that runs on the caller alone comes between.
 TEST(ThreadPool, WarmingNamedBytesLeavesEveryLoopWhole) {
-  ThreadPool pool(3);
-  std::vector<uint8_t> bytes(size_t{8} << 20, 1);
+  std::vector<uint8_t> bytes(size_t{8} << 20, 1);  // before the pool: outlives its workers' warming
   const std::span<const uint8_t> all(bytes);
+  ThreadPool pool(3);
   for (int round = 0; round < 30; ++round) {
     if (round % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers give up spinning
     for (int t = 1; t < 3; ++t) pool.warm_after_next_call(t, all.subspan(static_cast<size_t>(t + round) << 16));
