@@ -2,7 +2,8 @@
 // created once, spin briefly and then sleep between calls, so a decode step pays neither thread start-up nor a
 // wake-up per loop. parallel_for's split is static (it depends only on n and the thread count); the dynamic and
 // stealing variants hand out work by timing, for loops whose chunks compute the same whichever thread runs them, so
-// results stay reproducible run to run either way.
+// results stay reproducible run to run either way. While they spin, workers can load bytes a caller named for them
+// (warm_after_next_call: a decode thread's next weights) into their caches; that only reads memory.
 #pragma once
 
 #include <atomic>
