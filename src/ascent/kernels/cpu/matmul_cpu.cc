@@ -39,6 +39,12 @@ int64_t row_grain(int64_t groups, int64_t group, int threads) {
   return std::max<int64_t>(64 / group, groups / (16 * threads));
 }
 
+// True when parallel_rows runs its `groups` groups on the calling thread alone: one thread, or a loop of one grain or
+// less, which parallel_for_stealing does not split.
+bool rows_on_caller_alone(int64_t groups, int64_t group, int threads) {
+  return threads == 1 || groups <= row_grain(groups, group, threads);
+}
+
 // Runs fn(n0, n1) over [0, N) in whole groups of `group` rows. Each thread walks its own contiguous share in
 // chunks of about 1/16 of it (at least 64 rows) and a thread done early steals the back half of the largest share
 // left, so a thread slowed down by a busy neighbour does less of the work. Handing chunks out round-robin from a
@@ -83,7 +89,7 @@ void warm_next_weights(std::span<const Tensor* const> ws, const RowSpace& space)
   ThreadPool& pool = ThreadPool::global();
   const int threads = pool.size();
   const int64_t groups = space.first.back() / space.group;
-  if (threads == 1 || groups <= row_grain(groups, space.group, threads)) return;  // runs on the caller alone
+  if (rows_on_caller_alone(groups, space.group, threads)) return;
   for (int t = 1; t < threads; ++t) {
     const auto [g0, g1] = ThreadPool::share(groups, threads, t);
     if (g0 == g1) continue;
@@ -218,8 +224,7 @@ std::vector<std::vector<int64_t>> decode_row_shares(std::span<const Tensor* cons
   ASCENT_CHECK(!ws.empty() && threads >= 1, "decode_row_shares: {} weights on {} threads", ws.size(), threads);
   const RowSpace space = row_space(ws);
   const int64_t groups = space.first.back() / space.group;
-  // parallel_for_stealing runs a loop of one grain or less on the calling thread alone.
-  const bool one = threads == 1 || groups <= row_grain(groups, space.group, threads);
+  const bool one = rows_on_caller_alone(groups, space.group, threads);
   std::vector<std::vector<int64_t>> cuts(ws.size(), std::vector<int64_t>(static_cast<size_t>(threads) + 1));
   for (int t = 0; t <= threads; ++t) {
     const int64_t g = t == threads ? groups : one ? (t == 0 ? 0 : groups) : ThreadPool::share(groups, threads, t).first;
