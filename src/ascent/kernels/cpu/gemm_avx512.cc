@@ -1553,20 +1553,16 @@ struct Q6KRKern {
     out[3] = join(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2));
   }
 
-  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream. Both halves of a
-  // super-block at once, half 0 in lanes 0-7 and half 1 in lanes 8-15 of 512-bit registers: codes' lanes, the same
-  // operations on each, reduced as the two 256-bit accumulators they replaced were (hsum of lanes 0-15), so the same
-  // bits, with about half the instructions per byte. The 256-bit loop (one half at a time, ~64 instructions per
-  // super-block against ~40) ran 43 GB/s from L2 on one Zen 5 core (`decode_ceiling q6_kr`).
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream. Tried and
+  // dropped (session 24): both halves of a super-block in one 512-bit pass (lanes 0-7 / 8-15, ~40 instructions per
+  // super-block against ~64, the same bits) ran 43 -> 68-80 GB/s from L2 on one Zen 5 core, yet tl16 q6_k tg128
+  // (`bench/ab_decode.py`, 42 rounds in four series) was slower in 32 of 42 rounds, median x0.95; loading qh as two
+  // 32-byte halves instead of one line-crossing 64-byte load changed nothing (x0.945, 10 rounds). Why the leaner
+  // loop streams slower from DRAM is open.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const int64_t ahead = kStreamAheadBlocks;
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
-    // codes()'s join: (A & 0x0f) | (B & 0x30).
-    auto join = [&](__m512i nib, __m512i pair) {
-      return _mm512_ternarylogic_epi32(_mm512_and_si512(nib, low4), pair, bits45, 0xf8);
-    };
     const uint8_t* row = w.row_ptr(n0);
     prefetch_span(in.q6r.data(), in.K);
     prefetch_span(in.q6r_off.data(), in.K / 16 * 4);
@@ -1576,26 +1572,26 @@ struct Q6KRKern {
       const int8_t* a = in.q6r.data();
       const int32_t* off = in.q6r_off.data();
       const float* lane_d = in.q6r_d.data();
-      __m512 y = _mm512_setzero_ps();
+      __m256 y[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // sub-blocks 0-7 and 8-15 of each super-block
       for (int64_t sb = 0; sb < nsb; ++sb, a += kQKBlock, off += 16, lane_d += 16) {
         const BlockQ6_KR& b = blk[sb];
         prefetch_block<1, PrefetchTo::Stream>(&b, sizeof(BlockQ6_KR), ahead);
-        // Per half h (32 bytes each): ql0 = ql[64h ..], ql1 = ql[64h + 32 ..], qh = qh[32h ..].
-        const __m512i ql0 = join_halves(b.ql, b.ql + 64), ql1 = join_halves(b.ql + 32, b.ql + 96);
-        const __m512i qh = load_reg512(b.qh);
-        const __m512i q[4] = {join(ql0, _mm512_slli_epi16(qh, 4)), join(ql1, _mm512_slli_epi16(qh, 2)),
-                              join(_mm512_srli_epi16(ql0, 4), qh),
-                              join(_mm512_srli_epi16(ql1, 4), _mm512_srli_epi16(qh, 2))};
-        __m512i is = _mm512_loadu_si512(off);
-        // Step k's activations: half 0's 32 bytes at a + 64 k, half 1's right after.
-        for (int k = 0; k < 4; ++k) is = dpbusd(is, q[k], _mm512_loadu_si512(a + 64 * k));
-        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-        const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(b.d)));
-        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(is, sc)), _mm512_mul_ps(d, _mm512_loadu_ps(lane_d)),
-                            y);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          codes(b, h, q);
+          __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h));
+          for (int k = 0; k < 4; ++k) {
+            is = _mm256_dpbusd_epi32(is, q[k],
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 * k + 32 * h)));
+          }
+          const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * h)));
+          y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)),
+                                 _mm256_mul_ps(d, _mm256_loadu_ps(lane_d + 8 * h)), y[h]);
+        }
       }
       float res[4][4];
-      res[0][0] = hsum(y);
+      res[0][0] = hsum(y[0], y[1]);
       store_tile<1>(o, 0, 1, n, res);
     }
   }
