@@ -181,6 +181,21 @@ def main():
             got, ref = op("attention", [q, k, v], isa=isa, **a), op("attention", [q, k, v], isa="ref", **a)
             expect(f"ASCENT_ISA={isa}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} vs ref",
                    got, ref, 2e-6)
+        # Caches in blocks of B positions, each block (Hkv, B, D) (ops.h kv_offset; the model's KvCache keeps 256):
+        # the same arithmetic as over rows (positions, Hkv*D), so bitwise the same result, with blocks ending inside
+        # a run of keys, a window starting inside one, and the last block part-filled (op_runner fills the rest with
+        # NaN, which any read would spread).
+        for T, past, H, Hkv, D, window, B in [(1, 300, 4, 1, 16, 0, 16), (1, 90, 8, 2, 64, 0, 32),
+                                              (150, 90, 8, 2, 64, 70, 32), (17, 3, 4, 2, 37, 0, 16),
+                                              (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256)]:
+            q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
+            a = dict(heads=H, kv_heads=Hkv, n_past=past, window=window)
+            for variant in (isa, "ref"):
+                rows = op("attention", [q, k, v], isa=variant, **a)
+                blocks = op("attention", [q, k, v], isa=variant, kv_block=B, **a)
+                check(rows is not None and blocks is not None and torch.equal(rows, blocks),
+                      f"ASCENT_ISA={variant}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} over "
+                      f"blocks of {B} positions == over rows, bitwise")
         # A query row's result depends only on its position and the cache: prefill rows equal the same rows run as
         # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses. D = 40 has
         # value rows copied into whole vectors (AVX-512), D = 64 read in place from the cache.

@@ -6,6 +6,7 @@
 // quantizes an f32 weight first. wtype=q4_k|q6_k takes the weight as GGUF super-blocks instead (we have no K-quant
 // quantizer): a uint16 array (N, row bytes / 2) holding each row's blocks, for K = x's columns (an embedding's: k=K);
 // wtype=q4_kr (q6_kr) takes Q4_K (Q6_K) blocks and repacks them as models load them for the AVX-512 kernel.
+// attention's k and v are rows (positions, Hkv*D); kv_block=B copies them into that cache layout first (ops.h).
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -121,11 +122,33 @@ int run(int argc, char** argv) {
   } else if (op == "attention") {
     const auto q = as_f32(x), k = as_f32(in.at(1)), v = as_f32(in.at(2));
     const int64_t H = inum("heads"), D = cols / H;
-    const kernels::AttentionDims d{
-        rows, inum("n_past"), H, inum("kv_heads"), D, 1.0f / std::sqrt(static_cast<float>(D)), inum("window")};
+    const kernels::AttentionDims d{rows,
+                                   inum("n_past"),
+                                   H,
+                                   inum("kv_heads"),
+                                   D,
+                                   1.0f / std::sqrt(static_cast<float>(D)),
+                                   inum("window"),
+                                   attr.count("kv_block") != 0 ? inum("kv_block") : 0};
     ASCENT_CHECK(in[1].rows() == d.n_past + rows, "k must have n_past + T rows");
     y.resize(q.size());
-    kernels::attention_forward(q.data(), k.data(), v.data(), d, y.data());
+    if (d.kv_block == 0) {
+      kernels::attention_forward(q.data(), k.data(), v.data(), d, y.data());
+    } else {
+      // k and v come as rows (positions, Hkv*D); the kernel reads them from caches in kv_block's layout.
+      const int64_t S = in[1].rows(), kvw = d.n_kv_heads * D;
+      const int64_t padded = (S + d.kv_block - 1) / d.kv_block * d.kv_block;
+      std::vector<float> kb(static_cast<size_t>(padded * kvw), NAN), vb(kb.size(), NAN);  // NaN: never read
+      for (int64_t j = 0; j < S; ++j) {
+        for (int64_t h = 0; h < d.n_kv_heads; ++h) {
+          for (int64_t c = 0; c < D; ++c) {
+            kb[static_cast<size_t>(kernels::kv_offset(d, j, h) + c)] = k[static_cast<size_t>(j * kvw + h * D + c)];
+            vb[static_cast<size_t>(kernels::kv_offset(d, j, h) + c)] = v[static_cast<size_t>(j * kvw + h * D + c)];
+          }
+        }
+      }
+      kernels::attention_forward(q.data(), kb.data(), vb.data(), d, y.data());
+    }
   } else if (op == "softmax" || op == "silu" || op == "gelu_tanh") {
     const auto xv = as_f32(x);
     y.resize(xv.size());

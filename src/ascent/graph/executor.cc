@@ -207,9 +207,15 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
           for (size_t s = 0; s < segments.size(); ++s) {  // each sequence attends over its own cache
             KvCache& kv = *segments[s].kv;
             const int64_t r0 = seg_row[s], Ts = seg_row[s + 1] - r0, past = segments[s].n_past;
-            std::memcpy(kv.k(n.layer) + past * kvw, k + r0 * kvw, static_cast<size_t>(Ts * kvw) * sizeof(float));
-            std::memcpy(kv.v(n.layer) + past * kvw, v + r0 * kvw, static_cast<size_t>(Ts * kvw) * sizeof(float));
-            const kernels::AttentionDims d{Ts, past, n.heads, n.kv_heads, n.head_dim, n.scale, n.window};
+            const kernels::AttentionDims d{Ts, past, n.heads, n.kv_heads, n.head_dim, n.scale, n.window, kv.block()};
+            // The new rows, head by head, to where the cache's layout keeps them (kernels::kv_offset).
+            for (int64_t t = 0; t < Ts; ++t) {
+              for (int64_t h = 0; h < n.kv_heads; ++h) {
+                const int64_t src = (r0 + t) * kvw + h * n.head_dim, dst = kernels::kv_offset(d, past + t, h);
+                std::memcpy(kv.k(n.layer) + dst, k + src, static_cast<size_t>(n.head_dim) * sizeof(float));
+                std::memcpy(kv.v(n.layer) + dst, v + src, static_cast<size_t>(n.head_dim) * sizeof(float));
+              }
+            }
             kernels::attention_forward(q + r0 * qw, kv.k(n.layer), kv.v(n.layer), d, out + r0 * qw);
           }
           break;

@@ -3,7 +3,8 @@
 namespace ascent::graph {
 
 KvCache::KvCache(int n_layers, int64_t max_seq, int64_t kv_width) : max_seq_(max_seq), kv_width_(kv_width) {
-  const size_t bytes = static_cast<size_t>(max_seq * kv_width) * sizeof(float);
+  const int64_t positions = (max_seq + kBlock - 1) / kBlock * kBlock;  // whole blocks
+  const size_t bytes = static_cast<size_t>(positions * kv_width) * sizeof(float);
   // Rows past n_past are never read, so a large cache is left untouched and costs memory only as it fills, one
   // huge page (2 MiB) at a time. On 4 KiB pages every other decode step faulted in a fresh page per layer for K
   // and for V (2 KiB rows of a 1B model), ~35 us per layer in this VM, 2-3% of decode. A cache smaller than a huge

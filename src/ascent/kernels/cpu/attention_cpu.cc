@@ -18,10 +18,11 @@ void attention_forward_avx2(const float* q, const float* k, const float* v, cons
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
+  ASCENT_CHECK(d.kv_block >= 0 && d.kv_block % 16 == 0, "attention: kv_block {} is not a multiple of 16", d.kv_block);
   if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
   if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
-  const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
+  const int64_t q_stride = d.n_heads * D;
   ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {
     std::vector<float> scores(static_cast<size_t>(d.n_past + d.n_tokens));  // (S,)
     for (int64_t i = i0; i < i1; ++i) {
@@ -31,7 +32,7 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       const float* qh = q + t * q_stride + h * D;
       float mx = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
-        scores[j] = dot_f32(qh, k + j * kv_stride + kvh * D, D) * d.scale;
+        scores[j] = dot_f32(qh, k + kv_offset(d, j, kvh), D) * d.scale;
         mx = std::max(mx, scores[j]);
       }
       double sum = 0.0;
@@ -44,7 +45,7 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       std::fill(oh, oh + D, 0.0f);
       for (int64_t j = first; j <= pos; ++j) {
         const float p = scores[j] * inv;
-        const float* vj = v + j * kv_stride + kvh * D;
+        const float* vj = v + kv_offset(d, j, kvh);
         for (int64_t c = 0; c < D; ++c) oh[c] += p * vj[c];
       }
     }

@@ -141,38 +141,47 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const 
   }
 }
 
-// How many key tiles ahead pack_keys and the value loop prefetch the cache rows they will read (into L2). One kv
-// head's slice of a cache row is D floats every n_kv_heads * D: short pieces a long stride apart, which the hardware
-// prefetchers do not follow, and during decode the cache is cold (the layer's weights streamed through the caches
-// since it was last read). One token's attention over 1000 cached positions (32 heads, 8 kv heads, D = 64, two
-// threads, each layer's cache evicted before it is read) took 350-470 us per layer without; 225-300 with 4 tiles
-// ahead (2 ahead into L1: 350-390; 8 ahead: 240-270). tl16 int4 tg32 at depth 1000: 47 -> 56 t/s (median of 5
+// How many key tiles ahead pack_keys and the value loop prefetch the cache rows they will read (into L2). In a
+// cache of rows (positions, Hkv*D) one kv head's slice of a row is D floats every n_kv_heads * D: short pieces a
+// long stride apart, which the hardware prefetchers do not follow (the model's KvCache now keeps blocks of one
+// head's rows, ops.h kv_offset, measured below), and during decode the cache is cold (the layer's weights streamed
+// through the caches since it was last read). One token's attention over 1000 cached positions (32 heads, 8 kv heads, D
+// = 64, two threads, each layer's cache evicted before it is read) took 350-470 us per layer without; 225-300 with 4
+// tiles ahead (2 ahead into L1: 350-390; 8 ahead: 240-270). tl16 int4 tg32 at depth 1000: 47 -> 56 t/s (median of 5
 // alternating runs).
 constexpr int64_t kPrefetchTiles = 4;
 
-// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n floats each, ld floats apart, into L2.
-inline void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
+// One kv head's rows of a K or V cache laid out as AttentionDims::kv_block says: rows(j) is position j's D floats.
+struct HeadRows {
+  const float* cache;
+  const AttentionDims* d;
+  int64_t head;
+  const float* operator()(int64_t j) const { return cache + kv_offset(*d, j, head); }
+};
+
+// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n floats each into L2.
+inline void prefetch_rows(const HeadRows& rows, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
   for (int64_t j = std::max(j0, lo); j <= std::min(j1, hi); ++j) {
-    const char* row = reinterpret_cast<const char*>(base + j * ld);
+    const char* row = reinterpret_cast<const char*>(rows(j));
     for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(float)); b += 64) __builtin_prefetch(row + b, 0, 2);
   }
 }
 
-// Keys [lo, hi] of one kv head (k: its first key's row, ld floats between keys) transposed into kt, (tiles, D2, W)
+// Keys [lo, hi] of one kv head (k: its rows, ld floats between a tile's keys) transposed into kt, (tiles, D2, W)
 // from tile lo / W: lanes outside [lo, hi] and the odd-D padding dimension are zero. Whole tiles go W x W through
 // V::transpose, the rest one value at a time.
 template <class V>
-void pack_keys(const float* k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi, AlignedVector<float>& kt) {
+void pack_keys(const HeadRows& k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi, AlignedVector<float>& kt) {
   constexpr int64_t W = V::kLanes;
   const int64_t tile_lo = lo / W, tile_hi = hi / W;
   kt.resize(static_cast<size_t>((tile_hi - tile_lo + 1) * D2 * W));
-  prefetch_rows(k, ld, D, tile_lo * W, (tile_lo + kPrefetchTiles) * W - 1, lo, hi);
+  prefetch_rows(k, D, tile_lo * W, (tile_lo + kPrefetchTiles) * W - 1, lo, hi);
   for (int64_t tile = tile_lo; tile <= tile_hi; ++tile) {
     const int64_t ahead = (tile + kPrefetchTiles) * W;
-    prefetch_rows(k, ld, D, ahead, ahead + W - 1, lo, hi);
+    prefetch_rows(k, D, ahead, ahead + W - 1, lo, hi);
     float* dst = kt.data() + (tile - tile_lo) * D2 * W;
     const int64_t key0 = tile * W;
-    const float* src = k + key0 * ld;
+    const float* src = k(key0);
     int64_t c0 = 0;
     if (key0 >= lo && key0 + W - 1 <= hi) {
       for (; c0 + W <= D; c0 += W) V::transpose(src + c0, ld, dst + c0 * W);
@@ -181,7 +190,7 @@ void pack_keys(const float* k, int64_t ld, int64_t D, int64_t D2, int64_t lo, in
     }
     const int64_t j0 = std::max(lo, key0), j1 = std::min(hi, key0 + W - 1);
     for (int64_t c = c0; c < D; ++c) {
-      for (int64_t j = j0; j <= j1; ++j) dst[c * W + (j - key0)] = k[j * ld + c];
+      for (int64_t j = j0; j <= j1; ++j) dst[c * W + (j - key0)] = k(j)[c];
     }
     if (D2 > D) std::fill(dst + D * W, dst + D2 * W, 0.0f);
   }
@@ -199,7 +208,7 @@ template <class V>
 void flash_attention(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   constexpr int64_t kKeyTile = V::kLanes;
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
-  const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
+  const int64_t q_stride = d.n_heads * D, kv_ld = kv_row_stride(d);
   const int64_t D2 = (D + 1) / 2 * 2, Dp = (D + kKeyTile - 1) / kKeyTile * kKeyTile;
   const int64_t block = std::max<int64_t>(1, kRowsPerItem / group);  // query tokens per block
   const int64_t n_blocks = (d.n_tokens + block - 1) / block;
@@ -216,7 +225,8 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       const int64_t run_lo = first_key(d.n_past + b0 * block);
       const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;
       const int64_t tile_lo = run_lo / kKeyTile, tile_hi = run_hi / kKeyTile;
-      pack_keys<V>(k + kvh * D, kv_stride, D, D2, run_lo, run_hi, s.kt);
+      const HeadRows k_rows{k, &d, kvh}, v_rows{v, &d, kvh};
+      pack_keys<V>(k_rows, kv_ld, D, D2, run_lo, run_hi, s.kt);
       // Values in place when rows are whole vectors, except a last tile reaching past the cache's valid rows;
       // otherwise copied (zero-padded) into s.vt from tile `copied` on.
       const bool last_partial = (tile_hi + 1) * kKeyTile - 1 > run_hi;
@@ -224,7 +234,7 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       if (copied <= tile_hi) {
         s.vt.assign(static_cast<size_t>((tile_hi - copied + 1) * kKeyTile * Dp), 0.0f);
         for (int64_t j = std::max(run_lo, copied * kKeyTile); j <= run_hi; ++j) {
-          const float* vj = v + j * kv_stride + kvh * D;
+          const float* vj = v_rows(j);
           std::copy(vj, vj + D, s.vt.data() + (j - copied * kKeyTile) * Dp);
         }
       }
@@ -233,8 +243,8 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
           ldv = Dp;
           return s.vt.data() + (tile - copied) * kKeyTile * Dp;
         }
-        ldv = kv_stride;
-        return v + tile * kKeyTile * kv_stride + kvh * D;
+        ldv = kv_ld;
+        return v_rows(tile * kKeyTile);
       };
       // Value rows from here on were prefetched for a block already run (blocks go back to front, so each reaches
       // keys no lower than the next one's): a block prefetches only the rows below them.
@@ -254,14 +264,12 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         s.m.assign(static_cast<size_t>(n_rows), kNoMax);
         s.p.resize(4 * kKeyTile);
         // Value rows read in place from the cache and not yet prefetched: [key_lo, prefetch_hi].
-        const float* v_head = v + kvh * D;
         const int64_t prefetch_hi = std::min({key_hi, copied * kKeyTile - 1, fetched_lo - 1});
         fetched_lo = std::min(fetched_lo, key_lo);
-        prefetch_rows(v_head, kv_stride, D, key_lo, (key_lo / kKeyTile + kPrefetchTiles) * kKeyTile - 1, key_lo,
-                      prefetch_hi);
+        prefetch_rows(v_rows, D, key_lo, (key_lo / kKeyTile + kPrefetchTiles) * kKeyTile - 1, key_lo, prefetch_hi);
         for (int64_t tile = key_lo / kKeyTile; tile <= key_hi / kKeyTile; ++tile) {
           const int64_t ahead = (tile + kPrefetchTiles) * kKeyTile;
-          prefetch_rows(v_head, kv_stride, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
+          prefetch_rows(v_rows, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
           for (int64_t i = 0; i < n_rows; i += 4) {
             const int64_t R = std::min<int64_t>(4, n_rows - i);
             int64_t rows[4], first[4], last[4];

@@ -59,9 +59,23 @@ struct AttentionDims {
   int64_t head_dim;    // D
   float scale;         // usually 1/sqrt(D)
   int64_t window;      // sliding window in positions (0: unlimited)
+  int64_t kv_block;    // the caches' layout: 0, rows (positions, Hkv*D); B > 0 (a multiple of 16), kv_offset's blocks
 };
-// Causal attention of q (T, Hq*D) over k, v caches (n_past + T, Hkv*D) whose first n_past + T rows are valid.
-// Query t sits at position n_past + t. out is (T, Hq*D).
+// Where position j of kv head h lies in a K or V cache (floats from its start). kv_block = B > 0 stores B positions
+// per block, each block (Hkv, B, D): one head's rows of a block are one contiguous run, which a decode step's
+// thread (one kv head at a time) streams, where in rows (positions, Hkv*D) they are D floats every Hkv*D, a stride
+// the hardware prefetchers do not follow.
+inline int64_t kv_offset(const AttentionDims& d, int64_t j, int64_t h) {
+  if (d.kv_block == 0) return (j * d.n_kv_heads + h) * d.head_dim;
+  return ((j / d.kv_block * d.n_kv_heads + h) * d.kv_block + j % d.kv_block) * d.head_dim;
+}
+// Floats between positions j and j + 1 of one head within a block (for kv_block = 0, anywhere): key tiles of up to
+// 16 positions starting at a multiple of their size never cross a block.
+inline int64_t kv_row_stride(const AttentionDims& d) {
+  return d.kv_block == 0 ? d.n_kv_heads * d.head_dim : d.head_dim;
+}
+// Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block says whose first n_past + T positions are
+// valid. Query t sits at position n_past + t. out is (T, Hq*D).
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
 
 // Row-wise softmax of x (R, C) into y.
