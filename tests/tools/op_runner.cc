@@ -6,7 +6,8 @@
 // quantizes an f32 weight first. wtype=q4_k|q6_k takes the weight as GGUF super-blocks instead (we have no K-quant
 // quantizer): a uint16 array (N, row bytes / 2) holding each row's blocks, for K = x's columns (an embedding's: k=K);
 // wtype=q4_kr (q6_kr) takes Q4_K (Q6_K) blocks and repacks them as models load them for the AVX-512 kernel.
-// attention's k and v are rows (positions, Hkv*D); kv_block=B copies them into that cache layout first (ops.h).
+// attention's k and v are rows (positions, Hkv*D); kv_block=B (k_tiles=1) copies them into that cache layout first
+// (ops.h).
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -129,7 +130,8 @@ int run(int argc, char** argv) {
                                    D,
                                    1.0f / std::sqrt(static_cast<float>(D)),
                                    inum("window"),
-                                   attr.count("kv_block") != 0 ? inum("kv_block") : 0};
+                                   attr.count("kv_block") != 0 ? inum("kv_block") : 0,
+                                   attr.count("k_tiles") != 0 && inum("k_tiles") != 0};
     ASCENT_CHECK(in[1].rows() == d.n_past + rows, "k must have n_past + T rows");
     y.resize(q.size());
     if (d.kv_block == 0) {
@@ -142,7 +144,8 @@ int run(int argc, char** argv) {
       for (int64_t j = 0; j < S; ++j) {
         for (int64_t h = 0; h < d.n_kv_heads; ++h) {
           for (int64_t c = 0; c < D; ++c) {
-            kb[static_cast<size_t>(kernels::kv_offset(d, j, h) + c)] = k[static_cast<size_t>(j * kvw + h * D + c)];
+            kb[static_cast<size_t>(kernels::k_offset(d, j, h) + c * kernels::k_dim_stride(d))] =
+                k[static_cast<size_t>(j * kvw + h * D + c)];
             vb[static_cast<size_t>(kernels::kv_offset(d, j, h) + c)] = v[static_cast<size_t>(j * kvw + h * D + c)];
           }
         }

@@ -207,13 +207,24 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
           for (size_t s = 0; s < segments.size(); ++s) {  // each sequence attends over its own cache
             KvCache& kv = *segments[s].kv;
             const int64_t r0 = seg_row[s], Ts = seg_row[s + 1] - r0, past = segments[s].n_past;
-            const kernels::AttentionDims d{Ts, past, n.heads, n.kv_heads, n.head_dim, n.scale, n.window, kv.block()};
-            // The new rows, head by head, to where the cache's layout keeps them (kernels::kv_offset).
+            const kernels::AttentionDims d{Ts,
+                                           past,
+                                           n.heads,
+                                           n.kv_heads,
+                                           n.head_dim,
+                                           n.scale,
+                                           n.window,
+                                           kv.block(),
+                                           /*k_tiles=*/kv.k_tiles(n.head_dim)};
+            // The new rows, head by head, to where the cache's layout keeps them (kernels::kv_offset, k_offset).
+            const int64_t kstep = kernels::k_dim_stride(d);
             for (int64_t t = 0; t < Ts; ++t) {
               for (int64_t h = 0; h < n.kv_heads; ++h) {
-                const int64_t src = (r0 + t) * kvw + h * n.head_dim, dst = kernels::kv_offset(d, past + t, h);
-                std::memcpy(kv.k(n.layer) + dst, k + src, static_cast<size_t>(n.head_dim) * sizeof(float));
-                std::memcpy(kv.v(n.layer) + dst, v + src, static_cast<size_t>(n.head_dim) * sizeof(float));
+                const int64_t src = (r0 + t) * kvw + h * n.head_dim;
+                float* kd = kv.k(n.layer) + kernels::k_offset(d, past + t, h);
+                for (int64_t c = 0; c < n.head_dim; ++c) kd[c * kstep] = k[src + c];
+                std::memcpy(kv.v(n.layer) + kernels::kv_offset(d, past + t, h), v + src,
+                            static_cast<size_t>(n.head_dim) * sizeof(float));
               }
             }
             kernels::attention_forward(q + r0 * qw, kv.k(n.layer), kv.v(n.layer), d, out + r0 * qw);

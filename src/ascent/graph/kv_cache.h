@@ -1,6 +1,8 @@
 // The KV cache of one sequence: per layer, K and V in f32, blocks of kBlock positions, each block (n_kv_heads,
 // kBlock, head_dim) (kernels::kv_offset with kv_block = kBlock): a decode step's attention reads each kv head's rows
-// as runs of kBlock * head_dim floats, not as head_dim floats every n_kv_heads * head_dim. Attention nodes append
+// as runs of kBlock * head_dim floats, not as head_dim floats every n_kv_heads * head_dim. K's blocks hold each
+// head's positions as key tiles instead (kernels::k_offset) where the head size is even, so that the kernels read
+// a tile's keys transposed in place rather than transposing them at every step. Attention nodes append
 // their new positions at n_past and read positions [0, n_past + T). The paged, multi-sequence cache belongs to the
 // serving engine.
 #pragma once
@@ -20,6 +22,8 @@ class KvCache {
 
   KvCache(int n_layers, int64_t max_seq, int64_t kv_width);
   int64_t block() const { return kBlock; }
+  // Whether K's blocks hold key tiles (kernels::k_offset): for every even head size, which the kernels need for it.
+  static bool k_tiles(int64_t head_dim) { return head_dim % 2 == 0; }
   float* k(int layer) { return reinterpret_cast<float*>(k_[static_cast<size_t>(layer)].get()); }
   float* v(int layer) { return reinterpret_cast<float*>(v_[static_cast<size_t>(layer)].get()); }
   int64_t max_seq() const { return max_seq_; }

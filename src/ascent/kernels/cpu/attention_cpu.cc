@@ -18,13 +18,18 @@ void attention_forward_avx2(const float* q, const float* k, const float* v, cons
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
-  ASCENT_CHECK(d.kv_block >= 0 && d.kv_block % 16 == 0, "attention: kv_block {} is not a multiple of 16", d.kv_block);
+  ASCENT_CHECK(d.kv_block >= 0 && d.kv_block % kKeyGroup == 0, "attention: kv_block {} is not a multiple of {}",
+               d.kv_block, kKeyGroup);
+  ASCENT_CHECK(!d.k_tiles || (d.kv_block > 0 && d.head_dim % 2 == 0),
+               "attention: K in key tiles needs blocks (kv_block {}) and an even head size (D {})", d.kv_block,
+               d.head_dim);
   if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
   if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D;
   ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {
     std::vector<float> scores(static_cast<size_t>(d.n_past + d.n_tokens));  // (S,)
+    std::vector<float> kj(static_cast<size_t>(D));                          // (D,): one key, gathered
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / d.n_heads, h = i % d.n_heads, kvh = h / group;
       const int64_t pos = d.n_past + t;
@@ -32,7 +37,10 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       const float* qh = q + t * q_stride + h * D;
       float mx = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
-        scores[j] = dot_f32(qh, k + kv_offset(d, j, kvh), D) * d.scale;
+        // Gathered into one row first, so that dot_f32 sums in the same order for every layout.
+        const float* kr = k + k_offset(d, j, kvh);
+        for (int64_t c = 0; c < D; ++c) kj[static_cast<size_t>(c)] = kr[c * k_dim_stride(d)];
+        scores[j] = dot_f32(qh, kj.data(), D) * d.scale;
         mx = std::max(mx, scores[j]);
       }
       double sum = 0.0;

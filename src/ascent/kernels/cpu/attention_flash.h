@@ -88,10 +88,10 @@ inline void tile_values(const float* vt, int64_t ldv, int64_t Dp, const float* p
 // One key tile for R query rows: scores, online-softmax update of max and sum, and o = o * alpha + p @ V.
 // Lanes outside a row's keys [first[r], last[r]] score -inf; a tile with none of them leaves the row's state
 // bitwise unchanged (alpha = e^0 = 1, p = 0), so a row's result does not depend on which rows share its group.
-// kt: the tile's (D2, W) transposed keys; vt: its W value rows, ldv apart.
+// kt: the tile's keys, transposed (D2, W) with ldk floats between dimensions; vt: its W value rows, ldv apart.
 template <class V, int R>
-void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const float* vt, int64_t ldv, int64_t tile,
-                const int64_t rows[R], const int64_t first[R], const int64_t last[R], float scale) {
+void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, int64_t ldk, const float* vt, int64_t ldv,
+                int64_t tile, const int64_t rows[R], const int64_t first[R], const int64_t last[R], float scale) {
   using F = typename V::F;
   constexpr int64_t kKeyTile = V::kLanes;
   // Scores: two accumulators per row (even and odd d) so eight FMA chains are in flight.
@@ -102,7 +102,7 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, const 
     q[r] = s.qs.data() + rows[r] * D2;
   }
   for (int64_t d = 0; d < D2; d += 2) {
-    const F k0 = V::load(kt + d * kKeyTile), k1 = V::load(kt + (d + 1) * kKeyTile);
+    const F k0 = V::load(kt + d * ldk), k1 = V::load(kt + (d + 1) * ldk);
     for (int r = 0; r < R; ++r) {
       acc0[r] = V::fma(V::set1(q[r][d]), k0, acc0[r]);
       acc1[r] = V::fma(V::set1(q[r][d + 1]), k1, acc1[r]);
@@ -226,7 +226,17 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;
       const int64_t tile_lo = run_lo / kKeyTile, tile_hi = run_hi / kKeyTile;
       const HeadRows k_rows{k, &d, kvh}, v_rows{v, &d, kvh};
-      pack_keys<V>(k_rows, kv_ld, D, D2, run_lo, run_hi, s.kt);
+      // K in key tiles (AttentionDims::k_tiles) is read in place, in groups of kKeyGroup keys (a whole tile, or
+      // two, kKeyGroup * D floats in one run); otherwise transposed here. Lanes of a tile outside a row's keys may
+      // then hold any value of the cache (even an unwritten position's): their scores are masked, not summed.
+      if (!d.k_tiles) pack_keys<V>(k_rows, kv_ld, D, D2, run_lo, run_hi, s.kt);
+      auto prefetch_key_group = [&](int64_t key) {
+        if (!d.k_tiles || key > run_hi) return;
+        const char* p = reinterpret_cast<const char*>(k + k_offset(d, key / kKeyGroup * kKeyGroup, kvh));
+        for (int64_t b = 0; b < kKeyGroup * D * static_cast<int64_t>(sizeof(float)); b += 64) {
+          __builtin_prefetch(p + b, 0, 2);
+        }
+      };
       // Values in place when rows are whole vectors, except a last tile reaching past the cache's valid rows;
       // otherwise copied (zero-padded) into s.vt from tile `copied` on.
       const bool last_partial = (tile_hi + 1) * kKeyTile - 1 > run_hi;
@@ -267,9 +277,11 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
         const int64_t prefetch_hi = std::min({key_hi, copied * kKeyTile - 1, fetched_lo - 1});
         fetched_lo = std::min(fetched_lo, key_lo);
         prefetch_rows(v_rows, D, key_lo, (key_lo / kKeyTile + kPrefetchTiles) * kKeyTile - 1, key_lo, prefetch_hi);
+        for (int64_t t = 0; t < kPrefetchTiles; ++t) prefetch_key_group((key_lo / kKeyTile + t) * kKeyTile);
         for (int64_t tile = key_lo / kKeyTile; tile <= key_hi / kKeyTile; ++tile) {
           const int64_t ahead = (tile + kPrefetchTiles) * kKeyTile;
           prefetch_rows(v_rows, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
+          prefetch_key_group(ahead);
           for (int64_t i = 0; i < n_rows; i += 4) {
             const int64_t R = std::min<int64_t>(4, n_rows - i);
             int64_t rows[4], first[4], last[4];
@@ -282,21 +294,23 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
               any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
             }
             if (!any) continue;  // only a no-op for every row: skipping it changes nothing
-            const float* kt = s.kt.data() + (tile - tile_lo) * D2 * kKeyTile;
+            const float* kt =
+                d.k_tiles ? k + k_offset(d, tile * kKeyTile, kvh) : s.kt.data() + (tile - tile_lo) * D2 * kKeyTile;
+            const int64_t ldk = d.k_tiles ? kKeyGroup : kKeyTile;
             int64_t ldv = 0;
             const float* vt = values(tile, ldv);
             switch (R) {
               case 4:
-                flash_tile<V, 4>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
+                flash_tile<V, 4>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
                 break;
               case 3:
-                flash_tile<V, 3>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
+                flash_tile<V, 3>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
                 break;
               case 2:
-                flash_tile<V, 2>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
+                flash_tile<V, 2>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
                 break;
               default:
-                flash_tile<V, 1>(s, D2, Dp, kt, vt, ldv, tile, rows, first, last, d.scale);
+                flash_tile<V, 1>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
             }
           }
         }

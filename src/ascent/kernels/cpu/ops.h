@@ -60,6 +60,7 @@ struct AttentionDims {
   float scale;         // usually 1/sqrt(D)
   int64_t window;      // sliding window in positions (0: unlimited)
   int64_t kv_block;    // the caches' layout: 0, rows (positions, Hkv*D); B > 0 (a multiple of 16), kv_offset's blocks
+  bool k_tiles;        // K's blocks hold key tiles (k_offset); needs kv_block > 0 and an even D
 };
 // Where position j of kv head h lies in a K or V cache (floats from its start). kv_block = B > 0 stores B positions
 // per block, each block (Hkv, B, D): one head's rows of a block are one contiguous run, which a decode step's
@@ -74,8 +75,21 @@ inline int64_t kv_offset(const AttentionDims& d, int64_t j, int64_t h) {
 inline int64_t kv_row_stride(const AttentionDims& d) {
   return d.kv_block == 0 ? d.n_kv_heads * d.head_dim : d.head_dim;
 }
-// Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block says whose first n_past + T positions are
-// valid. Query t sits at position n_past + t. out is (T, Hq*D).
+// With k_tiles, K's blocks hold each head's positions in groups of kKeyGroup, each group (D, kKeyGroup): dimension
+// c of position j at k_offset(d, j, h) + kKeyGroup * c. The SIMD kernels take a tile of keys' scores as one vector
+// per dimension, which a cache of rows makes them transpose out of the keys at every step (two fifths of a decode
+// step's attention time at 2000 positions); from groups they read them in place.
+constexpr int64_t kKeyGroup = 16;
+inline int64_t k_offset(const AttentionDims& d, int64_t j, int64_t h) {
+  if (!d.k_tiles) return kv_offset(d, j, h);
+  return ((j / d.kv_block * d.n_kv_heads + h) * d.kv_block + j % d.kv_block / kKeyGroup * kKeyGroup) * d.head_dim +
+         j % kKeyGroup;
+}
+inline int64_t k_dim_stride(const AttentionDims& d) {
+  return d.k_tiles ? kKeyGroup : 1;
+}
+// Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block and d.k_tiles say whose first n_past + T
+// positions are valid. Query t sits at position n_past + t. out is (T, Hq*D).
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
 
 // Row-wise softmax of x (R, C) into y.
