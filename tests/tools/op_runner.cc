@@ -140,7 +140,8 @@ int run(int argc, char** argv) {
       // k and v come as rows (positions, Hkv*D); the kernel reads them from caches in kv_block's layout.
       const int64_t S = in[1].rows(), kvw = d.n_kv_heads * D;
       const int64_t padded = (S + d.kv_block - 1) / d.kv_block * d.kv_block;
-      std::vector<float> kb(static_cast<size_t>(padded * kvw), NAN), vb(kb.size(), NAN);  // NaN: never read
+      // NaN past the last position: V never reads it, K in key tiles reads it into masked lanes only.
+      std::vector<float> kb(static_cast<size_t>(padded * kvw), NAN), vb(kb.size(), NAN);
       for (int64_t j = 0; j < S; ++j) {
         for (int64_t h = 0; h < d.n_kv_heads; ++h) {
           for (int64_t c = 0; c < D; ++c) {
