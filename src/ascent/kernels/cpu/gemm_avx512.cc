@@ -1289,32 +1289,28 @@ struct Q4KRKern {
       acc = _mm512_fnmadd_ps(wm, _mm512_loadu_ps(dsa), acc);
     };
     const uint8_t* row = w.row_ptr(n0);
-    prefetch_span(in.q4r.data(), in.Kp);
-    prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
-    prefetch_span(in.q4r_dsa.data(), in.Kp / kQBlock * 4);
+    const int8_t* const a = in.q4r.data();
+    const float* const da = in.d.data();
+    const float* const dsa = in.q4r_dsa.data();
+    prefetch_span(a, in.Kp);
+    prefetch_span(da, in.Kp / kQBlock * 4);
+    prefetch_span(dsa, in.Kp / kQBlock * 4);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
       // Lanes 0-7 take the even super-blocks, 8-15 the odd ones (the halves of each 512-column activation group).
       __m512 y = _mm512_setzero_ps();
       const uint8_t* p = row;
-      const int8_t* a = in.q4r.data();
-      const float* da = in.d.data();
-      const float* dsa = in.q4r_dsa.data();
       // One index for the three activation arrays (a's 512 bytes per group are 32 x da's 16 floats, so addressing
       // covers them all): GCC otherwise kept one pointer each and a counter, six increments per group (L2 as above,
-      // 61 -> 63 GB/s).
-      const int64_t pairs = nsb / 2;
-      for (int64_t i = 0; i < 16 * pairs; i += 16, p += 2 * sizeof(BlockQ4_KR)) {
+      // 61 -> 63 GB/s). The odd last super-block, if any, takes the next group's first half at the same index.
+      int64_t i = 0;
+      for (; i < 16 * (nsb / 2); i += 16, p += 2 * sizeof(BlockQ4_KR)) {
         prefetch_block<1, PrefetchTo::Stream>(p, 2 * sizeof(BlockQ4_KR), ahead);
         step2(p, a + 32 * i, da + i, dsa + i, y);
       }
-      const int64_t sb = 2 * pairs;
-      a += kQ4RGroup * pairs;
-      da += 16 * pairs;
-      dsa += 16 * pairs;
       __m256 y0 = _mm512_castps512_ps256(y);
-      if (sb < nsb) {
+      if (nsb % 2 != 0) {
         prefetch_block<1, PrefetchTo::Stream>(p, sizeof(BlockQ4_KR), ahead);
-        step(p, a, da, dsa, y0);
+        step(p, a + 32 * i, da + i, dsa + i, y0);
       }
       float res[4][4];
       res[0][0] = hsum(y0, _mm512_extractf32x8_ps(y, 1));
