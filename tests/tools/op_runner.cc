@@ -144,11 +144,8 @@ int run(int argc, char** argv) {
       std::vector<float> kb(static_cast<size_t>(padded * kvw), NAN), vb(kb.size(), NAN);
       for (int64_t j = 0; j < S; ++j) {
         for (int64_t h = 0; h < d.n_kv_heads; ++h) {
-          for (int64_t c = 0; c < D; ++c) {
-            kb[static_cast<size_t>(kernels::k_offset(d, j, h) + c * kernels::k_dim_stride(d))] =
-                k[static_cast<size_t>(j * kvw + h * D + c)];
-            vb[static_cast<size_t>(kernels::kv_offset(d, j, h) + c)] = v[static_cast<size_t>(j * kvw + h * D + c)];
-          }
+          const size_t src = static_cast<size_t>(j * kvw + h * D);
+          kernels::kv_store(d, kb.data(), vb.data(), j, h, k.data() + src, v.data() + src);
         }
       }
       kernels::attention_forward(q.data(), kb.data(), vb.data(), d, y.data());

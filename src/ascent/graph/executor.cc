@@ -216,15 +216,11 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
                                            n.window,
                                            kv.block(),
                                            /*k_tiles=*/kv.k_tiles(n.head_dim)};
-            // The new rows, head by head, to where the cache's layout keeps them (kernels::kv_offset, k_offset).
-            const int64_t kstep = kernels::k_dim_stride(d);
+            // The new rows, head by head, to where the cache's layout keeps them.
             for (int64_t t = 0; t < Ts; ++t) {
               for (int64_t h = 0; h < n.kv_heads; ++h) {
                 const int64_t src = (r0 + t) * kvw + h * n.head_dim;
-                float* kd = kv.k(n.layer) + kernels::k_offset(d, past + t, h);
-                for (int64_t c = 0; c < n.head_dim; ++c) kd[c * kstep] = k[src + c];
-                std::memcpy(kv.v(n.layer) + kernels::kv_offset(d, past + t, h), v + src,
-                            static_cast<size_t>(n.head_dim) * sizeof(float));
+                kernels::kv_store(d, kv.k(n.layer), kv.v(n.layer), past + t, h, k + src, v + src);
               }
             }
             kernels::attention_forward(q + r0 * qw, kv.k(n.layer), kv.v(n.layer), d, out + r0 * qw);

@@ -6,6 +6,7 @@
 // and the summation order inside a row never depends on the row count or thread count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -87,6 +88,13 @@ inline int64_t k_offset(const AttentionDims& d, int64_t j, int64_t h) {
 }
 inline int64_t k_dim_stride(const AttentionDims& d) {
   return d.k_tiles ? kKeyGroup : 1;
+}
+// Stores position j of kv head h (k_row, v_row: its D floats of K and of V) where caches laid out as d says keep it.
+inline void kv_store(const AttentionDims& d, float* k, float* v, int64_t j, int64_t h, const float* k_row,
+                     const float* v_row) {
+  float* kd = k + k_offset(d, j, h);
+  for (int64_t c = 0; c < d.head_dim; ++c) kd[c * k_dim_stride(d)] = k_row[c];
+  std::copy(v_row, v_row + d.head_dim, v + kv_offset(d, j, h));
 }
 // Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block and d.k_tiles say whose first n_past + T
 // positions are valid. Query t sits at position n_past + t. out is (T, Hq*D).
