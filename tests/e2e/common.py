@@ -304,16 +304,18 @@ ACTIVATIONS = {
 }
 
 
-def reference_logits(cfg, w, ids, dtype=torch.float64, act=None):
+def reference_logits(cfg, w, ids, dtype=torch.float64, act=None, kv=None):
     """Logits (T, vocab) of a causal LM given its config.json dict and HF-named weights. act, when given, is applied
-    to every matmul's input (the activation rounding of a quantized weight format, ACTIVATIONS)."""
+    to every matmul's input (the activation rounding of a quantized weight format, ACTIVATIONS); kv to every layer's
+    keys (after RoPE) and values before attention reads them (a KV cache's rounding: f16 for --kv-type f16)."""
+    kv = kv or (lambda x: x)
     w = {k: v.to(dtype) for k, v in w.items()}
     mm = (lambda x, m: act(x) @ m) if act else (lambda x, m: x @ m)
     ids = torch.tensor(ids, dtype=torch.long)
     T = len(ids)
     pos = torch.arange(T)
     if cfg["model_type"] == "gpt2":
-        return _gpt2(cfg, w, ids, pos, mm)
+        return _gpt2(cfg, w, ids, pos, mm, kv)
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads", H)
     D = cfg.get("head_dim") or C // H
@@ -348,9 +350,9 @@ def reference_logits(cfg, w, ids, dtype=torch.float64, act=None):
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
         q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        k = kv(k * cos + rotate_half(k) * sin)
         k = k.repeat_interleave(H // Hkv, dim=0)
-        v = v.repeat_interleave(H // Hkv, dim=0)
+        v = kv(v).repeat_interleave(H // Hkv, dim=0)
         s = (q @ k.transpose(1, 2)) / math.sqrt(D)
         s = s.masked_fill(~mask, float("-inf"))
         a = torch.softmax(s, dim=-1) @ v
@@ -364,7 +366,7 @@ def reference_logits(cfg, w, ids, dtype=torch.float64, act=None):
     return mm(h, head.T).float()
 
 
-def _gpt2(cfg, w, ids, pos, mm):
+def _gpt2(cfg, w, ids, pos, mm, kv):
     C, H = cfg["n_embd"], cfg["n_head"]
     D = C // H
     T = len(ids)
@@ -377,6 +379,7 @@ def _gpt2(cfg, w, ids, pos, mm):
         p = f"h.{l}."
         qkv = conv(ln(h, p + "ln_1"), p + "attn.c_attn")
         q, k, v = (t.view(T, H, D).transpose(0, 1) for t in qkv.split(C, dim=-1))
+        k, v = kv(k), kv(v)
         s = (q @ k.transpose(1, 2)) / math.sqrt(D)
         a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
         h = h + conv(a.transpose(0, 1).reshape(T, C), p + "attn.c_proj")

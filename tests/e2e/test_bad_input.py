@@ -176,6 +176,10 @@ def main():
     folder, _, _ = fresh_hf("ids")
     expect_error("prompt id outside the vocabulary", ["generate", "-m", folder, "--prompt-ids", "1 99999", "-n", "1"],
                  ["--prompt-ids", "99999"])
+    # A KV cache type we do not have: refused by the flag's check, naming the flag and the types there are.
+    r = run(["generate", "-m", folder, "--prompt-ids", "1 2", "-n", "1", "--kv-type", "q8_0"], timeout=120)
+    check(r.returncode != 0 and "--kv-type" in r.stderr and "f16" in r.stderr,
+          f"--kv-type q8_0 refused: exit {r.returncode}, {r.stderr.strip()[-80:]!r}")
     expect_error("prompt id not a number", ["generate", "-m", folder, "--prompt-ids", "1 x2", "-n", "1"],
                  ["--prompt-ids", "x2"])
     r = run(["generate", "--bogus-flag"])

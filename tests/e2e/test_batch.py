@@ -63,6 +63,15 @@ def main():
                                ["--no-mmap", "-t", threads, "--no-thread-layout"])
                 check(split is not None and whole is not None and np.array_equal(split, whole),
                       f"{name:5s} {isa:6s} -t {threads}: logits placed by thread == kept whole (bitwise)")
+    # With an f16 KV cache (--kv-type f16) too: each sequence's cache is its own, rounded as it is written.
+    for isa in isas:
+        alone = logits(models["q4_0"], os.path.join(ROOT, "alone16.npy"), isa, 0, ["--kv-type", "f16"])
+        same = alone is not None
+        for n in (1, 3, 7):
+            b = logits(models["q4_0"], os.path.join(ROOT, f"b16-{n}.npy"), isa, n, ["--kv-type", "f16"])
+            same = same and b is not None and np.array_equal(alone, b)
+        check(same, f"q4_0  {isa:6s}: with an f16 KV cache, logits alone == beside 1, 3 and 7 other sequences "
+                    f"(bitwise)")
     # Under the AVX-512 kernels Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R), elsewhere in place; the
     # logits above covered both. Their values agree with the reference ISA's to rounding, amplified by this small
     # model's per-block activation quantization (a rounding flip moves a code): AVX2 3.8e-3 from the reference;

@@ -50,6 +50,16 @@ def main():
         extra = objs_d[1]["roofline_pct"] / objs_d[1]["tps_median"] - objs[1]["roofline_pct"] / objs[1]["tps_median"]
         want = 100 * 40 * kv_row / 20e9
         check(abs(extra - want) < 1e-3 * want, f"decode at depth 40 counts 40 more KV rows ({extra:.4e} vs {want:.4e})")
+        # With an f16 cache each of those rows is half the bytes: 44.5 rows of kv_row / 2 per step against 44.5 of
+        # kv_row, the weights the same.
+        r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-d", 40, "-r", 2, "--jsonl", "--kv-type", "f16"] + ROOF)
+        h = [json.loads(line) for line in r.stdout.strip().splitlines()] if r.returncode == 0 else []
+        check(len(h) == 1 and h[0].get("test") == "tg8 @ d40", f"-n 8 -d 40 --kv-type f16 runs: {r.stderr.strip()}")
+        if len(h) == 1:
+            less = objs_d[1]["roofline_pct"] / objs_d[1]["tps_median"] - h[0]["roofline_pct"] / h[0]["tps_median"]
+            want = 100 * 44.5 * kv_row / 2 / 20e9
+            check(abs(less - want) < 1e-3 * want,
+                  f"an f16 cache's decode counts half the KV bytes ({less:.4e} vs {want:.4e} %/(t/s) fewer)")
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 8, "-d", 510, "-r", 1] + ROOF)
     check(r.returncode == 1 and "-d" in r.stderr and "512" in r.stderr and r.stderr.count("\n") == 1,
           f"a depth past the model's context refused: {r.stderr.strip()}")

@@ -110,13 +110,13 @@ PASS_VARIANTS = ["-fuse-norm", "-fuse-attention", "-fuse-swiglu", "-fuse-residua
                  "-plan", "-all"]
 
 
-def ascent_logits(model, ids, out, step=0, passes=None, isa=None):
+def ascent_logits(model, ids, out, step=0, passes=None, isa=None, extra=()):
     env = {}
     if passes:
         env["ASCENT_PASSES"] = passes
     if isa:
         env["ASCENT_ISA"] = isa
-    r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out, "--step", step],
+    r = run(["logits", "-m", model, "--prompt-ids", " ".join(map(str, ids)), "-o", out, "--step", step, *extra],
             env=env or None)
     if r.returncode != 0:
         print(r.stderr)
@@ -151,6 +151,19 @@ def main():
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
             check(inc is not None and torch.equal(inc, ours),
                   f"{name}: fed {step} token(s) at a time through the KV cache, logits are bitwise identical")
+        # An f16 KV cache (--kv-type f16): PyTorch with each layer's keys and values rounded to f16 before attention
+        # reads them. It must match that far better than the f32 reference (the rounding is what it changes), and
+        # decoding token by token must give the prompt's bits (every row reads the cache's rounded values).
+        ref16 = reference_logits(cfg, w, ids, kv=lambda x: x.half().to(x.dtype))
+        f16 = ascent_logits(folder, ids, os.path.join(root, name + "-kv16.npy"), extra=["--kv-type", "f16"])
+        d16 = rel_rms(f16, ref16) if f16 is not None else float("inf")
+        d32 = rel_rms(f16, ref) if f16 is not None else 0.0
+        check(d16 < 1e-5 and d16 < d32 / 10, f"{name}: with an f16 KV cache, logits match PyTorch with K and V rounded "
+                                             f"to f16 (relative RMS {d16:.1e} < 1e-5; against f32 K/V {d32:.1e})")
+        inc16 = ascent_logits(folder, ids, os.path.join(root, name + "-kv16-step1.npy"), step=1,
+                              extra=["--kv-type", "f16"])
+        check(inc16 is not None and f16 is not None and torch.equal(inc16, f16),
+              f"{name}: with an f16 KV cache, fed 1 token at a time, logits are bitwise identical")
         for qtype, bound in QUANT_BOUND.items():
             gguf = os.path.join(root, f"{name}-{qtype}.gguf")
             r = run(["convert", "-m", folder, "-o", gguf, "--type", qtype])

@@ -130,6 +130,16 @@ def main():
             ref = ref.transpose(0, 1).reshape(T, H * D)
             expect(f"attention {dn} T={T} past={n_past} H={H}/{Hkv} D={D} window={window}",
                    op("attention", [q, k, v], heads=H, kv_heads=Hkv, n_past=n_past, window=window), ref)
+            if dn == "f32" and D % 2 == 0:
+                # An f16 cache (kv_store rounds each K and V value to f16) against PyTorch over K and V rounded to
+                # f16 by PyTorch: the cache loses nothing more than that rounding.
+                kh = k.half().double().view(S, Hkv, D).transpose(0, 1).repeat_interleave(H // Hkv, 0)
+                vh = v.half().double().view(S, Hkv, D).transpose(0, 1).repeat_interleave(H // Hkv, 0)
+                scores = (qp @ kh.transpose(1, 2)) / D ** 0.5
+                ref16 = (torch.softmax(scores.masked_fill(~allow, float("-inf")), -1) @ vh).transpose(0, 1)
+                expect(f"attention over an f16 cache T={T} past={n_past} H={H}/{Hkv} D={D} window={window}",
+                       op("attention", [q, k, v], heads=H, kv_heads=Hkv, n_past=n_past, window=window, kv_block=16,
+                          k_tiles=1, kv_f16=1), ref16.reshape(T, H * D))
         # softmax and element-wise ops (20000 elements takes the threaded path)
         for R, C in [(1, 1), (3, 17), (2, 4097)]:
             x = rand(R, C, dtype=dt, scale=4.0)
@@ -197,6 +207,26 @@ def main():
                     check(rows is not None and blocks is not None and torch.equal(rows, blocks),
                           f"ASCENT_ISA={variant}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} over "
                           f"blocks of {B} positions{', K in key tiles' if tiles else ''} == over rows, bitwise")
+        # f16 caches: every cached value widens exactly, so the result has the bits of an f32 cache holding the same
+        # f16-rounded values (D = 40: value rows copied into whole vectors on AVX-512; D = 64: read in place; the
+        # last block part-filled with NaN).
+        for T, past, H, Hkv, D, window, B in [(1, 300, 4, 1, 16, 0, 16), (150, 90, 8, 2, 64, 70, 32),
+                                              (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256)]:
+            q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
+            a = dict(heads=H, kv_heads=Hkv, n_past=past, window=window, kv_block=B, k_tiles=1)
+            for variant in (isa, "ref"):
+                f16 = op("attention", [q, k, v], isa=variant, kv_f16=1, **a)
+                f32 = op("attention", [q, k.half().float(), v.half().float()], isa=variant, **a)
+                check(f16 is not None and f32 is not None and torch.equal(f16, f32),
+                      f"ASCENT_ISA={variant}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} over an "
+                      f"f16 cache == over an f32 cache of the f16-rounded values, bitwise")
+        # The SIMD kernels read f16 keys only in key tiles: an f16 cache without them is refused with the reason.
+        q, k, v = rand(1, 2 * 16), rand(5, 16), rand(5, 16)
+        r = subprocess.run([OP_RUNNER, "attention", os.path.join(DIR, "out.npy"), save(q), save(k), save(v), "heads=2",
+                            "kv_heads=1", "n_past=4", "window=0", "kv_block=16", "k_tiles=0", "kv_f16=1"],
+                           capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA=isa))
+        check(r.returncode != 0 and "f16 cache needs K in key tiles" in r.stderr,
+              f"ASCENT_ISA={isa}: attention refuses an f16 cache without key tiles: {r.stderr.strip()[-90:]}")
         # K in key tiles needs an even head size (the kernels read dimensions in pairs): refused with the reason.
         q, k, v = rand(1, 2 * 37), rand(5, 37), rand(5, 37)
         r = subprocess.run([OP_RUNNER, "attention", os.path.join(DIR, "out.npy"), save(q), save(k), save(v), "heads=2",

@@ -7,7 +7,7 @@
 // quantizer): a uint16 array (N, row bytes / 2) holding each row's blocks, for K = x's columns (an embedding's: k=K);
 // wtype=q4_kr (q6_kr) takes Q4_K (Q6_K) blocks and repacks them as models load them for the AVX-512 kernel.
 // attention's k and v are rows (positions, Hkv*D); kv_block=B (k_tiles=1) copies them into that cache layout first
-// (ops.h).
+// (ops.h), kv_f16=1 (with k_tiles=1) into f16 caches, each value rounded as kv_store's f16 form does.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -141,14 +141,21 @@ int run(int argc, char** argv) {
       const int64_t S = in[1].rows(), kvw = d.n_kv_heads * D;
       const int64_t padded = (S + d.kv_block - 1) / d.kv_block * d.kv_block;
       // NaN past the last position: V never reads it, K in key tiles reads it into masked lanes only.
-      std::vector<float> kb(static_cast<size_t>(padded * kvw), NAN), vb(kb.size(), NAN);
-      for (int64_t j = 0; j < S; ++j) {
-        for (int64_t h = 0; h < d.n_kv_heads; ++h) {
-          const size_t src = static_cast<size_t>(j * kvw + h * D);
-          kernels::kv_store(d, kb.data(), vb.data(), j, h, k.data() + src, v.data() + src);
+      auto store_and_attend = [&](auto nan) {
+        std::vector<decltype(nan)> kb(static_cast<size_t>(padded * kvw), nan), vb(kb.size(), nan);
+        for (int64_t j = 0; j < S; ++j) {
+          for (int64_t h = 0; h < d.n_kv_heads; ++h) {
+            const size_t src = static_cast<size_t>(j * kvw + h * D);
+            kernels::kv_store(d, kb.data(), vb.data(), j, h, k.data() + src, v.data() + src);
+          }
         }
+        kernels::attention_forward(q.data(), kb.data(), vb.data(), d, y.data());
+      };
+      if (attr.count("kv_f16") != 0 && inum("kv_f16") != 0) {
+        store_and_attend(uint16_t{0x7e00});  // f16 NaN
+      } else {
+        store_and_attend(float{NAN});
       }
-      kernels::attention_forward(q.data(), kb.data(), vb.data(), d, y.data());
     }
   } else if (op == "softmax" || op == "silu" || op == "gelu_tanh") {
     const auto xv = as_f32(x);

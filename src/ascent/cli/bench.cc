@@ -184,8 +184,9 @@ void run(Options& o) {
     results.push_back(summarize("pp" + std::to_string(o.prefill) + at, pp_tps, 100.0 * 2.0 * welems / (peak * 1e9)));
   }
   if (o.decode > 0) {
-    // Step i attends over depth + i + 1 cached positions (K and V rows of every layer, f32).
-    const double kv_row_bytes = 2.0 * static_cast<double>(cfg.n_layers * cfg.n_kv_heads * cfg.head_dim) * 4.0;
+    // Step i attends over depth + i + 1 cached positions (K and V rows of every layer, f32 or f16: --kv-type).
+    const double kv_elem = o.runtime.load_options().kv_type == DType::F16 ? 2.0 : 4.0;
+    const double kv_row_bytes = 2.0 * static_cast<double>(cfg.n_layers * cfg.n_kv_heads * cfg.head_dim) * kv_elem;
     const double kv_bytes = (static_cast<double>(o.depth) + 0.5 * static_cast<double>(o.decode + 1)) * kv_row_bytes;
     results.push_back(
         summarize("tg" + std::to_string(o.decode) + at, tg_tps, 100.0 * (wbytes + kv_bytes) / (o.roofline.gbps * 1e9)));
@@ -219,8 +220,8 @@ void run(Options& o) {
   std::printf("roofline: %.1f GB/s read, %.1f GFLOP/s fp32", o.roofline.gbps, o.roofline.gflops);
   if (o.roofline.int8_gops > 0) std::printf(", %.1f GOP/s int8 dot", o.roofline.int8_gops);
   if (o.roofline.bf16_gflops > 0) std::printf(", %.1f GFLOP/s bf16 dot", o.roofline.bf16_gflops);
-  std::printf("\nmatrices: %s; prefill %% of the %s peak, decode %% of read bandwidth\n",
-              std::string(dtype_name(main_type)).c_str(), peak_name.c_str());
+  std::printf("\nmatrices: %s, KV cache %s; prefill %% of the %s peak, decode %% of read bandwidth\n",
+              std::string(dtype_name(main_type)).c_str(), o.runtime.kv_type.c_str(), peak_name.c_str());
   if (!tg_gbps.empty()) {
     std::printf(
         "decode runs: each token against the read bandwidth measured beside it, runs' reads %.1f-%.1f GB/s (median "

@@ -21,6 +21,10 @@ void RuntimeFlags::add_to(CLI::App* c) {
   add_no_mmap_flag(c, no_mmap);
   add_no_repack_flag(c, no_repack);
   add_no_thread_layout_flag(c, no_thread_layout);
+  c->add_option("--kv-type", kv_type,
+                "the KV cache's element type: f32, or f16 (half the cache's memory and of what decode's attention "
+                "reads, each K and V value rounded to f16 as stored; llama.cpp's default)")
+      ->check(CLI::IsMember({"f32", "f16"}));
 }
 
 void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout) {

@@ -1,5 +1,5 @@
 // Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap, --no-repack,
-// --no-thread-layout.
+// --no-thread-layout, --kv-type.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,12 +20,15 @@ struct RuntimeFlags {
   bool no_mmap = false;           // read model files into memory instead of mapping them
   bool no_repack = false;         // keep the file's weight layouts (LoadOptions::repack)
   bool no_thread_layout = false;  // keep each copied matrix in one piece (LoadOptions::thread_layout)
+  std::string kv_type = "f32";    // the KV cache's element type, f32 or f16 (LoadOptions::kv_type)
 
   void add_to(CLI::App* c);
   // Before Model::load: applies --passes and --no-mmap.
   void before_load() const;
   // What Model::load takes from the flags (--no-repack, --no-thread-layout).
-  model::LoadOptions load_options() const { return {.repack = !no_repack, .thread_layout = !no_thread_layout}; }
+  model::LoadOptions load_options() const {
+    return {.repack = !no_repack, .thread_layout = !no_thread_layout, .kv_type = parse_dtype(kv_type)};
+  }
   // After load: attaches the tracer when a profile is asked for, and warms up.
   void after_load(model::Model& m);
   // At the end: writes the requested files.

@@ -216,14 +216,22 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
                                            n.window,
                                            kv.block(),
                                            /*k_tiles=*/kv.k_tiles(n.head_dim)};
-            // The new rows, head by head, to where the cache's layout keeps them.
-            for (int64_t t = 0; t < Ts; ++t) {
-              for (int64_t h = 0; h < n.kv_heads; ++h) {
-                const int64_t src = (r0 + t) * kvw + h * n.head_dim;
-                kernels::kv_store(d, kv.k(n.layer), kv.v(n.layer), past + t, h, k + src, v + src);
+            // The new rows, head by head, to where the cache's layout keeps them (in its element type), then the
+            // attention over the cache.
+            auto append_and_attend = [&](auto* kc, auto* vc) {
+              for (int64_t t = 0; t < Ts; ++t) {
+                for (int64_t h = 0; h < n.kv_heads; ++h) {
+                  const int64_t src = (r0 + t) * kvw + h * n.head_dim;
+                  kernels::kv_store(d, kc, vc, past + t, h, k + src, v + src);
+                }
               }
+              kernels::attention_forward(q + r0 * qw, kc, vc, d, out + r0 * qw);
+            };
+            if (kv.dtype() == DType::F16) {
+              append_and_attend(kv.k_f16(n.layer), kv.v_f16(n.layer));
+            } else {
+              append_and_attend(kv.k(n.layer), kv.v(n.layer));
             }
-            kernels::attention_forward(q + r0 * qw, kv.k(n.layer), kv.v(n.layer), d, out + r0 * qw);
           }
           break;
         }

@@ -88,6 +88,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options)
                            .threads = ThreadPool::global().size()};
   place_weights(m->weights_, graph::matmul_calls(*m->graph_last_), place);
   m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_, m->passes_);
+  ASCENT_CHECK(options.kv_type == DType::F32 || options.kv_type == DType::F16, "{}: KV cache type {} is not f32 or f16",
+               path, dtype_name(options.kv_type));
+  // The SIMD attention reads f16 keys only as key tiles, which need an even head size (graph::KvCache::k_tiles).
+  ASCENT_CHECK(options.kv_type != DType::F16 || graph::KvCache::k_tiles(m->cfg_.head_dim),
+               "{}: an f16 KV cache needs an even head size; this model's is {}", path, m->cfg_.head_dim);
+  m->kv_type_ = options.kv_type;
   m->set_context(std::min<int64_t>(m->cfg_.max_seq, 4096));
   return m;
 }
@@ -110,7 +116,8 @@ void Model::set_context(int64_t n_ctx) {
                  cfg_.max_seq);
   }
   n_ctx_ = n_ctx;
-  kv_ = std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx, cfg_.n_kv_heads * cfg_.head_dim);
+  kv_ = std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx, cfg_.n_kv_heads * cfg_.head_dim,
+                                         kv_type_);
   batch_kv_.clear();  // forward_batch makes new ones of the new length
   n_past_ = 0;
 }
@@ -118,8 +125,8 @@ void Model::set_context(int64_t n_ctx) {
 std::span<const float> Model::forward_batch(std::span<const std::vector<int32_t>> sequences) {
   graph::Executor& ex = all_rows_executor();
   while (batch_kv_.size() < sequences.size()) {
-    batch_kv_.push_back(
-        std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx_, cfg_.n_kv_heads * cfg_.head_dim));
+    batch_kv_.push_back(std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx_,
+                                                         cfg_.n_kv_heads * cfg_.head_dim, kv_type_));
   }
   std::vector<graph::Executor::Segment> segs;
   for (size_t i = 0; i < sequences.size(); ++i) segs.push_back({sequences[i], 0, batch_kv_[i].get()});

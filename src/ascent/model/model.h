@@ -37,6 +37,9 @@ struct LoadOptions {
   // thread (weight_layout.h): each decode thread's rows of every matmul one after another, for the thread count the
   // global pool has at load. false (`--no-thread-layout`) keeps each matrix in one piece.
   bool thread_layout = true;
+  // The KV cache's element type: DType::F32, or DType::F16 (`--kv-type f16`: half the cache's memory and the bytes a
+  // decode step's attention reads, each K and V value rounded to f16 as it is stored; needs an even head size).
+  DType kv_type = DType::F32;
 };
 
 class Model {
@@ -99,6 +102,7 @@ class Model {
   std::vector<std::unique_ptr<graph::KvCache>> batch_kv_;
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
+  DType kv_type_ = DType::F32;
 };
 
 }  // namespace ascent::model

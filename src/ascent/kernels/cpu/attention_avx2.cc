@@ -9,7 +9,7 @@
 #include "ascent/kernels/cpu/ops.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 
 #include "ascent/kernels/cpu/simd_avx2.h"
 
@@ -24,6 +24,9 @@ struct V256 {
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static F load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }  // f16, widened exactly
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
@@ -68,6 +71,10 @@ struct V256 {
 }  // namespace
 
 void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+  flash_attention<V256>(q, k, v, d, out);
+}
+
+void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out) {
   flash_attention<V256>(q, k, v, d, out);
 }
 

@@ -13,7 +13,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #include "ascent/kernels/cpu/simd_avx512.h"
 
@@ -28,6 +28,9 @@ struct V512 {
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F load(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }  // f16, widened exactly
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
@@ -76,6 +79,11 @@ struct V512 {
 }  // namespace
 
 void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+  flash_attention<V512>(q, k, v, d, out);
+}
+
+void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d,
+                              float* out) {
   flash_attention<V512>(q, k, v, d, out);
 }
 

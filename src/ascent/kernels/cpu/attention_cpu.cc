@@ -1,6 +1,6 @@
-// Causal attention with grouped-query heads and an optional sliding window, over a KV cache: the reference (one
-// (query row, head) pair per work item, scores materialised, sums in double), and the dispatch to the flash-style
-// SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc).
+// Causal attention with grouped-query heads and an optional sliding window, over a KV cache of f32 or f16: the
+// reference (one (query row, head) pair per work item, scores materialised, sums in double), and the dispatch to the
+// flash-style SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -14,8 +14,12 @@ namespace ascent::kernels {
 
 void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
 void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
+void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out);
+void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out);
 
-void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+namespace {
+
+void check_dims(const AttentionDims& d) {
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
   ASCENT_CHECK(d.kv_block >= 0 && d.kv_block % kKeyGroup == 0, "attention: kv_block {} is not a multiple of {}",
@@ -23,8 +27,18 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
   ASCENT_CHECK(!d.k_tiles || (d.kv_block > 0 && d.head_dim % 2 == 0),
                "attention: K in key tiles needs blocks (kv_block {}) and an even head size (D {})", d.kv_block,
                d.head_dim);
-  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
-  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
+}
+
+inline float widen(float x) {
+  return x;
+}
+inline float widen(uint16_t h) {
+  return f16_to_f32(h);
+}
+
+// The reference: one (query row, head) pair per work item, scores materialised, sums in double.
+template <class E>
+void attention_ref(const float* q, const E* k, const E* v, const AttentionDims& d, float* out) {
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D;
   ThreadPool::global().parallel_for(d.n_tokens * d.n_heads, [&](int64_t i0, int64_t i1) {
@@ -38,8 +52,8 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       float mx = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
         // Gathered into one row first, so that dot_f32 sums in the same order for every layout.
-        const float* kr = k + k_offset(d, j, kvh);
-        for (int64_t c = 0; c < D; ++c) kj[static_cast<size_t>(c)] = kr[c * k_dim_stride(d)];
+        const E* kr = k + k_offset(d, j, kvh);
+        for (int64_t c = 0; c < D; ++c) kj[static_cast<size_t>(c)] = widen(kr[c * k_dim_stride(d)]);
         scores[j] = dot_f32(qh, kj.data(), D) * d.scale;
         mx = std::max(mx, scores[j]);
       }
@@ -53,11 +67,30 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
       std::fill(oh, oh + D, 0.0f);
       for (int64_t j = first; j <= pos; ++j) {
         const float p = scores[j] * inv;
-        const float* vj = v + kv_offset(d, j, kvh);
-        for (int64_t c = 0; c < D; ++c) oh[c] += p * vj[c];
+        const E* vj = v + kv_offset(d, j, kvh);
+        for (int64_t c = 0; c < D; ++c) oh[c] += p * widen(vj[c]);
       }
     }
   });
+}
+
+}  // namespace
+
+void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+  check_dims(d);
+  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
+  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
+  attention_ref(q, k, v, d, out);
+}
+
+void attention_forward(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out) {
+  check_dims(d);
+  // The SIMD kernels read f16 keys only in place, as key tiles (they transpose f32 rows alone).
+  ASCENT_CHECK(d.k_tiles, "attention: an f16 cache needs K in key tiles (kv_block {}, D {}, k_tiles off)", d.kv_block,
+               d.head_dim);
+  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
+  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
+  attention_ref(q, k, v, d, out);
 }
 
 }  // namespace ascent::kernels

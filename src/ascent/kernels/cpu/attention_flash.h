@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ascent/base/aligned.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/tensor/dtype.h"
 
 namespace ascent::kernels {
 namespace {
@@ -41,8 +43,8 @@ struct FlashScratch {
 // Adds NC vectors of a tile's value rows (row stride ldv), weighted by p, to rows' outputs (columns c0 ..
 // c0 + W NC), after scaling them by alpha: o = o * alpha + p @ V. kRescale = false when every alpha is exactly 1
 // (no row's running max moved): o * 1 = o, so skipping the multiply gives the same bits.
-template <class V, int R, int NC, bool kRescale>
-inline void tile_pv(const float* vt, int64_t ldv, int64_t c0, const float* p, const typename V::F alpha[R],
+template <class V, int R, int NC, bool kRescale, class EV>
+inline void tile_pv(const EV* vt, int64_t ldv, int64_t c0, const float* p, const typename V::F alpha[R],
                     float* const o[R]) {
   constexpr int64_t kKeyTile = V::kLanes;
   typename V::F acc[R][NC];
@@ -67,19 +69,19 @@ inline void tile_pv(const float* vt, int64_t ldv, int64_t c0, const float* p, co
 
 // o = o * alpha + p @ V over all Dp columns, four vectors of columns at a time (R * 4 accumulators stay in
 // registers).
-template <class V, int R, bool kRescale>
-inline void tile_values(const float* vt, int64_t ldv, int64_t Dp, const float* p, const typename V::F alpha[R],
+template <class V, int R, bool kRescale, class EV>
+inline void tile_values(const EV* vt, int64_t ldv, int64_t Dp, const float* p, const typename V::F alpha[R],
                         float* const o[R]) {
   constexpr int64_t kKeyTile = V::kLanes;
   int64_t c0 = 0;
-  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4, kRescale>(vt, ldv, c0, p, alpha, o);
+  for (; c0 + 4 * kKeyTile <= Dp; c0 += 4 * kKeyTile) tile_pv<V, R, 4, kRescale, EV>(vt, ldv, c0, p, alpha, o);
   switch ((Dp - c0) / kKeyTile) {
     case 3:
-      return tile_pv<V, R, 3, kRescale>(vt, ldv, c0, p, alpha, o);
+      return tile_pv<V, R, 3, kRescale, EV>(vt, ldv, c0, p, alpha, o);
     case 2:
-      return tile_pv<V, R, 2, kRescale>(vt, ldv, c0, p, alpha, o);
+      return tile_pv<V, R, 2, kRescale, EV>(vt, ldv, c0, p, alpha, o);
     case 1:
-      return tile_pv<V, R, 1, kRescale>(vt, ldv, c0, p, alpha, o);
+      return tile_pv<V, R, 1, kRescale, EV>(vt, ldv, c0, p, alpha, o);
     default:
       return;
   }
@@ -88,9 +90,10 @@ inline void tile_values(const float* vt, int64_t ldv, int64_t Dp, const float* p
 // One key tile for R query rows: scores, online-softmax update of max and sum, and o = o * alpha + p @ V.
 // Lanes outside a row's keys [first[r], last[r]] score -inf; a tile with none of them leaves the row's state
 // bitwise unchanged (alpha = e^0 = 1, p = 0), so a row's result does not depend on which rows share its group.
-// kt: the tile's keys, transposed (D2, W) with ldk floats between dimensions; vt: its W value rows, ldv apart.
-template <class V, int R>
-void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, int64_t ldk, const float* vt, int64_t ldv,
+// kt: the tile's keys, transposed (D2, W) with ldk elements between dimensions; vt: its W value rows, ldv apart.
+// Either may be f32 or f16 (a cache's IEEE half bits, widened exactly as they load: V::load's overloads).
+template <class V, int R, class EK, class EV>
+void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const EK* kt, int64_t ldk, const EV* vt, int64_t ldv,
                 int64_t tile, const int64_t rows[R], const int64_t first[R], const int64_t last[R], float scale) {
   using F = typename V::F;
   constexpr int64_t kKeyTile = V::kLanes;
@@ -135,9 +138,9 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, int64_
     o[r] = s.o.data() + rows[r] * Dp;
   }
   if (rescale) {
-    tile_values<V, R, true>(vt, ldv, Dp, s.p.data(), alpha, o);
+    tile_values<V, R, true, EV>(vt, ldv, Dp, s.p.data(), alpha, o);
   } else {
-    tile_values<V, R, false>(vt, ldv, Dp, s.p.data(), alpha, o);
+    tile_values<V, R, false, EV>(vt, ldv, Dp, s.p.data(), alpha, o);
   }
 }
 
@@ -151,27 +154,39 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const float* kt, int64_
 // alternating runs).
 constexpr int64_t kPrefetchTiles = 4;
 
-// One kv head's rows of a K or V cache laid out as AttentionDims::kv_block says: rows(j) is position j's D floats.
+// One kv head's rows of a K or V cache (elements E: float, or uint16_t for f16) laid out as AttentionDims::kv_block
+// says: rows(j) is position j's D elements.
+template <class E>
 struct HeadRows {
-  const float* cache;
+  const E* cache;
   const AttentionDims* d;
   int64_t head;
-  const float* operator()(int64_t j) const { return cache + kv_offset(*d, j, head); }
+  const E* operator()(int64_t j) const { return cache + kv_offset(*d, j, head); }
 };
 
-// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n floats each into L2.
-inline void prefetch_rows(const HeadRows& rows, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
+// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n elements each into L2.
+template <class E>
+inline void prefetch_rows(const HeadRows<E>& rows, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
   for (int64_t j = std::max(j0, lo); j <= std::min(j1, hi); ++j) {
     const char* row = reinterpret_cast<const char*>(rows(j));
-    for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(float)); b += 64) __builtin_prefetch(row + b, 0, 2);
+    for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(E)); b += 64) __builtin_prefetch(row + b, 0, 2);
   }
+}
+
+// n cache elements as floats: a copy, or f16 widened (exactly, as V::load's f16 overload does).
+inline void widen_kv(const float* src, float* dst, int64_t n) {
+  std::copy(src, src + n, dst);
+}
+inline void widen_kv(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
 }
 
 // Keys [lo, hi] of one kv head (k: its rows, ld floats between a tile's keys) transposed into kt, (tiles, D2, W)
 // from tile lo / W: lanes outside [lo, hi] and the odd-D padding dimension are zero. Whole tiles go W x W through
 // V::transpose, the rest one value at a time.
 template <class V>
-void pack_keys(const HeadRows& k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi, AlignedVector<float>& kt) {
+void pack_keys(const HeadRows<float>& k, int64_t ld, int64_t D, int64_t D2, int64_t lo, int64_t hi,
+               AlignedVector<float>& kt) {
   constexpr int64_t W = V::kLanes;
   const int64_t tile_lo = lo / W, tile_hi = hi / W;
   kt.resize(static_cast<size_t>((tile_hi - tile_lo + 1) * D2 * W));
@@ -204,8 +219,10 @@ void pack_keys(const HeadRows& k, int64_t ld, int64_t D, int64_t D2, int64_t lo,
 // softmax), so no score vector is materialised. A row's arithmetic depends only on its position and the cache
 // (not on T, on the rows it is grouped with or on what else its item packed: lanes outside its keys are masked to
 // -inf and weigh an exact +0): prefill and decode give the same bits for the same row, and batches are invariant.
-template <class V>
-void flash_attention(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
+// E is the caches' element: float, or uint16_t for f16 caches (which need K in key tiles: attention_cpu.cc checks),
+// widened to f32 as each vector loads, so an f16 cache gives the bits an f32 cache holding the same values does.
+template <class V, class E>
+void flash_attention(const float* q, const E* k, const E* v, const AttentionDims& d, float* out) {
   constexpr int64_t kKeyTile = V::kLanes;
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_ld = kv_row_stride(d);
@@ -225,15 +242,17 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       const int64_t run_lo = first_key(d.n_past + b0 * block);
       const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;
       const int64_t tile_lo = run_lo / kKeyTile, tile_hi = run_hi / kKeyTile;
-      const HeadRows k_rows{k, &d, kvh}, v_rows{v, &d, kvh};
+      const HeadRows<E> k_rows{k, &d, kvh}, v_rows{v, &d, kvh};
       // K in key tiles (AttentionDims::k_tiles) is read in place, in groups of kKeyGroup keys (a whole tile, or
       // two, kKeyGroup * D floats in one run); otherwise transposed here. Lanes of a tile outside a row's keys may
       // then hold any value of the cache (even an unwritten position's): their scores are masked, not summed.
-      if (!d.k_tiles) pack_keys<V>(k_rows, kv_ld, D, D2, run_lo, run_hi, s.kt);
+      if constexpr (std::is_same_v<E, float>) {
+        if (!d.k_tiles) pack_keys<V>(k_rows, kv_ld, D, D2, run_lo, run_hi, s.kt);
+      }
       auto prefetch_key_group = [&](int64_t key) {
         if (!d.k_tiles || key > run_hi) return;
         const char* p = reinterpret_cast<const char*>(k + k_offset(d, key / kKeyGroup * kKeyGroup, kvh));
-        for (int64_t b = 0; b < kKeyGroup * D * static_cast<int64_t>(sizeof(float)); b += 64) {
+        for (int64_t b = 0; b < kKeyGroup * D * static_cast<int64_t>(sizeof(E)); b += 64) {
           __builtin_prefetch(p + b, 0, 2);
         }
       };
@@ -244,17 +263,26 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
       if (copied <= tile_hi) {
         s.vt.assign(static_cast<size_t>((tile_hi - copied + 1) * kKeyTile * Dp), 0.0f);
         for (int64_t j = std::max(run_lo, copied * kKeyTile); j <= run_hi; ++j) {
-          const float* vj = v_rows(j);
-          std::copy(vj, vj + D, s.vt.data() + (j - copied * kKeyTile) * Dp);
+          widen_kv(v_rows(j), s.vt.data() + (j - copied * kKeyTile) * Dp, D);
         }
       }
-      auto values = [&](int64_t tile, int64_t& ldv) -> const float* {
-        if (tile >= copied) {
-          ldv = Dp;
-          return s.vt.data() + (tile - copied) * kKeyTile * Dp;
-        }
-        ldv = kv_ld;
-        return v_rows(tile * kKeyTile);
+      // One tile for R rows with its keys at kt (ldk apart) and its values from the cache or from s.vt.
+      auto run_tile = [&](int64_t tile, int64_t R, const int64_t* rows, const int64_t* first, const int64_t* last,
+                          const auto* kt, int64_t ldk) {
+        auto with_values = [&](const auto* vt, int64_t ldv) {
+          switch (R) {
+            case 4:
+              return flash_tile<V, 4>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+            case 3:
+              return flash_tile<V, 3>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+            case 2:
+              return flash_tile<V, 2>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+            default:
+              return flash_tile<V, 1>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+          }
+        };
+        if (tile >= copied) return with_values(s.vt.data() + (tile - copied) * kKeyTile * Dp, Dp);
+        with_values(v_rows(tile * kKeyTile), kv_ld);
       };
       // Value rows from here on were prefetched for a block already run (blocks go back to front, so each reaches
       // keys no lower than the next one's): a block prefetches only the rows below them.
@@ -294,23 +322,10 @@ void flash_attention(const float* q, const float* k, const float* v, const Atten
               any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
             }
             if (!any) continue;  // only a no-op for every row: skipping it changes nothing
-            const float* kt =
-                d.k_tiles ? k + k_offset(d, tile * kKeyTile, kvh) : s.kt.data() + (tile - tile_lo) * D2 * kKeyTile;
-            const int64_t ldk = d.k_tiles ? kKeyGroup : kKeyTile;
-            int64_t ldv = 0;
-            const float* vt = values(tile, ldv);
-            switch (R) {
-              case 4:
-                flash_tile<V, 4>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
-                break;
-              case 3:
-                flash_tile<V, 3>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
-                break;
-              case 2:
-                flash_tile<V, 2>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
-                break;
-              default:
-                flash_tile<V, 1>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+            if (d.k_tiles) {
+              run_tile(tile, R, rows, first, last, k + k_offset(d, tile * kKeyTile, kvh), kKeyGroup);
+            } else if constexpr (std::is_same_v<E, float>) {
+              run_tile(tile, R, rows, first, last, s.kt.data() + (tile - tile_lo) * D2 * kKeyTile, kKeyTile);
             }
           }
         }

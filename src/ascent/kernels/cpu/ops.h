@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "ascent/tensor/dtype.h"
 #include "ascent/tensor/tensor.h"
 
 namespace ascent::kernels {
@@ -96,9 +97,23 @@ inline void kv_store(const AttentionDims& d, float* k, float* v, int64_t j, int6
   for (int64_t c = 0; c < d.head_dim; ++c) kd[c * k_dim_stride(d)] = k_row[c];
   std::copy(v_row, v_row + d.head_dim, v + kv_offset(d, j, h));
 }
+// The same into f16 caches (IEEE half bits), each value rounded to nearest even (f32_to_f16): half the bytes for
+// attention to read, at f16's precision (11 significant bits), as llama.cpp's default cache and vLLM's f16 one keep.
+inline void kv_store(const AttentionDims& d, uint16_t* k, uint16_t* v, int64_t j, int64_t h, const float* k_row,
+                     const float* v_row) {
+  uint16_t* kd = k + k_offset(d, j, h);
+  uint16_t* vd = v + kv_offset(d, j, h);
+  for (int64_t c = 0; c < d.head_dim; ++c) {
+    kd[c * k_dim_stride(d)] = f32_to_f16(k_row[c]);
+    vd[c] = f32_to_f16(v_row[c]);
+  }
+}
 // Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block and d.k_tiles say whose first n_past + T
 // positions are valid. Query t sits at position n_past + t. out is (T, Hq*D).
 void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
+// The same over f16 caches (written by kv_store's f16 form; K in key tiles: d.k_tiles). Each cached value is widened
+// exactly, so the result has the bits the f32 form gives for caches holding the same (f16-representable) values.
+void attention_forward(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out);
 
 // Row-wise softmax of x (R, C) into y.
 void softmax_forward(const float* x, int64_t R, int64_t C, float* y);
