@@ -1,9 +1,10 @@
 // Flash-style causal attention with grouped-query heads and sliding window, written once over a SIMD traits type V
 // and included by attention_avx512.cc and attention_avx2.cc after their target pragma (each gets its own copy,
-// hence the anonymous namespace). V provides: F (a vector of kLanes floats), zero, set1, load, store, add, sub, mul,
-// fma, exp (0 below -87, so e^-inf = 0), reduce_max, hsum, scores(acc, scale, first_lane_key, first, last):
-// acc * scale in lanes whose key lies in [first, last], -inf elsewhere, any_greater(x, m): whether a lane of x
-// exceeds m, and transpose(src, ld, dst): a W x W block of keys' dimensions into W lane-per-key vectors.
+// hence the anonymous namespace). V provides: F (a vector of kLanes floats), zero, set1, load (of floats, and of f16
+// bits widened exactly, for f16 caches), store, add, sub, mul, fma, exp (0 below -87, so e^-inf = 0), reduce_max,
+// hsum, scores(acc, scale, first_lane_key, first, last): acc * scale in lanes whose key lies in [first, last], -inf
+// elsewhere, any_greater(x, m): whether a lane of x exceeds m, and transpose(src, ld, dst): a W x W block of keys'
+// dimensions into W lane-per-key vectors.
 //
 // Keys go in tiles of W = kLanes (one score per lane), online softmax (running max and sum per query row), no
 // score matrix. Matches the reference (attention_cpu.cc) to rounding; any head size (rows zero-padded).
