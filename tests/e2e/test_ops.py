@@ -179,6 +179,22 @@ def main():
         for name, args, ref in (("silu", [x], torch.nn.functional.silu(x.double())),
                                 ("swiglu", [x, y], torch.nn.functional.silu(x.double()) * y.double())):
             expect(f"ASCENT_ISA={isa}: {name} over [-200, 200] vs PyTorch", op(name, args, isa=isa), ref, 1e-6)
+        # Rounding to f16 (an f16 KV cache's stores) against PyTorch's: normals, halves' subnormals and their
+        # underflow, ties, the overflow boundary (65504 stays, 65520 rounds to infinity), infinities, signed zeros;
+        # 37 values so the 8-wide loop and its scalar tail both run, and a NaN inside a group of 8.
+        edge = torch.tensor([65504.0, 65519.99, 65520.0, -65520.0, float("inf"), -float("inf"), 0.0, -0.0,
+                             2.0 ** -24, 2.0 ** -25, 2.0 ** -25 * 1.0001, 3 * 2.0 ** -26, 1.0 + 2.0 ** -11,
+                             1.0 + 3 * 2.0 ** -11, 6.1e-5, -6.0e-5])
+        xs = torch.cat([rand(4101, scale=3.0), rand(37, scale=1e-5), edge, rand(19, scale=3e4)])
+        for variant in (isa, "ref"):
+            got = op("f16_round", [xs], isa=variant)
+            check(got is not None and torch.equal(got.float(), xs.half().float()),
+                  f"ASCENT_ISA={variant}: rounding {xs.numel()} values to f16 == PyTorch's, bitwise")
+        with_nan = torch.tensor([1.0, 2.0, float("nan"), 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+        got = op("f16_round", [with_nan], isa=isa)
+        check(got is not None and torch.isnan(got[2]).item() and torch.equal(got[[0, 1, 3, 4, 5, 6, 7, 8]].float(),
+                                                                            with_nan[[0, 1, 3, 4, 5, 6, 7, 8]]),
+              f"ASCENT_ISA={isa}: rounding to f16 keeps NaN in its lane only")
         nan = op("silu", [torch.tensor([1.0, float("nan"), -1.0])], isa=isa)
         check(nan is not None and torch.isnan(nan[1]).item() and not torch.isnan(nan[[0, 2]]).any().item(),
               f"ASCENT_ISA={isa}: silu keeps NaN in its lane only")

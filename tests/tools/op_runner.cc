@@ -157,6 +157,12 @@ int run(int argc, char** argv) {
         store_and_attend(float{NAN});
       }
     }
+  } else if (op == "f16_round") {  // narrow_row_f16, widened back exactly: x as an f16 KV cache stores it
+    const auto xv = as_f32(x);
+    std::vector<uint16_t> h(xv.size());
+    kernels::narrow_row_f16(xv.data(), static_cast<int64_t>(xv.size()), h.data());
+    y.resize(xv.size());
+    for (size_t i = 0; i < h.size(); ++i) y[i] = f16_to_f32(h[i]);
   } else if (op == "softmax" || op == "silu" || op == "gelu_tanh") {
     const auto xv = as_f32(x);
     y.resize(xv.size());

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "ascent/kernels/cpu/row_ops.h"
 #include "ascent/tensor/dtype.h"
 #include "ascent/tensor/tensor.h"
 
@@ -101,11 +102,13 @@ inline void kv_store(const AttentionDims& d, float* k, float* v, int64_t j, int6
 // attention to read, at f16's precision (11 significant bits), as llama.cpp's default cache and vLLM's f16 one keep.
 inline void kv_store(const AttentionDims& d, uint16_t* k, uint16_t* v, int64_t j, int64_t h, const float* k_row,
                      const float* v_row) {
+  narrow_row_f16(v_row, d.head_dim, v + kv_offset(d, j, h));
   uint16_t* kd = k + k_offset(d, j, h);
-  uint16_t* vd = v + kv_offset(d, j, h);
-  for (int64_t c = 0; c < d.head_dim; ++c) {
-    kd[c * k_dim_stride(d)] = f32_to_f16(k_row[c]);
-    vd[c] = f32_to_f16(v_row[c]);
+  uint16_t kh[64];  // K's values rounded a piece at a time, then spread k_dim_stride apart
+  for (int64_t c0 = 0; c0 < d.head_dim; c0 += 64) {
+    const int64_t n = std::min<int64_t>(64, d.head_dim - c0);
+    narrow_row_f16(k_row + c0, n, kh);
+    for (int64_t c = 0; c < n; ++c) kd[(c0 + c) * k_dim_stride(d)] = kh[c];
   }
 }
 // Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block and d.k_tiles say whose first n_past + T

@@ -1,5 +1,6 @@
-// AVX2/F16C row widening for the embedding lookup: bitwise the reference's results, since the conversions are
-// exact. (Matmuls have their own engine, gemm.h; attention its own, attention_flash.h.)
+// AVX2/F16C row widening for the embedding lookup, and rounding to f16 for an f16 KV cache: bitwise the reference's
+// results (the widening is exact; F16C's rounding to nearest even is f32_to_f16's). (Matmuls have their own engine,
+// gemm.h; attention its own, attention_flash.h.)
 #include <immintrin.h>
 
 #include <cstring>
@@ -102,6 +103,22 @@ void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n) {
     default:
       return dequantize_row(t, src, dst, n);
   }
+}
+
+__attribute__((target("avx2,f16c"))) void narrow_row_f16_avx2(const float* x, int64_t n, uint16_t* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    // F16C keeps a NaN's payload where f32_to_f16 makes every NaN the same quiet one: a group holding one goes the
+    // scalar way, so NaN's bits match too.
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) y[j] = f32_to_f16(x[j]);
+      continue;
+    }
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
 }  // namespace ascent::kernels

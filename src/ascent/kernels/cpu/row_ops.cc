@@ -15,6 +15,14 @@ void widen_row(DType t, const void* src, float* dst, int64_t n) {
   }
 }
 
+void narrow_row_f16(const float* x, int64_t n, uint16_t* y) {
+  if (active_isa() == Isa::Ref) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+  } else {
+    narrow_row_f16_avx2(x, n, y);
+  }
+}
+
 void silu_row(const float* x, int64_t n, float* y) {
   switch (active_isa()) {
     case Isa::Avx512:

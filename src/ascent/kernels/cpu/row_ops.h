@@ -1,4 +1,5 @@
-// Row loops dispatched by ISA (isa.h): widening a stored row to f32 (every variant bitwise the reference's), and
+// Row loops dispatched by ISA (isa.h): widening a stored row to f32 and rounding one to f16 (every variant bitwise the
+// reference's), and
 // the SiLU / SwiGLU activations (SIMD variants use a vector exp: within 2 ulp of the reference, and the same bits
 // wherever the same ISA runs them, fused or not); and prefetch_span, a row's lines requested at once.
 #pragma once
@@ -10,6 +11,7 @@
 namespace ascent::kernels {
 
 void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n);
+void narrow_row_f16_avx2(const float* x, int64_t n, uint16_t* y);
 void silu_row_avx2(const float* x, int64_t n, float* y);
 void swiglu_row_avx2(const float* gate, const float* up, int64_t n, float* y);
 void silu_row_avx512(const float* x, int64_t n, float* y);
@@ -17,6 +19,8 @@ void swiglu_row_avx512(const float* gate, const float* up, int64_t n, float* y);
 
 // Dispatching entry points used by the kernels.
 void widen_row(DType t, const void* src, float* dst, int64_t n);
+// y = x rounded to f16 (IEEE half bits) as f32_to_f16 rounds it, NaN included (an f16 KV cache's stores).
+void narrow_row_f16(const float* x, int64_t n, uint16_t* y);
 // y = x / (1 + e^-x)
 void silu_row(const float* x, int64_t n, float* y);
 // y = silu(gate) * up
