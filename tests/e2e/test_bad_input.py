@@ -176,6 +176,15 @@ def main():
     folder, _, _ = fresh_hf("ids")
     expect_error("prompt id outside the vocabulary", ["generate", "-m", folder, "--prompt-ids", "1 99999", "-n", "1"],
                  ["--prompt-ids", "99999"])
+    # An f16 KV cache keeps K in key tiles, which need an even head size: a GPT-2 of 64 heads of 1 is refused at load,
+    # naming the model and its head size, and runs with the default f32 cache.
+    odd = os.path.join(ROOT, "gpt2-d1")
+    cfg, w = MODELS["gpt2"]
+    write_hf(odd, dict(cfg, n_head=cfg["n_embd"]), w)
+    expect_error("f16 KV cache with an odd head size", gen(odd) + ["--kv-type", "f16"],
+                 [odd, "f16 KV cache needs an even head size", "is 1"])
+    r = run(gen(odd), timeout=120)
+    check(r.returncode == 0, f"the same model runs with the f32 cache: exit {r.returncode} {r.stderr.strip()[-80:]}")
     # A KV cache type we do not have: refused by the flag's check, naming the flag and the types there are.
     r = run(["generate", "-m", folder, "--prompt-ids", "1 2", "-n", "1", "--kv-type", "q8_0"], timeout=120)
     check(r.returncode != 0 and "--kv-type" in r.stderr and "f16" in r.stderr,

@@ -1,6 +1,8 @@
 // The memory planner and plan cache: reuse never aliases a live buffer, planned peak is below the unplanned sum,
-// and one plan is compiled per shape bucket.
+// and one plan is compiled per shape bucket; the KV cache's element types.
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "ascent/graph/executor.h"
 #include "ascent/graph/memory_plan.h"
@@ -88,6 +90,29 @@ TEST(Graph, RejectsMismatchedShapesWithTheNodeName) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("blk.0.attn_q"), std::string::npos) << e.what();
   }
+}
+
+// The error a KvCache accessor of the wrong element type throws (and a type a cache cannot hold), or "" if none.
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(KvCache, HoldsF32OrF16AndRefusesTheOtherAccessors) {
+  KvCache f16(2, 300, 16, DType::F16);
+  EXPECT_EQ(f16.dtype(), DType::F16);
+  EXPECT_NE(f16.k_f16(1), nullptr);
+  EXPECT_NE(f16.v_f16(1), nullptr);
+  EXPECT_NE(error_of([&] { f16.k(0); }).find("asked for its f32 data, but it holds f16"), std::string::npos);
+  KvCache f32(2, 300, 16);
+  EXPECT_EQ(f32.dtype(), DType::F32);
+  EXPECT_NE(error_of([&] { f32.v_f16(0); }).find("asked for its f16 data, but it holds f32"), std::string::npos);
+  EXPECT_NE(error_of([] { KvCache(1, 16, 8, DType::Q8_0); }).find("type q8_0 is not f32 or f16"), std::string::npos);
 }
 
 }  // namespace
