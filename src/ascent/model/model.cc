@@ -74,6 +74,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
   read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_, &m->embedded_tokenizer_);
+  // Before the weights are finalized and placed (seconds for a large model): the SIMD attention reads f16 keys only
+  // as key tiles, which need an even head size (graph::KvCache::k_tiles).
+  ASCENT_CHECK(options.kv_type != DType::F16 || graph::KvCache::k_tiles(m->cfg_.head_dim),
+               "{}: an f16 KV cache needs an even head size; this model's is {}", path, m->cfg_.head_dim);
   finalize_weights(m->cfg_, m->weights_);
   if (m->cfg_.uses_rope()) m->inv_freq_ = rope_inv_freq(m->cfg_);
   m->passes_ = graph::default_passes();
@@ -88,12 +92,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options)
                            .threads = ThreadPool::global().size()};
   place_weights(m->weights_, graph::matmul_calls(*m->graph_last_), place);
   m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_, m->passes_);
-  ASCENT_CHECK(options.kv_type == DType::F32 || options.kv_type == DType::F16, "{}: KV cache type {} is not f32 or f16",
-               path, dtype_name(options.kv_type));
-  // The SIMD attention reads f16 keys only as key tiles, which need an even head size (graph::KvCache::k_tiles).
-  ASCENT_CHECK(options.kv_type != DType::F16 || graph::KvCache::k_tiles(m->cfg_.head_dim),
-               "{}: an f16 KV cache needs an even head size; this model's is {}", path, m->cfg_.head_dim);
-  m->kv_type_ = options.kv_type;
+  m->kv_type_ = options.kv_type;  // set_context's KvCache refuses any type but f32 and f16
   m->set_context(std::min<int64_t>(m->cfg_.max_seq, 4096));
   return m;
 }

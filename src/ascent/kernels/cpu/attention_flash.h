@@ -174,12 +174,12 @@ inline void prefetch_rows(const HeadRows<E>& rows, int64_t n, int64_t j0, int64_
   }
 }
 
-// n cache elements as floats: a copy, or f16 widened (exactly, as V::load's f16 overload does).
+// n cache elements as floats: a copy, or f16 widened by widen_row (exactly, as V::load's f16 overload does).
 inline void widen_kv(const float* src, float* dst, int64_t n) {
   std::copy(src, src + n, dst);
 }
 inline void widen_kv(const uint16_t* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+  widen_row(DType::F16, src, dst, n);
 }
 
 // Keys [lo, hi] of one kv head (k: its rows, ld floats between a tile's keys) transposed into kt, (tiles, D2, W)
