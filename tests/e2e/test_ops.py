@@ -251,19 +251,22 @@ def main():
         check(r.returncode != 0 and "even head size" in r.stderr,
               f"ASCENT_ISA={isa}: attention refuses K in key tiles for D = 37: {r.stderr.strip()[-90:]}")
         # A query row's result depends only on its position and the cache: prefill rows equal the same rows run as
-        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses. D = 40 has
+        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses (prefill takes
+        # key tiles in pairs, decode one at a time), over rows, blocks with key tiles, and an f16 cache. D = 40 has
         # value rows copied into whole vectors (AVX-512), D = 64 read in place from the cache.
         T, past, H, Hkv = 70, 29, 8, 2
-        for D, window in ((40, 0), (40, 21), (64, 0), (64, 21)):
-            q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
-            whole = op("attention", [q, k, v], isa=isa, heads=H, kv_heads=Hkv, n_past=past, window=window)
-            same = whole is not None
-            for t in (0, 1, 17, 40, 69):
-                one = op("attention", [q[t:t + 1], k[:past + t + 1], v[:past + t + 1]], isa=isa, heads=H,
-                         kv_heads=Hkv, n_past=past + t, window=window)
-                same &= one is not None and torch.equal(one[0], whole[t])
-            check(same, f"ASCENT_ISA={isa}: attention D={D} window={window}: prefill rows == the same rows decoded "
-                  "alone")
+        for layout in ({}, {"kv_block": 32, "k_tiles": 1}, {"kv_block": 256, "k_tiles": 1, "kv_f16": 1}):
+            for D, window in ((40, 0), (40, 21), (64, 0), (64, 21)):
+                q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
+                whole = op("attention", [q, k, v], isa=isa, heads=H, kv_heads=Hkv, n_past=past, window=window,
+                           **layout)
+                same = whole is not None
+                for t in (0, 1, 17, 40, 69):
+                    one = op("attention", [q[t:t + 1], k[:past + t + 1], v[:past + t + 1]], isa=isa, heads=H,
+                             kv_heads=Hkv, n_past=past + t, window=window, **layout)
+                    same &= one is not None and torch.equal(one[0], whole[t])
+                check(same, f"ASCENT_ISA={isa}: attention D={D} window={window} {layout or 'rows'}: prefill rows == "
+                      "the same rows decoded alone")
     finish()
 
 

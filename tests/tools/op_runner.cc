@@ -133,6 +133,9 @@ int run(int argc, char** argv) {
                                    attr.count("kv_block") != 0 ? inum("kv_block") : 0,
                                    attr.count("k_tiles") != 0 && inum("k_tiles") != 0};
     ASCENT_CHECK(in[1].rows() == d.n_past + rows, "k must have n_past + T rows");
+    const bool kv_f16 = attr.count("kv_f16") != 0 && inum("kv_f16") != 0;
+    // An f16 cache is built in kv_block's layout; without one the f32 rows would run and a test would pass unknowingly.
+    ASCENT_CHECK(!kv_f16 || d.kv_block > 0, "attention: kv_f16=1 needs kv_block=B");
     y.resize(q.size());
     if (d.kv_block == 0) {
       kernels::attention_forward(q.data(), k.data(), v.data(), d, y.data());
@@ -151,7 +154,7 @@ int run(int argc, char** argv) {
         }
         kernels::attention_forward(q.data(), kb.data(), vb.data(), d, y.data());
       };
-      if (attr.count("kv_f16") != 0 && inum("kv_f16") != 0) {
+      if (kv_f16) {
         store_and_attend(uint16_t{0x7e00});  // f16 NaN
       } else {
         store_and_attend(float{NAN});

@@ -88,39 +88,54 @@ inline void tile_values(const EV* vt, int64_t ldv, int64_t Dp, const float* p, c
   }
 }
 
-// One key tile for R query rows: scores, online-softmax update of max and sum, and o = o * alpha + p @ V.
-// Lanes outside a row's keys [first[r], last[r]] score -inf; a tile with none of them leaves the row's state
-// bitwise unchanged (alpha = e^0 = 1, p = 0), so a row's result does not depend on which rows share its group.
-// kt: the tile's keys, transposed (D2, W) with ldk elements between dimensions; vt: its W value rows, ldv apart.
-// Either may be f32 or f16 (a cache's IEEE half bits, widened exactly as they load: V::load's overloads).
-template <class V, int R, class EK, class EV>
-void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const EK* kt, int64_t ldk, const EV* vt, int64_t ldv,
-                int64_t tile, const int64_t rows[R], const int64_t first[R], const int64_t last[R], float scale) {
+// Raw scores (q . k, before the scale) of R query rows against NT key tiles: kt[t] is tile t's keys, transposed
+// (D2, W) with ldk elements between dimensions (f32, or f16 widened exactly as it loads). Two accumulators per row
+// and tile (even and odd d), so a score's sum is the same chain whatever NT is; NT = 2 shares each query broadcast
+// between two tiles' FMAs (per two dimensions, 12 loads for 16 FMAs instead of 10 for 8).
+template <class V, int R, int NT, class EK>
+inline void tile_scores(const float* const q[R], int64_t D2, const EK* const kt[NT], int64_t ldk,
+                        typename V::F raw[NT][R]) {
   using F = typename V::F;
-  constexpr int64_t kKeyTile = V::kLanes;
-  // Scores: two accumulators per row (even and odd d) so eight FMA chains are in flight.
-  F acc0[R], acc1[R];
-  const float* q[R];
-  for (int r = 0; r < R; ++r) {
-    acc0[r] = acc1[r] = V::zero();
-    q[r] = s.qs.data() + rows[r] * D2;
+  F acc0[NT][R], acc1[NT][R];
+  for (int t = 0; t < NT; ++t) {
+    for (int r = 0; r < R; ++r) acc0[t][r] = acc1[t][r] = V::zero();
   }
   for (int64_t d = 0; d < D2; d += 2) {
-    const F k0 = V::load(kt + d * ldk), k1 = V::load(kt + (d + 1) * ldk);
+    F k0[NT], k1[NT];
+    for (int t = 0; t < NT; ++t) {
+      k0[t] = V::load(kt[t] + d * ldk);
+      k1[t] = V::load(kt[t] + (d + 1) * ldk);
+    }
     for (int r = 0; r < R; ++r) {
-      acc0[r] = V::fma(V::set1(q[r][d]), k0, acc0[r]);
-      acc1[r] = V::fma(V::set1(q[r][d + 1]), k1, acc1[r]);
+      const F q0 = V::set1(q[r][d]), q1 = V::set1(q[r][d + 1]);
+      for (int t = 0; t < NT; ++t) {
+        acc0[t][r] = V::fma(q0, k0[t], acc0[t][r]);
+        acc1[t][r] = V::fma(q1, k1[t], acc1[t][r]);
+      }
     }
   }
+  for (int t = 0; t < NT; ++t) {
+    for (int r = 0; r < R; ++r) raw[t][r] = V::add(acc0[t][r], acc1[t][r]);
+  }
+}
+
+// One key tile's online-softmax update for R query rows, from their raw scores: scale, running max and sum, and
+// o = o * alpha + p @ V (vt: the tile's W value rows, ldv apart; f32 or f16). Lanes outside a row's keys
+// [first[r], last[r]] score -inf; a tile with none of them leaves the row's state bitwise unchanged (alpha = e^0 = 1,
+// p = 0), so a row's result does not depend on which rows share its group.
+template <class V, int R, class EV>
+void tile_update(FlashScratch& s, int64_t Dp, const typename V::F raw[R], const EV* vt, int64_t ldv, int64_t tile,
+                 const int64_t rows[R], const int64_t first[R], const int64_t last[R], float scale) {
+  using F = typename V::F;
+  constexpr int64_t kKeyTile = V::kLanes;
   F alpha[R];
   float* o[R];
   bool rescale = false;
   const int64_t key0 = tile * kKeyTile;
   for (int r = 0; r < R; ++r) {
     // Scaled scores, -inf outside the row's keys (a tile wholly inside them needs no mask: the same products).
-    const F raw = V::add(acc0[r], acc1[r]);
-    const F sc = key0 >= first[r] && key0 + kKeyTile - 1 <= last[r] ? V::mul(raw, V::set1(scale))
-                                                                    : V::scores(raw, scale, key0, first[r], last[r]);
+    const F sc = key0 >= first[r] && key0 + kKeyTile - 1 <= last[r] ? V::mul(raw[r], V::set1(scale))
+                                                                    : V::scores(raw[r], scale, key0, first[r], last[r]);
     // The running max moves only if a lane exceeds it; otherwise max(m, reduce_max(sc)) is m and the rescaling
     // factor e^(m - m) is exactly 1, so the reduction and that exp are skipped with the same result.
     float& m = s.m[static_cast<size_t>(rows[r])];
@@ -145,6 +160,19 @@ void flash_tile(FlashScratch& s, int64_t D2, int64_t Dp, const EK* kt, int64_t l
   }
 }
 
+// NT consecutive key tiles (1 or 2) for R query rows: both tiles' scores first, then each tile's update in key
+// order, so a row's arithmetic is the same as one tile at a time.
+template <class V, int R, int NT, class EK, class EV>
+void flash_tiles(FlashScratch& s, int64_t D2, int64_t Dp, const EK* const kt[NT], int64_t ldk, const EV* const vt[NT],
+                 int64_t ldv, int64_t tile, const int64_t rows[R], const int64_t first[R], const int64_t last[R],
+                 float scale) {
+  const float* q[R];
+  for (int r = 0; r < R; ++r) q[r] = s.qs.data() + rows[r] * D2;
+  typename V::F raw[NT][R];
+  tile_scores<V, R, NT, EK>(q, D2, kt, ldk, raw);
+  for (int t = 0; t < NT; ++t) tile_update<V, R, EV>(s, Dp, raw[t], vt[t], ldv, tile + t, rows, first, last, scale);
+}
+
 // How many key tiles ahead pack_keys and the value loop prefetch the cache rows they will read (into L2). In a
 // cache of rows (positions, Hkv*D) one kv head's slice of a row is D floats every n_kv_heads * D: short pieces a
 // long stride apart, which the hardware prefetchers do not follow (the model's KvCache now keeps blocks of one
@@ -165,12 +193,19 @@ struct HeadRows {
   const E* operator()(int64_t j) const { return cache + kv_offset(*d, j, head); }
 };
 
-// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n elements each into L2.
+// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n elements each into L2. In blocks (kv_block > 0) a head's rows
+// of a block are one run, located once: locating each row (two divisions) and a loop per row took about a quarter
+// of a decode step's attention time with the rows already in L2 (one thread, 64 positions: 218-296 -> 162-213 ns
+// per tile of 16 keys for 4 query rows).
 template <class E>
 inline void prefetch_rows(const HeadRows<E>& rows, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
-  for (int64_t j = std::max(j0, lo); j <= std::min(j1, hi); ++j) {
-    const char* row = reinterpret_cast<const char*>(rows(j));
-    for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(E)); b += 64) __builtin_prefetch(row + b, 0, 2);
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(E));
+  const int64_t block = rows.d->kv_block;
+  for (int64_t j = std::max(j0, lo), end = std::min(j1, hi); j <= end;) {
+    const int64_t last = block > 0 ? std::min(end, (j / block + 1) * block - 1) : j;  // rows [j, last] are one run
+    const char* p = reinterpret_cast<const char*>(rows(j));
+    for (int64_t b = 0; b < (last - j + 1) * row_bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+    j = last + 1;
   }
 }
 
@@ -267,23 +302,39 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
           widen_kv(v_rows(j), s.vt.data() + (j - copied * kKeyTile) * Dp, D);
         }
       }
-      // One tile for R rows with its keys at kt (ldk apart) and its values from the cache or from s.vt.
-      auto run_tile = [&](int64_t tile, int64_t R, const int64_t* rows, const int64_t* first, const int64_t* last,
-                          const auto* kt, int64_t ldk) {
-        auto with_values = [&](const auto* vt, int64_t ldv) {
+      // Where tile t's keys (transposed, ldk apart) and values (ldv apart) lie: in the cache, or in s.kt / s.vt.
+      const int64_t ldk = d.k_tiles ? kKeyGroup : kKeyTile;
+      auto keys_of = [&](int64_t t) -> const E* {
+        if (d.k_tiles) return k + k_offset(d, t * kKeyTile, kvh);
+        if constexpr (std::is_same_v<E, float>) return s.kt.data() + (t - tile_lo) * D2 * kKeyTile;
+        return nullptr;  // unreachable: attention_cpu.cc refuses an f16 cache without key tiles
+      };
+      // NT tiles (1, or 2 whose values come from the same place) from `tile` on, for R rows.
+      auto run_tiles = [&](int64_t tile, auto nt, int64_t R, const int64_t* rows, const int64_t* first,
+                           const int64_t* last) {
+        constexpr int NT = decltype(nt)::value;
+        const E* kt[NT];
+        for (int t = 0; t < NT; ++t) kt[t] = keys_of(tile + t);
+        auto with_values = [&]<class EV>(const EV* const* vt, int64_t ldv) {
           switch (R) {
             case 4:
-              return flash_tile<V, 4>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 4, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
             case 3:
-              return flash_tile<V, 3>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 3, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
             case 2:
-              return flash_tile<V, 2>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 2, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
             default:
-              return flash_tile<V, 1>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 1, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
           }
         };
-        if (tile >= copied) return with_values(s.vt.data() + (tile - copied) * kKeyTile * Dp, Dp);
-        with_values(v_rows(tile * kKeyTile), kv_ld);
+        if (tile >= copied) {
+          const float* vt[NT];
+          for (int t = 0; t < NT; ++t) vt[t] = s.vt.data() + (tile + t - copied) * kKeyTile * Dp;
+          return with_values(vt, Dp);
+        }
+        const E* vt[NT];
+        for (int t = 0; t < NT; ++t) vt[t] = v_rows((tile + t) * kKeyTile);
+        with_values(vt, kv_ld);
       };
       // Value rows from here on were prefetched for a block already run (blocks go back to front, so each reaches
       // keys no lower than the next one's): a block prefetches only the rows below them.
@@ -307,26 +358,40 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
         fetched_lo = std::min(fetched_lo, key_lo);
         prefetch_rows(v_rows, D, key_lo, (key_lo / kKeyTile + kPrefetchTiles) * kKeyTile - 1, key_lo, prefetch_hi);
         for (int64_t t = 0; t < kPrefetchTiles; ++t) prefetch_key_group((key_lo / kKeyTile + t) * kKeyTile);
-        for (int64_t tile = key_lo / kKeyTile; tile <= key_hi / kKeyTile; ++tile) {
-          const int64_t ahead = (tile + kPrefetchTiles) * kKeyTile;
-          prefetch_rows(v_rows, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
-          prefetch_key_group(ahead);
+        const int64_t tile_end = key_hi / kKeyTile;
+        for (int64_t tile = key_lo / kKeyTile; tile <= tile_end; tile += 2) {
+          // Tiles in pairs in prefill (a row's tiles still update it in key order: flash_tiles). There each tile
+          // serves up to kRowsPerItem rows from L1, and sharing the query broadcasts took a 512-token prefill's
+          // attention (tl16 shape, two threads, a scratch harness) from 7.35 to 5.75 ms per layer (f32; f16 8.3 ->
+          // 5.6). A decode step reads its tiles from memory once, and there pairs were slower (two threads, 2000
+          // positions, each layer evicted by a 30 MiB stream: f32 218-229 -> 269-282 us, f16 153-162 -> 165-172;
+          // perhaps as the second tile's keys are then read before the first tile's values).
+          const bool pair = d.n_tokens > 1 && tile + 1 <= tile_end && (tile >= copied) == (tile + 1 >= copied);
+          for (int64_t t = tile; t <= std::min(tile + 1, tile_end); ++t) {
+            const int64_t ahead = (t + kPrefetchTiles) * kKeyTile;
+            prefetch_rows(v_rows, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
+            prefetch_key_group(ahead);
+          }
           for (int64_t i = 0; i < n_rows; i += 4) {
             const int64_t R = std::min<int64_t>(4, n_rows - i);
             int64_t rows[4], first[4], last[4];
-            bool any = false;
+            bool any[2] = {false, false};  // whether a row's keys reach into tile, tile + 1
             for (int64_t r = 0; r < R; ++r) {
               const int64_t pos = d.n_past + t0 + (i + r) / group;
               rows[r] = i + r;
               first[r] = first_key(pos);
               last[r] = pos;
-              any |= first[r] < (tile + 1) * kKeyTile && last[r] >= tile * kKeyTile;
+              for (int64_t t = 0; t < 2; ++t) {
+                any[t] |= first[r] < (tile + t + 1) * kKeyTile && last[r] >= (tile + t) * kKeyTile;
+              }
             }
-            if (!any) continue;  // only a no-op for every row: skipping it changes nothing
-            if (d.k_tiles) {
-              run_tile(tile, R, rows, first, last, k + k_offset(d, tile * kKeyTile, kvh), kKeyGroup);
-            } else if constexpr (std::is_same_v<E, float>) {
-              run_tile(tile, R, rows, first, last, s.kt.data() + (tile - tile_lo) * D2 * kKeyTile, kKeyTile);
+            // A tile reaching none of the rows' keys would be a no-op for every row: skipping it changes nothing.
+            if (pair && any[0] && any[1]) {
+              run_tiles(tile, std::integral_constant<int, 2>{}, R, rows, first, last);
+              continue;
+            }
+            for (int64_t t = 0; t < 2 && tile + t <= tile_end; ++t) {
+              if (any[t]) run_tiles(tile + t, std::integral_constant<int, 1>{}, R, rows, first, last);
             }
           }
         }
