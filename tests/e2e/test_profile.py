@@ -45,6 +45,25 @@ def main():
     check("(6 at warm-up, 0 during the run)" in r3.stdout, f"warm-up compiles buckets 1..32 before the first token: "
           f"{re.search(r'plans_compiled.*', r3.stdout).group(0) if 'plans_compiled' in r3.stdout else r3.stderr}")
 
+    # Unfused decode attention reads the cache's K and V of n_past + 1 positions: 4 bytes a value, 2 in an f16 cache.
+    last = {}
+    for kv in ("f32", "f16"):
+        t = os.path.join(d, f"attn-{kv}.json")
+        r = run(["profile", "-m", MODEL, "-p", 20, "-n", 1, "--passes", "-fuse-attention", "--kv-type", kv,
+                 "--profile", t] + ROOF)
+        ev = [e for e in json.load(open(t))["traceEvents"] if e.get("args", {}).get("op") == "attention"] \
+            if r.returncode == 0 else []
+        last[kv] = ev[-1]["args"] if ev else None
+    if last["f32"] and last["f16"]:
+        dims = [int(x) for x in re.findall(r"\(1, (\d+)\)", last["f32"]["shapes"])]  # q, k, v inputs -> output
+        values = 2 * 21 * dims[1]  # K and V of positions 0..20
+        want = {"f32": 8 * dims[0] + 4 * values, "f16": 8 * dims[0] + 2 * values}
+        check(all(last[kv]["bytes"] == want[kv] for kv in want),
+              f"profile: decode attention counts 4 bytes per cached value, 2 with --kv-type f16 "
+              f"({last['f32']['bytes']}, {last['f16']['bytes']} == {want['f32']}, {want['f16']})")
+    else:
+        check(False, f"profile --kv-type f32/f16 with unfused attention runs: {r.stderr.strip()[:200]}")
+
     mem = os.path.join(d, "mem.csv")
     trace2 = os.path.join(d, "gen.json")
     r = run(["generate", "-m", MODEL, "--prompt-ids", "1", "-n", 4, "--temp", 0, "--print-ids", "--profile", trace2,

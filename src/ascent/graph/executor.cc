@@ -9,9 +9,10 @@
 namespace ascent::graph {
 namespace {
 
-// What one node moves and computes, for the profile (weights counted once per call).
-void node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_past, int64_t& bytes,
-               int64_t& flops) {
+// What one node moves and computes, for the profile (weights counted once per call; attention reads kv_bytes per
+// cached K or V value).
+void node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_past, int64_t kv_bytes,
+               int64_t& bytes, int64_t& flops) {
   const int64_t rows = n.single_row ? 1 : T;
   const int64_t out = rows * n.cols * 4;
   auto in_bytes = [&](size_t k) {
@@ -35,12 +36,12 @@ void node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t
       int64_t wbytes = 0;
       for (int i = 0; i < 3; ++i) wbytes += n.weights[static_cast<size_t>(i)]->nbytes();
       flops = 2 * rows * n.scratch_floats_per_row * K + attention_flops(n.heads, n.head_dim);
-      bytes = out + in_bytes(0) + wbytes + 2 * (n_past + rows) * n.kv_heads * n.head_dim * 4;
+      bytes = out + in_bytes(0) + wbytes + 2 * (n_past + rows) * n.kv_heads * n.head_dim * kv_bytes;
       break;
     }
     case Op::Attention:
       flops = attention_flops(n.heads, n.head_dim);
-      bytes = out + in_bytes(0) + 2 * (n_past + rows) * n.kv_heads * n.head_dim * 4;
+      bytes = out + in_bytes(0) + 2 * (n_past + rows) * n.kv_heads * n.head_dim * kv_bytes;
       break;
     case Op::Embedding:
       bytes = 2 * out;
@@ -270,7 +271,8 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
       e.name = n.name;
       e.op = op_name(n.op);
       e.shapes = shapes_of(n, nodes, T);
-      node_cost(n, nodes, T, n_past, e.bytes, e.flops);
+      const int64_t kv_bytes = segments[0].kv->dtype() == DType::F16 ? 2 : 4;
+      node_cost(n, nodes, T, n_past, kv_bytes, e.bytes, e.flops);
       e.ts_us = t0;
       e.dur_us = tracer_->now_us() - t0;
       e.threads = ThreadPool::global().size();
