@@ -184,6 +184,13 @@ def main():
     r = run(["generate", "-m", variant("v1int8", rewrite(h)), "--temp", "0", "-n", "61"])
     check(r.returncode == 0 and "Once upon a time, there was a little girl named Lily." in r.stdout,
           f"a version 1 int8 file still loads and generates the known story (exit {r.returncode})")
+    # --group sizes int4's groups only: with another type it is refused, naming the flag, and nothing is written.
+    for qtype in ("int8", "bf16"):
+        out = os.path.join(ROOT, f"group-{qtype}.safetensors")
+        r = run(["quantize", "-m", M656, "-o", out, "--type", qtype, "--group", "32"])
+        err = r.stderr.strip()
+        check(r.returncode == 2 and "--group" in err and "int4 only" in err and not os.path.exists(out),
+              f"--type {qtype} --group 32 refused: exit {r.returncode}, {err[:120]!r}")
     for what, path, needle in cases:
         r = run(["generate", "-m", path, "-n", "2"])
         err = r.stderr.strip()

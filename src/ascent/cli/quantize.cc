@@ -45,7 +45,16 @@ void add_quantize(CLI::App& app) {
   c->add_option("--calib", opt->calib_path, "text file: activation-aware int4 (AWQ-style scale and clip search)");
   c->add_option("--calib-tokens", opt->calib_tokens, "calibration tokens to use")->capture_default_str();
   c->add_option("--tokenizer", opt->tokenizer_path, "tokenizer for calibration and to embed (default: the model's)");
-  c->callback([in, out, opt] { run(*in, *out, *opt); });
+  c->callback([c, in, out, opt] {
+    // --group has a default, so a given one with another type would otherwise be dropped without a word.
+    if (c->count("--group") > 0 && opt->type != "int4") {
+      throw CLI::ValidationError("--group",
+                                 "applies to --type int4 only; int8 keeps one scale per output row (for "
+                                 "int8 in blocks of 32, `ascent convert --type q8_0` writes GGUF Q8_0, "
+                                 "which runs natively)");
+    }
+    run(*in, *out, *opt);
+  });
 }
 
 }  // namespace ascent::cli
