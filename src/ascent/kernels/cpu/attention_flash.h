@@ -88,19 +88,48 @@ inline void tile_values(const EV* vt, int64_t ldv, int64_t Dp, const float* p, c
   }
 }
 
+// Where a tile some way ahead starts in a cache with K in key tiles and whole value rows in blocks: its key group
+// (kKeyGroup positions, dimension-major) and its W value rows, each one run. nullptr: nothing to fetch.
+struct TileAhead {
+  const char* k = nullptr;
+  const char* v = nullptr;
+};
+
 // Raw scores (q . k, before the scale) of R query rows against NT key tiles: kt[t] is tile t's keys, transposed
 // (D2, W) with ldk elements between dimensions (f32, or f16 widened exactly as it loads). Two accumulators per row
 // and tile (even and odd d), so a score's sum is the same chain whatever NT is; NT = 2 shares each query broadcast
 // between two tiles' FMAs (per two dimensions, 12 loads for 16 FMAs instead of 10 for 8).
-template <class V, int R, int NT, class EK>
+// With kFetch, each two dimensions also prefetch (into L1) the matching share of ahead[t]'s key group and value rows
+// (elements EK, as the cache's), so a later tile's lines arrive while this one's arithmetic runs. Issued at a tile's
+// start instead (128 prefetches in a burst for f32, D = 64), the cache's stream and the arithmetic took about the
+// sum of their times: decode attention over 2000 evicted positions (two threads) f32 254-274 -> 227-266 us per layer,
+// f16 146-169 -> 115-127 (bench/RESULTS.md, session 26). With the rows already in L2 the spread prefetches cost
+// ~20% of the tile time, which decode, reading a cache the weights evicted, does not meet.
+template <class V, int R, int NT, class EK, bool kFetch>
 inline void tile_scores(const float* const q[R], int64_t D2, const EK* const kt[NT], int64_t ldk,
-                        typename V::F raw[NT][R]) {
+                        typename V::F raw[NT][R], const TileAhead ahead[NT]) {
   using F = typename V::F;
+  // Bytes per two dimensions: of a key group (D rows of kKeyGroup) and of a tile's value rows (W rows of D).
+  constexpr int64_t kStepK = 2 * kKeyGroup * static_cast<int64_t>(sizeof(EK));
+  constexpr int64_t kStepV = 2 * V::kLanes * static_cast<int64_t>(sizeof(EK));
+  // A missing half fetches the other's lines again: a test per prefetch in the loop cost a further quarter (hot).
+  const char* pk[NT];
+  const char* pv[NT];
+  for (int t = 0; t < NT; ++t) {
+    pk[t] = ahead[t].k != nullptr ? ahead[t].k : ahead[t].v;
+    pv[t] = ahead[t].v != nullptr ? ahead[t].v : ahead[t].k;
+  }
   F acc0[NT][R], acc1[NT][R];
   for (int t = 0; t < NT; ++t) {
     for (int r = 0; r < R; ++r) acc0[t][r] = acc1[t][r] = V::zero();
   }
   for (int64_t d = 0; d < D2; d += 2) {
+    if constexpr (kFetch) {
+      for (int t = 0; t < NT; ++t) {
+        for (int64_t b = 0; b < kStepK; b += 64) __builtin_prefetch(pk[t] + d / 2 * kStepK + b, 0, 3);
+        for (int64_t b = 0; b < kStepV; b += 64) __builtin_prefetch(pv[t] + d / 2 * kStepV + b, 0, 3);
+      }
+    }
     F k0[NT], k1[NT];
     for (int t = 0; t < NT; ++t) {
       k0[t] = V::load(kt[t] + d * ldk);
@@ -165,11 +194,17 @@ void tile_update(FlashScratch& s, int64_t Dp, const typename V::F raw[R], const 
 template <class V, int R, int NT, class EK, class EV>
 void flash_tiles(FlashScratch& s, int64_t D2, int64_t Dp, const EK* const kt[NT], int64_t ldk, const EV* const vt[NT],
                  int64_t ldv, int64_t tile, const int64_t rows[R], const int64_t first[R], const int64_t last[R],
-                 float scale) {
+                 float scale, const TileAhead ahead[NT]) {
   const float* q[R];
   for (int r = 0; r < R; ++r) q[r] = s.qs.data() + rows[r] * D2;
   typename V::F raw[NT][R];
-  tile_scores<V, R, NT, EK>(q, D2, kt, ldk, raw);
+  bool fetch = true;  // every tile has something ahead to fetch
+  for (int t = 0; t < NT; ++t) fetch &= ahead[t].k != nullptr || ahead[t].v != nullptr;
+  if (fetch) {
+    tile_scores<V, R, NT, EK, true>(q, D2, kt, ldk, raw, ahead);
+  } else {
+    tile_scores<V, R, NT, EK, false>(q, D2, kt, ldk, raw, ahead);
+  }
   for (int t = 0; t < NT; ++t) tile_update<V, R, EV>(s, Dp, raw[t], vt[t], ldv, tile + t, rows, first, last, scale);
 }
 
@@ -302,6 +337,7 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
           widen_kv(v_rows(j), s.vt.data() + (j - copied * kKeyTile) * Dp, D);
         }
       }
+      const bool spread = d.k_tiles && Dp == D;  // see tile_scores
       // Where tile t's keys (transposed, ldk apart) and values (ldv apart) lie: in the cache, or in s.kt / s.vt.
       const int64_t ldk = d.k_tiles ? kKeyGroup : kKeyTile;
       auto keys_of = [&](int64_t t) -> const E* {
@@ -311,20 +347,20 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
       };
       // NT tiles (1, or 2 whose values come from the same place) from `tile` on, for R rows.
       auto run_tiles = [&](int64_t tile, auto nt, int64_t R, const int64_t* rows, const int64_t* first,
-                           const int64_t* last) {
+                           const int64_t* last, const TileAhead* ahead) {
         constexpr int NT = decltype(nt)::value;
         const E* kt[NT];
         for (int t = 0; t < NT; ++t) kt[t] = keys_of(tile + t);
         auto with_values = [&]<class EV>(const EV* const* vt, int64_t ldv) {
           switch (R) {
             case 4:
-              return flash_tiles<V, 4, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 4, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale, ahead);
             case 3:
-              return flash_tiles<V, 3, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 3, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale, ahead);
             case 2:
-              return flash_tiles<V, 2, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 2, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale, ahead);
             default:
-              return flash_tiles<V, 1, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale);
+              return flash_tiles<V, 1, NT, E, EV>(s, D2, Dp, kt, ldk, vt, ldv, tile, rows, first, last, d.scale, ahead);
           }
         };
         if (tile >= copied) {
@@ -367,11 +403,22 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
           // positions, each layer evicted by a 30 MiB stream: f32 218-229 -> 269-282 us, f16 153-162 -> 165-172;
           // perhaps as the second tile's keys are then read before the first tile's values).
           const bool pair = d.n_tokens > 1 && tile + 1 <= tile_end && (tile >= copied) == (tile + 1 >= copied);
+          // The tiles kPrefetchTiles ahead: spread through the score loops (tile_scores) where K is in key tiles
+          // and the values are read in place (whole vector rows), otherwise prefetched here at once.
+          TileAhead ahead[2];
           for (int64_t t = tile; t <= std::min(tile + 1, tile_end); ++t) {
-            const int64_t ahead = (t + kPrefetchTiles) * kKeyTile;
-            prefetch_rows(v_rows, D, ahead, ahead + kKeyTile - 1, key_lo, prefetch_hi);
-            prefetch_key_group(ahead);
+            const int64_t key = (t + kPrefetchTiles) * kKeyTile;
+            if (!spread) {
+              prefetch_rows(v_rows, D, key, key + kKeyTile - 1, key_lo, prefetch_hi);
+              prefetch_key_group(key);
+              continue;
+            }
+            // A key group of two AVX2 tiles is fetched with the first of them.
+            if (key <= run_hi && key % kKeyGroup == 0)
+              ahead[t - tile].k = reinterpret_cast<const char*>(k + k_offset(d, key, kvh));
+            if (key <= prefetch_hi) ahead[t - tile].v = reinterpret_cast<const char*>(v_rows(key));
           }
+          const TileAhead none[2];
           for (int64_t i = 0; i < n_rows; i += 4) {
             const int64_t R = std::min<int64_t>(4, n_rows - i);
             int64_t rows[4], first[4], last[4];
@@ -386,12 +433,14 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
               }
             }
             // A tile reaching none of the rows' keys would be a no-op for every row: skipping it changes nothing.
+            // The first row group's score loops carry the prefetches (later ones find the tiles in L1).
             if (pair && any[0] && any[1]) {
-              run_tiles(tile, std::integral_constant<int, 2>{}, R, rows, first, last);
+              run_tiles(tile, std::integral_constant<int, 2>{}, R, rows, first, last, i == 0 ? ahead : none);
               continue;
             }
             for (int64_t t = 0; t < 2 && tile + t <= tile_end; ++t) {
-              if (any[t]) run_tiles(tile + t, std::integral_constant<int, 1>{}, R, rows, first, last);
+              if (any[t])
+                run_tiles(tile + t, std::integral_constant<int, 1>{}, R, rows, first, last, i == 0 ? ahead + t : none);
             }
           }
         }
