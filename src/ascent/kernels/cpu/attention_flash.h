@@ -208,7 +208,8 @@ void flash_tiles(FlashScratch& s, int64_t D2, int64_t Dp, const EK* const kt[NT]
   for (int t = 0; t < NT; ++t) tile_update<V, R, EV>(s, Dp, raw[t], vt[t], ldv, tile + t, rows, first, last, scale);
 }
 
-// How many key tiles ahead pack_keys and the value loop prefetch the cache rows they will read (into L2). In a
+// How many key tiles ahead pack_keys and the tile loop prefetch the cache rows they will read (into L2 in a burst as
+// each tile starts; with key tiles and in-place values, into L1 spread through the score loop: tile_scores). In a
 // cache of rows (positions, Hkv*D) one kv head's slice of a row is D floats every n_kv_heads * D: short pieces a
 // long stride apart, which the hardware prefetchers do not follow (the model's KvCache now keeps blocks of one
 // head's rows, ops.h kv_offset, measured below), and during decode the cache is cold (the layer's weights streamed
@@ -401,7 +402,8 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
           // attention (tl16 shape, two threads, a scratch harness) from 7.35 to 5.75 ms per layer (f32; f16 8.3 ->
           // 5.6). A decode step reads its tiles from memory once, and there pairs were slower (two threads, 2000
           // positions, each layer evicted by a 30 MiB stream: f32 218-229 -> 269-282 us, f16 153-162 -> 165-172;
-          // perhaps as the second tile's keys are then read before the first tile's values).
+          // perhaps as the second tile's keys are then read before the first tile's values; with tile_scores' spread
+          // prefetch too: f32 248-264 -> 283-364, f16 124-132 -> 146-177).
           const bool pair = d.n_tokens > 1 && tile + 1 <= tile_end && (tile >= copied) == (tile + 1 >= copied);
           // The tiles kPrefetchTiles ahead: spread through the score loops (tile_scores) where K is in key tiles
           // and the values are read in place (whole vector rows), otherwise prefetched here at once.
