@@ -419,6 +419,16 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
             if (key <= run_hi && key % kKeyGroup == 0)
               ahead[t - tile].k = reinterpret_cast<const char*>(k + k_offset(d, key, kvh));
             if (key <= prefetch_hi) ahead[t - tile].v = reinterpret_cast<const char*>(v_rows(key));
+            // Past this head's last tile, a decode step's next item (the next kv head, the same keys) begins.
+            if (key > run_hi && d.n_tokens == 1 && item + 1 < i1) {
+              const int64_t next_key = (tile_lo + t + kPrefetchTiles - tile_end - 1) * kKeyTile;
+              const int64_t next_kvh = (item + 1) % d.n_kv_heads;
+              if (next_key <= run_hi) {
+                if (next_key % kKeyGroup == 0)
+                  ahead[t - tile].k = reinterpret_cast<const char*>(k + k_offset(d, next_key, next_kvh));
+                ahead[t - tile].v = reinterpret_cast<const char*>(v + kv_offset(d, next_key, next_kvh));
+              }
+            }
           }
           const TileAhead none[2];
           for (int64_t i = 0; i < n_rows; i += 4) {
