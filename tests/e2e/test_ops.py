@@ -211,9 +211,11 @@ def main():
         # the same arithmetic as over rows (positions, Hkv*D), so bitwise the same result, with blocks ending inside
         # a run of keys, a window starting inside one, and the last block part-filled (op_runner fills the rest with
         # NaN, which any read would spread).
+        # (8 kv heads: a decode thread attends over several, prefetching the next one's tiles as a head ends.)
         for T, past, H, Hkv, D, window, B in [(1, 300, 4, 1, 16, 0, 16), (1, 90, 8, 2, 64, 0, 32),
                                               (150, 90, 8, 2, 64, 70, 32), (17, 3, 4, 2, 37, 0, 16),
-                                              (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256)]:
+                                              (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256),
+                                              (1, 100, 16, 8, 64, 0, 32)]:
             q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
             a = dict(heads=H, kv_heads=Hkv, n_past=past, window=window)
             for variant in (isa, "ref"):
@@ -227,7 +229,8 @@ def main():
         # f16-rounded values (D = 40: value rows copied into whole vectors on AVX-512; D = 64: read in place; the
         # last block part-filled with NaN).
         for T, past, H, Hkv, D, window, B in [(1, 300, 4, 1, 16, 0, 16), (150, 90, 8, 2, 64, 70, 32),
-                                              (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256)]:
+                                              (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256),
+                                              (1, 100, 16, 8, 64, 0, 32)]:
             q, k, v = rand(T, H * D), rand(T + past, Hkv * D), rand(T + past, Hkv * D)
             a = dict(heads=H, kv_heads=Hkv, n_past=past, window=window, kv_block=B, k_tiles=1)
             for variant in (isa, "ref"):
