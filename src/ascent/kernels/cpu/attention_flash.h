@@ -218,6 +218,10 @@ void flash_tiles(FlashScratch& s, int64_t D2, int64_t Dp, const EK* const kt[NT]
 // tiles ahead (2 ahead into L1: 350-390; 8 ahead: 240-270). tl16 int4 tg32 at depth 1000: 47 -> 56 t/s (median of 5
 // alternating runs).
 constexpr int64_t kPrefetchTiles = 4;
+// How many tiles ahead tile_scores' spread prefetch runs (into L1). Two alternated with four in one process (two
+// threads, 2000 evicted positions, five rounds): f16 90.8-92.2 against 93.9-108.2 us per layer, f32 165-188 against
+// 169-182; 3, 6 and 8 no better.
+constexpr int64_t kSpreadTiles = 2;
 
 // One kv head's rows of a K or V cache (elements E: float, or uint16_t for f16) laid out as AttentionDims::kv_block
 // says: rows(j) is position j's D elements.
@@ -405,11 +409,11 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
           // perhaps as the second tile's keys are then read before the first tile's values; with tile_scores' spread
           // prefetch too: f32 248-264 -> 283-364, f16 124-132 -> 146-177).
           const bool pair = d.n_tokens > 1 && tile + 1 <= tile_end && (tile >= copied) == (tile + 1 >= copied);
-          // The tiles kPrefetchTiles ahead: spread through the score loops (tile_scores) where K is in key tiles
-          // and the values are read in place (whole vector rows), otherwise prefetched here at once.
+          // The tiles ahead: kSpreadTiles, spread through the score loops (tile_scores) where K is in key tiles
+          // and the values are read in place (whole vector rows), otherwise kPrefetchTiles, prefetched here at once.
           TileAhead ahead[2];
           for (int64_t t = tile; t <= std::min(tile + 1, tile_end); ++t) {
-            const int64_t key = (t + kPrefetchTiles) * kKeyTile;
+            const int64_t key = (t + (spread ? kSpreadTiles : kPrefetchTiles)) * kKeyTile;
             if (!spread) {
               prefetch_rows(v_rows, D, key, key + kKeyTile - 1, key_lo, prefetch_hi);
               prefetch_key_group(key);
@@ -421,7 +425,7 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
             if (key <= prefetch_hi) ahead[t - tile].v = reinterpret_cast<const char*>(v_rows(key));
             // Past this head's last tile, a decode step's next item (the next kv head, the same keys) begins.
             if (key > run_hi && d.n_tokens == 1 && item + 1 < i1) {
-              const int64_t next_key = (tile_lo + t + kPrefetchTiles - tile_end - 1) * kKeyTile;
+              const int64_t next_key = (tile_lo + t + kSpreadTiles - tile_end - 1) * kKeyTile;
               const int64_t next_kvh = (item + 1) % d.n_kv_heads;
               if (next_key <= run_hi) {
                 if (next_key % kKeyGroup == 0)
