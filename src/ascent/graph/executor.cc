@@ -119,6 +119,8 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
       positions_[static_cast<size_t>(seg_row[s] + t)] = static_cast<int32_t>(g.n_past + t);
   }
   const int64_t n_past = segments[0].n_past;
+  const bool kv_f16 = segments[0].kv != nullptr && segments[0].kv->dtype() == DType::F16;
+  const int64_t kv_bytes = kv_f16 ? 2 : 4;  // per cached K or V value, for the profile
   const MemoryPlan& plan = plan_for(T);
   if (static_cast<size_t>(plan.arena_bytes) > arena_.capacity()) arena_.reserve(static_cast<size_t>(plan.arena_bytes));
 
@@ -271,7 +273,6 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
       e.name = n.name;
       e.op = op_name(n.op);
       e.shapes = shapes_of(n, nodes, T);
-      const int64_t kv_bytes = segments[0].kv->dtype() == DType::F16 ? 2 : 4;
       node_cost(n, nodes, T, n_past, kv_bytes, e.bytes, e.flops);
       e.ts_us = t0;
       e.dur_us = tracer_->now_us() - t0;
