@@ -1,5 +1,6 @@
 """Tiny random Llama, Mistral, Qwen2, Qwen3 and GPT-2 checkpoints made with PyTorch, written as Hugging Face
-folders: our logits must match the PyTorch reference (< 1e-4), fed at once or token by token (bitwise equal).
+folders: our logits must match the PyTorch reference (< 1e-4), fed at once or token by token (bitwise equal, also
+with each piece run twice over a rewound cache).
 The same weights converted by our GGUF writer to F16, Q8_0 and Q4_0 must match a reference built from the
 weights read back from that file by an independent GGUF reader (< 1e-4), and stay within a per-type bound of the
 unquantized reference."""
@@ -151,6 +152,11 @@ def main():
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
             check(inc is not None and torch.equal(inc, ours),
                   f"{name}: fed {step} token(s) at a time through the KV cache, logits are bitwise identical")
+            again = ascent_logits(folder, ids, os.path.join(root, f"{name}-twice{step}.npy"), step=step,
+                                  extra=["--twice"])
+            check(again is not None and torch.equal(again, ours),
+                  f"{name}: each piece of {step} run, the cache rewound and the piece run again (as bench reruns "
+                  f"decode steps), logits are bitwise identical")
         # An f16 KV cache (--kv-type f16): PyTorch with each layer's keys and values rounded to f16 before attention
         # reads them. It must match that far better than the f32 reference (the rounding is what it changes), and
         # decoding token by token must give the prompt's bits (every row reads the cache's rounded values).

@@ -131,10 +131,11 @@ void run(Options& o) {
   // within tens of milliseconds, so even reads just before and after a whole run (as here before session 15) judged
   // runs that had spent part of their time in the other state, showing 60% or 100% of what the memory gave them. Each
   // token counts against the mean of the reads on its two sides (a token during which the state flipped had some of
-  // each); a run's read is the tokens' reads weighted by their times, and its share is the bytes it streamed over the
-  // bytes that read would have delivered in that time. Shorter reads ramp up for a larger part of their time: on the
-  // Zen 5 host, two 8 MiB halves read 65-69 GB/s where 32 and 64 MiB halves, alternated with them, read 72-75 (bf16
-  // decode then showed 93-107% of the read instead of 85-91%); 32 MiB halves read as much as 64 MiB ones.
+  // each; the read before it came before its untimed first run, below); a run's read is the tokens' reads weighted by
+  // their times, and its share is the bytes it streamed over the bytes that read would have delivered in that time.
+  // Shorter reads ramp up for a larger part of their time: on the Zen 5 host, two 8 MiB halves read 65-69 GB/s where 32
+  // and 64 MiB halves, alternated with them, read 72-75 (bf16 decode then showed 93-107% of the read instead of
+  // 85-91%); 32 MiB halves read as much as 64 MiB ones.
   constexpr int64_t kProbeWindow = int64_t{64} << 20;
   std::vector<double> tg_gbps;  // per timed decode run: the time-weighted read its tokens were judged against
   if (o.decode > 0) {
@@ -146,6 +147,14 @@ void run(Options& o) {
       double seconds = 0, read_seconds = 0;                                     // read_seconds: GB/s x s
       double before = probe && timed ? probe->window_gbps(kProbeWindow) : 0;
       for (int64_t i = 0; i < steps; ++i) {
+        if (probe && timed) {
+          // The probe just read 192 MiB through every cache: with probes after every second token, the token right
+          // after one ran 0.6-0.9 ms (7-9%) slower than the token after it in two of three runs (int4 tl16; the later
+          // one faster in 457 of 576 pairs), the probe's cost, not decode's. So the step first runs untimed, the
+          // cache is rewound, and the timed run follows a token, as in a continuous decode (and llama-bench's tg).
+          m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
+          m->rewind(m->n_past() - 1);
+        }
         const auto t0 = Clock::now();
         auto logits = m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
         tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());

@@ -1,7 +1,9 @@
 // ascent logits: runs token ids through a model and writes every position's logits as a float32 .npy (T, vocab).
 // A debugging and testing tool: the suite compares these files with PyTorch references. --step feeds the ids in
-// pieces of that many tokens, exercising the KV cache the way generation does. --beside N runs the ids as one
-// sequence of a batch with N others (of other lengths and contents), to check batch invariance. The runtime flags
+// pieces of that many tokens, exercising the KV cache the way generation does; --twice runs each piece, rewinds the
+// cache and runs it again (ascent bench re-runs its decode steps so), writing the second run's logits. --beside N runs
+// the ids as one sequence of a batch with N others (of other lengths and contents), to check batch invariance. The
+// runtime flags
 // (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be narrowed down to a load mode or pass.
 #include <algorithm>
 #include <cstdio>
@@ -15,7 +17,7 @@
 namespace ascent::cli {
 namespace {
 
-void run(const std::string& model_path, const std::string& ids_text, const std::string& out, int64_t step,
+void run(const std::string& model_path, const std::string& ids_text, const std::string& out, int64_t step, bool twice,
          int64_t beside, int threads, RuntimeFlags& runtime) {
   set_threads(threads);
   runtime.before_load();
@@ -28,7 +30,7 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   Tensor all = make_owned(DType::F32, {T, V});  // (T, V)
   auto* dst = static_cast<float*>(const_cast<void*>(all.data));
   if (beside > 0) {
-    ASCENT_CHECK(step == 0, "--beside and --step cannot be combined");
+    ASCENT_CHECK(step == 0 && !twice, "--beside cannot be combined with --step or --twice");
     // N other sequences of 1..2T tokens with ids from a fixed LCG; ours goes in the middle of the batch.
     std::vector<std::vector<int32_t>> seqs;
     uint64_t state = 12345;
@@ -57,7 +59,12 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   const int64_t s = step > 0 ? step : T;
   for (int64_t i = 0; i < T; i += s) {
     const int64_t n = std::min(s, T - i);
-    auto logits = m->forward(std::span<const int32_t>(ids.data() + i, static_cast<size_t>(n)), /*all_logits=*/true);
+    const std::span<const int32_t> piece(ids.data() + i, static_cast<size_t>(n));
+    if (twice) {
+      m->forward(piece, /*all_logits=*/true);
+      m->rewind(i);
+    }
+    auto logits = m->forward(piece, /*all_logits=*/true);
     std::copy(logits.begin(), logits.end(), dst + i * V);
   }
   write_npy(out, all);
@@ -70,6 +77,7 @@ void add_logits(CLI::App& app) {
   struct Opt {
     std::string model, ids, out;
     int64_t step = 0, beside = 0;
+    bool twice = false;
     int threads = 0;
     RuntimeFlags runtime;
   };
@@ -79,10 +87,11 @@ void add_logits(CLI::App& app) {
   c->add_option("--prompt-ids", o->ids, "token ids")->required();
   c->add_option("-o,--output", o->out, "output .npy")->required();
   c->add_option("--step", o->step, "feed this many tokens per forward call (0: all at once)");
+  c->add_flag("--twice", o->twice, "run each piece twice, rewinding the cache between; write the second run's logits");
   c->add_option("--beside", o->beside, "run the ids in one batch beside this many other sequences");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   o->runtime.add_to(c);
-  c->callback([o] { run(o->model, o->ids, o->out, o->step, o->beside, o->threads, o->runtime); });
+  c->callback([o] { run(o->model, o->ids, o->out, o->step, o->twice, o->beside, o->threads, o->runtime); });
 }
 
 }  // namespace ascent::cli

@@ -149,6 +149,11 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_
   return out;
 }
 
+void Model::rewind(int64_t n) {
+  ASCENT_CHECK(n >= 0 && n <= n_past_, "rewind to position {}: only {} positions are cached", n, n_past_);
+  n_past_ = n;
+}
+
 void Model::set_matmul_observer(graph::Executor::MatmulObserver f) {
   observer_ = std::move(f);
   exec_last_->set_matmul_observer(observer_);

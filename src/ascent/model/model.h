@@ -68,6 +68,9 @@ class Model {
   // row's logits (sum of lengths, vocab), sequence after sequence. The single-sequence cache is untouched.
   std::span<const float> forward_batch(std::span<const std::vector<int32_t>> sequences);
   void reset() { n_past_ = 0; }
+  // Keeps the cache's first n positions (0 <= n <= n_past()): the next forward runs at position n and overwrites
+  // what followed, as after a rejected draft or an edited turn (ascent bench re-runs a decode step so).
+  void rewind(int64_t n);
   int64_t plans_compiled() const;
 
   // The generation graph before and after the passes (node counts for profiles and tests).
