@@ -191,6 +191,10 @@ def main():
           f"--kv-type q8_0 refused: exit {r.returncode}, {r.stderr.strip()[-80:]!r}")
     expect_error("prompt id not a number", ["generate", "-m", folder, "--prompt-ids", "1 x2", "-n", "1"],
                  ["--prompt-ids", "x2"])
+    out = os.path.join(ROOT, "never.npy")
+    expect_error("logits --beside with --twice", ["logits", "-m", folder, "--prompt-ids", "1 2", "-o", out,
+                                                  "--beside", "1", "--twice"], ["--beside", "--twice"])
+    check(not os.path.exists(out), "logits refused before writing anything")
     r = run(["generate", "--bogus-flag"])
     check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
     shutil.rmtree(ROOT, ignore_errors=True)

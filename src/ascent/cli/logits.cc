@@ -3,8 +3,8 @@
 // pieces of that many tokens, exercising the KV cache the way generation does; --twice runs each piece, rewinds the
 // cache and runs it again (ascent bench re-runs its decode steps so), writing the second run's logits. --beside N runs
 // the ids as one sequence of a batch with N others (of other lengths and contents), to check batch invariance. The
-// runtime flags
-// (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be narrowed down to a load mode or pass.
+// runtime flags (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be narrowed down to a load
+// mode or pass.
 #include <algorithm>
 #include <cstdio>
 
