@@ -194,7 +194,7 @@ void run(Options& o) {
   }
   if (o.decode > 0) {
     // Step i attends over depth + i + 1 cached positions (K and V rows of every layer, f32 or f16: --kv-type).
-    const double kv_elem = o.runtime.load_options().kv_type == DType::F16 ? 2.0 : 4.0;
+    const double kv_elem = static_cast<double>(block_bytes(o.runtime.load_options().kv_type));
     const double kv_row_bytes = 2.0 * static_cast<double>(cfg.n_layers * cfg.n_kv_heads * cfg.head_dim) * kv_elem;
     const double kv_bytes = (static_cast<double>(o.depth) + 0.5 * static_cast<double>(o.decode + 1)) * kv_row_bytes;
     results.push_back(

@@ -119,8 +119,8 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
       positions_[static_cast<size_t>(seg_row[s] + t)] = static_cast<int32_t>(g.n_past + t);
   }
   const int64_t n_past = segments[0].n_past;
-  const bool kv_f16 = segments[0].kv != nullptr && segments[0].kv->dtype() == DType::F16;
-  const int64_t kv_bytes = kv_f16 ? 2 : 4;  // per cached K or V value, for the profile
+  // Per cached K or V value, for the profile (a segment without a cache runs no attention).
+  const int64_t kv_bytes = segments[0].kv != nullptr ? block_bytes(segments[0].kv->dtype()) : 4;
   const MemoryPlan& plan = plan_for(T);
   if (static_cast<size_t>(plan.arena_bytes) > arena_.capacity()) arena_.reserve(static_cast<size_t>(plan.arena_bytes));
 
