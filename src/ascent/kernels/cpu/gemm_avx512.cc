@@ -38,6 +38,16 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
+// dpbusd against 4 signed bytes at s8 broadcast to every lane, as the instruction's own {1to16} memory operand: one
+// instruction where _mm512_set1_epi32 (which GCC 12 does not fold into the asm operand) costs a vpbroadcastd more.
+// int4's decode loop takes two per 64 bytes of weights; with them its eight instructions per 64 bytes are six, which
+// in the fast memory state, where that loop is bound by its instructions per byte, ran tl16 int4 decode 2-5% faster
+// (bench/RESULTS.md, session 28).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i u8, const int32_t* s8) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*s8));
+  return acc;
+}
+
 // 32 bytes at lo in the low half of a 512-bit register, 32 at hi in the high half: Q4_0R's two 8-block halves of a
 // chunk lie 128 bytes apart, and Q8_0R's 544-byte groups put every other 64-byte code vector across two cache
 // lines, where each 32-byte half stays within one.
@@ -328,7 +338,8 @@ struct I8Kern {
 // down: in the fast memory state this stream is bound by the core's instructions per byte, and one fewer per 64
 // bytes (7, not 8) raised a two-thread stream of 5632 x 2048 matrices from DRAM from 72% to 84% of the read measured
 // around it (slow state 90% -> 95%); the model's tg32 from 62% to 69% (fast) and 83% to 89% (slow). A layout of 32
-// rows per block with both nibbles against one activation (5 per 64 bytes) measured the same 84%. Prefill tiles
+// rows per block with both nibbles against one activation (5 per 64 bytes) measured the same 84%. The activations'
+// broadcasts, folded into the vpdpbusd as memory operands (dpbusd_bcast), leave five (and the prefetch). Prefill tiles
 // three blocks by four tokens (12 accumulators) and reads a block's codes once per tile.
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
@@ -381,8 +392,8 @@ struct I4Kern {
           for (int c = 0; c < 2; ++c, ak += 2, p += 64) {
             stream_prefetch(p);
             const __m512i raw = load_reg512(p);
-            is[2 * c] = dpbusd(is[2 * c], _mm512_and_si512(raw, low4), _mm512_set1_epi32(ak[0]));
-            is[2 * c + 1] = dpbusd(is[2 * c + 1], _mm512_and_si512(raw, high4), _mm512_set1_epi32(ak[1]));
+            is[2 * c] = dpbusd_bcast(is[2 * c], _mm512_and_si512(raw, low4), ak);
+            is[2 * c + 1] = dpbusd_bcast(is[2 * c + 1], _mm512_and_si512(raw, high4), ak + 1);
           }
         }
         const __m512i high = _mm512_srai_epi32(_mm512_add_epi32(is[1], is[3]), 4);
