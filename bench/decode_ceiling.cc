@@ -22,12 +22,16 @@
 // between two plain reads of as many bytes on as many threads. This host's memory moves between a slow state (two
 // threads read about what one does) and a fast one within seconds, so every pass is judged against the reads just
 // before and after it and counted as fast (both above --fast-gbps) or slow (both below 40 GB/s; others dropped).
-// Prints per format the median and quartiles of kernel / read in each state (--each: also every pass's GB/s). A kernel
-// that keeps up with memory in the slow state but not in the fast one is bound by its instructions per byte
-// (bench/RESULTS.md, session 15). A format given as FORMAT:ROWS streams matrices of ROWS rows instead of --rows, so one
-// run can alternate the same format at several sizes: `--dram 200 int4:2048 int4:32000` shows what each matmul call
-// costs beyond its bytes (session 16: in the fast state a 2048-row int4 matrix streamed at ~70% of the read, a
-// 32000-row one at ~90%).
+// Prints per format the median and quartiles of kernel / read (and kernel / same bytes, below) in each state (--each:
+// also every pass's GB/s). A kernel that keeps up with memory in the slow state but not in the fast one is bound by its
+// instructions per byte (bench/RESULTS.md, session 15). A format given as FORMAT:ROWS streams matrices of ROWS rows
+// instead of --rows, so one run can alternate the same format at several sizes: `--dram 200 int4:2048 int4:32000` shows
+// what each matmul call costs beyond its bytes (session 16: in the fast state a 2048-row int4 matrix streamed at ~70%
+// of the read, a 32000-row one at ~90%). Beside each state's kernel / read, kernel / same bytes: the kernel's own
+// copies read the same plain way right after it (one pool call per copy, as the kernel makes): on the Zen 5 VM
+// separately allocated buffers read at rates that differ by up to ~20% and keep that difference for minutes
+// (bench/RESULTS.md, session 29), so kernel / read also carries where the two buffers landed, and kernel / same bytes
+// does not.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -180,7 +184,9 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     ascent::AlignedPtr buf;
     std::vector<ascent::Tensor> copies;
     int64_t bytes = 0;
-    std::vector<double> fast, slow;
+    int64_t copy_bytes = 0;                    // one copy's codes and scales, contiguous
+    std::vector<double> fast, slow;            // kernel / read, by state
+    std::vector<double> fast_same, slow_same;  // kernel / same bytes, by state
   };
   std::vector<Stream> streams;
   int64_t max_rows = o.rows;
@@ -193,7 +199,15 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     const int64_t data = w.nbytes(), scales = outside_scale_bytes(w);
     const int64_t per = (data + scales + 4095) / 4096 * 4096;
     const int64_t n = std::max<int64_t>(1, budget / per);
-    Stream st{spec, ascent::huge_alloc_bytes(static_cast<size_t>(n * per)), {}, n * (data + scales), {}, {}};
+    Stream st{spec,
+              ascent::huge_alloc_bytes(static_cast<size_t>(n * per)),
+              {},
+              n * (data + scales),
+              data + scales,
+              {},
+              {},
+              {},
+              {}};
     for (int64_t i = 0; i < n; ++i) {
       uint8_t* p = st.buf.get() + i * per;
       std::memcpy(p, w.data, static_cast<size_t>(data));
@@ -229,6 +243,27 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     }
     return best;
   };
+  // The stream's own copies read plainly, one pool call per copy, each copy split over the threads: the copies in
+  // three thirds (all of them, each way, when there are fewer than three), each with one of sum_bytes' prefetches, the
+  // fastest kept, as read_pass does.
+  auto same_pass = [&](const Stream& st) {
+    const int64_t parts = pool.size(), chunk = st.copy_bytes / parts / 128 * 128;
+    const size_t n = st.copies.size();
+    double best = 0;
+    for (size_t third = 0; third < 3; ++third) {
+      const size_t c0 = n >= 3 ? n * third / 3 : 0, c1 = n >= 3 ? n * (third + 1) / 3 : n;
+      const ascent::prof::ReadPrefetch mode = ascent::prof::kReadPrefetches[third];
+      const auto t0 = Clock::now();
+      for (size_t c = c0; c < c1; ++c) {
+        const auto* base = static_cast<const uint8_t*>(st.copies[c].data);
+        pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) sink += ascent::prof::sum_bytes(base + i * chunk, chunk, mode);
+        });
+      }
+      best = std::max(best, gbps(static_cast<int64_t>(c1 - c0) * chunk * parts, t0));
+    }
+    return best;
+  };
   std::vector<float> x(static_cast<size_t>(o.cols)), y(static_cast<size_t>(max_rows));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : x) v = normal(rng);
@@ -244,20 +279,26 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
       const auto t0 = Clock::now();
       for (const ascent::Tensor& c : st.copies) ascent::kernels::matmul_forward(x.data(), 1, c, nullptr, y.data());
       const double kernel = gbps(st.bytes, t0);
+      const double same = same_pass(st);
       const double after = read_pass();
       if (o.each)
-        std::printf("pass %lld %s: kernel %.1f GB/s, reads %.1f / %.1f\n", static_cast<long long>(pass),
-                    st.format.c_str(), kernel, before, after);
+        std::printf("pass %lld %s: kernel %.1f GB/s, same bytes %.1f, reads %.1f / %.1f\n",
+                    static_cast<long long>(pass), st.format.c_str(), kernel, same, before, after);
       if (std::min(before, after) > o.fast_gbps) {
         st.fast.push_back(kernel / std::max(before, after));
+        st.fast_same.push_back(kernel / same);
       } else if (std::max(before, after) < 40) {
         st.slow.push_back(kernel / std::max(before, after));
+        st.slow_same.push_back(kernel / same);
       }
     }
   }
-  std::printf("| format | fast state: kernel / read | slow state: kernel / read |\n|---|---|---|\n");
+  std::printf(
+      "| format | fast state: kernel / read | kernel / same bytes | slow state: kernel / read | kernel / same bytes "
+      "|\n|---|---|---|---|---|\n");
   for (const Stream& st : streams) {
-    std::printf("| %s | %s | %s |\n", st.format.c_str(), quartiles(st.fast).c_str(), quartiles(st.slow).c_str());
+    std::printf("| %s | %s | %s | %s | %s |\n", st.format.c_str(), quartiles(st.fast).c_str(),
+                quartiles(st.fast_same).c_str(), quartiles(st.slow).c_str(), quartiles(st.slow_same).c_str());
   }
   return 0;
 }
