@@ -44,11 +44,11 @@ __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
 }
 
 // The plain loop (no software prefetch) on AVX-512 machines: one 64-byte load per line, each its own instruction.
-// On the Zen 5 host, two threads alternating rounds over one buffer, it read 1.08-1.16x the 256-bit loops' best in
-// the fast memory state (and as much in the slow one), where the same loop with each load folded into its add
-// (vpaddq zmm, zmm, [mem], which GCC makes of the intrinsics) read 0.86-0.98x: the loads are inline assembly so that
-// GCC cannot fold them (bench/RESULTS.md, session 29). With a software prefetch beside each line the 512-bit form
-// read less than the 256-bit one, so the prefetching loops stay as they are.
+// On the Zen 5 host, two threads alternating rounds over one buffer, it read 1.03-1.16x the best of the 256-bit loops
+// in the fast memory state (0.97x in a slow minute), where the same loop with each load folded into its add (vpaddq
+// zmm, zmm, [mem], which GCC makes of the intrinsics) read 0.86-0.98x: the loads are inline assembly so that GCC
+// cannot fold them (bench/RESULTS.md, session 29). With a software prefetch beside each line the 512-bit form read
+// less than the 256-bit one, so the prefetching loops stay as they are.
 __attribute__((target("avx512f"))) uint64_t sum_avx512(const uint8_t* p, int64_t n) {
   __m512i a0 = _mm512_setzero_si512(), a1 = a0;
   for (int64_t i = 0; i + 128 <= n; i += 128) {
