@@ -53,8 +53,8 @@ __attribute__((target("avx512f"))) uint64_t sum_avx512(const uint8_t* p, int64_t
   __m512i a0 = _mm512_setzero_si512(), a1 = a0;
   for (int64_t i = 0; i + 128 <= n; i += 128) {
     __m512i v0, v1;
-    asm volatile("vmovdqu64 %1, %0" : "=v"(v0) : "m"(*reinterpret_cast<const __m512i*>(p + i)));
-    asm volatile("vmovdqu64 %1, %0" : "=v"(v1) : "m"(*reinterpret_cast<const __m512i*>(p + i + 64)));
+    asm volatile("vmovdqu64 %1, %0" : "=v"(v0) : "m"(*reinterpret_cast<const __m512i_u*>(p + i)));
+    asm volatile("vmovdqu64 %1, %0" : "=v"(v1) : "m"(*reinterpret_cast<const __m512i_u*>(p + i + 64)));
     a0 = _mm512_add_epi64(a0, v0);
     a1 = _mm512_add_epi64(a1, v1);
   }
