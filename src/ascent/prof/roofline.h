@@ -18,13 +18,14 @@ struct Roofline {
 };
 
 // The read loops every bandwidth figure here comes from, on the calling thread: sums n bytes at p as 64-bit words (AVX2
-// where the CPU has it; the loop without prefetch in 512-bit loads where it has AVX-512, which read up to 16% more on
-// the Zen 5 host: bench/RESULTS.md, session 29), n a multiple of 128, each line prefetched 4 KiB ahead as `prefetch`
-// says: not at all, with the non-temporal hint (as the decode kernels stream their weights: kernels/cpu/gemm_tiles.h,
-// PrefetchTo::Stream), or into L1. On the Zen 5 host either prefetch reads up to 1.4x the plain loop, and which of the
-// three is fastest changes from minute to minute (bench/RESULTS.md, session 19), so every bandwidth measured here is
-// the best pass of all three: the roofline is the best read this machine does, not the plainest. For a benchmark that
-// compares a kernel with a read of the same bytes (bench/decode_ceiling.cc).
+// where the CPU has it), n a multiple of 128, each line prefetched 4 KiB ahead as `prefetch` says: not at all, with the
+// non-temporal hint (as the decode kernels stream their weights: kernels/cpu/gemm_tiles.h, PrefetchTo::Stream), or into
+// L1. Where the CPU has AVX-512 the loop without prefetch uses 512-bit loads, which on the Zen 5 host read up to 16%
+// more than the best 256-bit loop in the fast memory state (bench/RESULTS.md, session 29), while either prefetch read
+// up to 1.4x the 256-bit plain loop (session 19; 1.10-1.16x the 512-bit one in a slow minute, session 29). Which of the
+// three is fastest changes from minute to minute, so every bandwidth measured here is the best pass of all three: the
+// roofline is the best read this machine does, not the plainest. For a benchmark that compares a kernel with a read of
+// the same bytes (bench/decode_ceiling.cc).
 enum class ReadPrefetch { None, NonTemporal, L1 };
 inline constexpr ReadPrefetch kReadPrefetches[] = {ReadPrefetch::None, ReadPrefetch::NonTemporal, ReadPrefetch::L1};
 uint64_t sum_bytes(const uint8_t* p, int64_t n, ReadPrefetch prefetch = ReadPrefetch::None);
