@@ -183,10 +183,10 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     std::string format;
     ascent::AlignedPtr buf;
     std::vector<ascent::Tensor> copies;
-    int64_t bytes = 0;
     int64_t copy_bytes = 0;                    // one copy's codes and scales, contiguous
     std::vector<double> fast, slow;            // kernel / read, by state
     std::vector<double> fast_same, slow_same;  // kernel / same bytes, by state
+    int64_t bytes() const { return copy_bytes * static_cast<int64_t>(copies.size()); }
   };
   std::vector<Stream> streams;
   int64_t max_rows = o.rows;
@@ -199,15 +199,10 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     const int64_t data = w.nbytes(), scales = outside_scale_bytes(w);
     const int64_t per = (data + scales + 4095) / 4096 * 4096;
     const int64_t n = std::max<int64_t>(1, budget / per);
-    Stream st{spec,
-              ascent::huge_alloc_bytes(static_cast<size_t>(n * per)),
-              {},
-              n * (data + scales),
-              data + scales,
-              {},
-              {},
-              {},
-              {}};
+    Stream st;
+    st.format = spec;
+    st.buf = ascent::huge_alloc_bytes(static_cast<size_t>(n * per));
+    st.copy_bytes = data + scales;
     for (int64_t i = 0; i < n; ++i) {
       uint8_t* p = st.buf.get() + i * per;
       std::memcpy(p, w.data, static_cast<size_t>(data));
@@ -227,18 +222,21 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
   auto gbps = [](int64_t bytes, Clock::time_point t0) {
     return static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
   };
+  const int64_t parts = pool.size();
+  // One pool call reading `parts` consecutive chunks of `chunk` bytes from base, a chunk per thread.
+  auto read_split = [&](const uint8_t* base, int64_t chunk, ascent::prof::ReadPrefetch mode) {
+    pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) sink += ascent::prof::sum_bytes(base + i * chunk, chunk, mode);
+    });
+  };
   // The buffer in three thirds, each read with one of prof::sum_bytes' prefetches, the fastest kept: the read the
   // roofline takes.
   auto read_pass = [&] {
-    const int64_t parts = pool.size(), chunk = read_bytes / 3 / parts / 128 * 128;
+    const int64_t chunk = read_bytes / 3 / parts / 128 * 128;
     double best = 0;
     for (int third = 0; third < 3; ++third) {
-      const uint8_t* base = rbuf.get() + third * chunk * parts;
-      const ascent::prof::ReadPrefetch mode = ascent::prof::kReadPrefetches[third];
       const auto t0 = Clock::now();
-      pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) sink += ascent::prof::sum_bytes(base + i * chunk, chunk, mode);
-      });
+      read_split(rbuf.get() + third * chunk * parts, chunk, ascent::prof::kReadPrefetches[third]);
       best = std::max(best, gbps(chunk * parts, t0));
     }
     return best;
@@ -247,18 +245,14 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
   // three thirds (all of them, each way, when there are fewer than three), each with one of sum_bytes' prefetches, the
   // fastest kept, as read_pass does.
   auto same_pass = [&](const Stream& st) {
-    const int64_t parts = pool.size(), chunk = st.copy_bytes / parts / 128 * 128;
+    const int64_t chunk = st.copy_bytes / parts / 128 * 128;
     const size_t n = st.copies.size();
     double best = 0;
     for (size_t third = 0; third < 3; ++third) {
       const size_t c0 = n >= 3 ? n * third / 3 : 0, c1 = n >= 3 ? n * (third + 1) / 3 : n;
-      const ascent::prof::ReadPrefetch mode = ascent::prof::kReadPrefetches[third];
       const auto t0 = Clock::now();
       for (size_t c = c0; c < c1; ++c) {
-        const auto* base = static_cast<const uint8_t*>(st.copies[c].data);
-        pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) sink += ascent::prof::sum_bytes(base + i * chunk, chunk, mode);
-        });
+        read_split(static_cast<const uint8_t*>(st.copies[c].data), chunk, ascent::prof::kReadPrefetches[third]);
       }
       best = std::max(best, gbps(static_cast<int64_t>(c1 - c0) * chunk * parts, t0));
     }
@@ -278,7 +272,7 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
       const double before = read_pass();
       const auto t0 = Clock::now();
       for (const ascent::Tensor& c : st.copies) ascent::kernels::matmul_forward(x.data(), 1, c, nullptr, y.data());
-      const double kernel = gbps(st.bytes, t0);
+      const double kernel = gbps(st.bytes(), t0);
       const double same = same_pass(st);
       const double after = read_pass();
       if (o.each)
