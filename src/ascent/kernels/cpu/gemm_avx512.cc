@@ -261,9 +261,13 @@ struct I8Kern {
   // two independent chains of vpdpbusd, added at the end. Integer sums are exact in any order, so this is bitwise
   // the sum the tiles compute; one chain kept each row's instructions in flight longer, and fewer of the next
   // rows' loads fit in the out-of-order window. The rows are one contiguous run read a whole cache line per load in
-  // order, each line prefetched as a decode stream (PrefetchTo::Stream, kStreamAheadI8 ahead). Before that, no software
-  // prefetch had beaten the L1 one of the tiles here (Zen 4, tl16 int8 tg32 --no-mmap, alternating builds: one thread
-  // 68-79% -> 88-92% of a one-thread read; two threads in the fast memory state 64-69% -> 78-87%).
+  // order, with no software prefetch: its steps are light enough (one load and one vpdpbusd per 64 bytes) that the
+  // hardware prefetchers follow the run better than a prefetch per line does (Zen 5, session 30: tl16 int8 tg64
+  // --no-mmap, bench/ab_decode.py, two series of 8 rounds against the non-temporal prefetch 8 KiB ahead: x1.064 and
+  // x1.024 t/s, +6.4 and +5.6 points of the read; decode_ceiling --dram on one buffer, fast state, 72-75% -> 88%).
+  // History: on the Zen 4 no software prefetch had beaten the L1 one of the tiles (tl16 int8 tg32, one thread 68-79%
+  // -> 88-92% of a one-thread read), and on this Zen 5 in sessions 19-21 the non-temporal prefetch had measured best
+  // (bench/RESULTS.md): the host's prefetchers have since changed what wins, so measure again before reinstating one.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
@@ -276,13 +280,10 @@ struct I8Kern {
       __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
       int64_t k = 0;
       for (; k + 128 <= Kp; k += 128) {
-        stream_prefetch<kStreamAheadI8>(row + k);
-        stream_prefetch<kStreamAheadI8>(row + k + 64);
         acc0 = dpbusd(acc0, _mm512_loadu_si512(row + k), _mm512_loadu_si512(a + k));
         acc1 = dpbusd(acc1, _mm512_loadu_si512(row + k + 64), _mm512_loadu_si512(a + k + 64));
       }
       if (k < Kp) {
-        stream_prefetch<kStreamAheadI8>(row + k);
         acc0 = dpbusd(acc0, _mm512_loadu_si512(row + k), _mm512_loadu_si512(a + k));
       }
       const int32_t s = hsum_epi32(_mm512_add_epi32(acc0, acc1)) - offset;
@@ -803,8 +804,10 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 }
 
 // The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) one
-// at a time, so that each thread's rows are one contiguous run, each group's lines prefetched as a decode stream
-// (PrefetchTo::Stream; before it, with no software prefetch, the hardware prefetchers alone followed the run). Per
+// at a time, so that each thread's rows are one contiguous run. Q4_0R's groups' lines are prefetched as a decode
+// stream (kStreamPrefetch: PrefetchTo::Stream); Q8_0R's, twice the bytes for the same work, are left to the hardware
+// prefetchers, which follow its run better (Zen 5, session 30: tl16 q8_0 tg64 --no-mmap, bench/ab_decode.py, 8
+// rounds, x1.104 t/s, faster in 7; q4_0 without it x0.998 and x1.031, neutral, so it keeps it). Per
 // 512-column group of kGroupBytes (its 16 f16 scales first), one 512-bit register's lanes (blocks 0-15) start at the
 // blocks' offset terms (q4r_off << kShift) and sum codes(p, j, c0, c1), chunk j's two code vectors for all 16 blocks,
 // against the activations in q4r_cached_tile's order (at 128 j, the low halves of both 8-block halves side by side;
@@ -825,7 +828,7 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 // from memory; pairs without the software prefetch ran at half the speed: two interleaved streams defeat the
 // prefetchers. The 256-bit loop's chains split four ways instead of two (integer sums, so the same bits) ran no
 // faster from L2: it was not bound by latency.
-template <int64_t kGroupBytes, int kShift, int kHighShift, class Codes>
+template <int64_t kGroupBytes, int kShift, int kHighShift, bool kStreamPrefetch, class Codes>
 void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
   const int8_t* acts = in.q4r.data();
@@ -843,7 +846,7 @@ void q4r_decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
     for (int64_t g = 0; g < G; ++g) {
       const int8_t* a = acts + g * kQ4RGroup;
       const uint8_t* grp = row + g * kGroupBytes;
-      prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAheadBlocks);
+      if constexpr (kStreamPrefetch) prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAheadBlocks);
       // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
       // masked in place): shifted back once, exactly, at the end.
       __m512i is0 = _mm512_slli_epi32(_mm512_loadu_si512(off + 16 * g), kShift);
@@ -876,7 +879,7 @@ struct Q40RKern {
   // Decode (one token): the low and high nibbles of each chunk, both 8-block halves in one register.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
-    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4>(
+    q4r_decode_rows<kQ4RGroupBytes, /*kShift=*/0, /*kHighShift=*/4, /*kStreamPrefetch=*/true>(
         in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& lo, __m512i& hi) {
           // Chunk j of blocks 0-7 in the low half, of blocks 8-15 in the high half.
           __m512i raw = join_halves(p + 32 + 32 * j, p + 32 + 128 + 32 * j);
@@ -948,7 +951,7 @@ struct Q80RKern {
 
   // Decode (one token): the codes as they lie (offset 128, so the offset terms shifted by 4: x 16).
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
-    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0>(
+    q4r_decode_rows<kQ8RGroupBytes, /*kShift=*/4, /*kHighShift=*/0, /*kStreamPrefetch=*/false>(
         in, w, n0, n1, o, [&](const uint8_t* p, int j, __m512i& c0, __m512i& c1) {
           c0 = join_halves(p + 32 + 128 * j, p + 64 + 128 * j);
           c1 = join_halves(p + 96 + 128 * j, p + 128 + 128 * j);

@@ -113,14 +113,14 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // session 19). The repacked GGUF loops (Q4_0R, Q8_0R, Q4_KR, Q6_KR), which do more work per byte and prefetch a
 // block's lines together, stream best twice as far ahead (kStreamAheadBlocks): tl16 tg128, 4 rounds each, q4_0 86%
 // -> 92% (middle state), q4_k 81% -> 86%, q6_k 75% -> 77%.
-// The int8 loop (I8Kern), whose 64-byte steps are one load and one vpdpbusd each, runs out of 4 KiB sooner than the
-// others and streams best as far ahead as the block loops: Zen 5, tl16 int8 tg128 (bench/ab_decode.py, three
-// series of 4 rounds, session 21) 84 -> 86%, 85 -> 91% and 86 -> 87% of the read, 66.5 -> 73.9, 67.6 -> 74.2 and
-// 69.6 -> 78.1 t/s; in the same series int4 81% -> 76% and bf16 85% -> 82% at 8 KiB, so they keep 4 KiB.
+// The two lightest loops, int8 (I8Kern: one load and one vpdpbusd per 64 bytes) and Q8_0R, no longer prefetch: in
+// session 30 the hardware prefetchers followed them better than any hint did (int8 tg64 x1.02-1.06, q8_0 x1.10;
+// the non-temporal hint, T0 and T1 alike on one buffer in decode_ceiling --dram), while the heavier loops still
+// lost without theirs (int4 x0.90, q4_k x0.87, q6_k x0.88; bf16 and q4_0 neutral: bench/RESULTS.md, session 30).
+// In session 21 int8 had streamed best 8 KiB ahead (84 -> 86-91% of the read against 4 KiB).
 enum class PrefetchTo { L1, L2, Stream };
 constexpr int64_t kStreamAhead = 4096;
 constexpr int64_t kStreamAheadBlocks = 8192;
-constexpr int64_t kStreamAheadI8 = kStreamAheadBlocks;
 
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
 inline void prefetch_ahead(const void* p, int64_t ahead) {
