@@ -263,8 +263,8 @@ struct I8Kern {
   // rows' loads fit in the out-of-order window. The rows are one contiguous run read a whole cache line per load in
   // order, with no software prefetch: its steps are light enough (one load and one vpdpbusd per 64 bytes) that the
   // hardware prefetchers follow the run better than a prefetch per line does (Zen 5, session 30: tl16 int8 tg64
-  // --no-mmap, bench/ab_decode.py, two series of 8 rounds against the non-temporal prefetch 8 KiB ahead: x1.064 and
-  // x1.024 t/s, +6.4 and +5.6 points of the read; decode_ceiling --dram on one buffer, fast state, 72-75% -> 88%).
+  // --no-mmap, bench/ab_decode.py, five series of 8-10 rounds against the non-temporal prefetch 8 KiB ahead: x1.064,
+  // x1.024, x0.944, x1.063, x1.030 t/s; decode_ceiling --dram on one buffer, fast state, 72-75% -> 88%).
   // History: on the Zen 4 no software prefetch had beaten the L1 one of the tiles (tl16 int8 tg32, one thread 68-79%
   // -> 88-92% of a one-thread read), and on this Zen 5 in sessions 19-21 the non-temporal prefetch had measured best
   // (bench/RESULTS.md): the host's prefetchers have since changed what wins, so measure again before reinstating one.

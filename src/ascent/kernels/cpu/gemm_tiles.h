@@ -114,10 +114,10 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // block's lines together, stream best twice as far ahead (kStreamAheadBlocks): tl16 tg128, 4 rounds each, q4_0 86%
 // -> 92% (middle state), q4_k 81% -> 86%, q6_k 75% -> 77%.
 // The two lightest loops, int8 (I8Kern: one load and one vpdpbusd per 64 bytes) and Q8_0R, no longer prefetch: in
-// session 30 the hardware prefetchers followed them better than any hint did (int8 tg64 x1.02-1.06, q8_0 x1.10;
-// the non-temporal hint, T0 and T1 alike on one buffer in decode_ceiling --dram), while the heavier loops still
-// lost without theirs (int4 x0.90, q4_k x0.87, q6_k x0.88; bf16 and q4_0 neutral: bench/RESULTS.md, session 30).
-// In session 21 int8 had streamed best 8 KiB ahead (84 -> 86-91% of the read against 4 KiB).
+// session 30 the hardware prefetchers followed them better than any hint did (int8 tg64 x0.94-1.06 over five series,
+// four favourable; q8_0 x1.08-1.10; in decode_ceiling --dram the T0 and T1 hints no better than NTA), while the heavier
+// loops still lost without theirs (int4 x0.90, q4_k x0.87, q6_k x0.88; bf16 and q4_0 neutral: bench/RESULTS.md, session
+// 30). In session 21 int8 had streamed best 8 KiB ahead (84 -> 86-91% of the read against 4 KiB).
 enum class PrefetchTo { L1, L2, Stream };
 constexpr int64_t kStreamAhead = 4096;
 constexpr int64_t kStreamAheadBlocks = 8192;
