@@ -129,10 +129,9 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
   if constexpr (TT == 1 && kTo == PrefetchTo::Stream) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_NTA);
 }
 
-// A decode stream's prefetch (PrefetchTo::Stream) of the line kAhead bytes after p.
-template <int64_t kAhead = kStreamAhead>
+// A decode stream's prefetch (PrefetchTo::Stream) of the line kStreamAhead bytes after p.
 inline void stream_prefetch(const void* p) {
-  prefetch_ahead<1, PrefetchTo::Stream>(p, kAhead);
+  prefetch_ahead<1, PrefetchTo::Stream>(p, kStreamAhead);
 }
 
 // prefetch_ahead for each cache line of a block of `bytes` at p (GGUF K-quant super-blocks span several).
