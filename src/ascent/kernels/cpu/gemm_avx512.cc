@@ -342,6 +342,11 @@ struct I8Kern {
 // rows per block with both nibbles against one activation (5 per 64 bytes) measured the same 84%. The activations'
 // broadcasts, folded into the vpdpbusd as memory operands (dpbusd_bcast), leave five (and the prefetch). Prefill tiles
 // three blocks by four tokens (12 accumulators) and reads a block's codes once per tile.
+// The scales stay in their own array (w.scales), a second stream of 1/17 of the bytes. Interleaved after each
+// group's codes, they made decode stream 0-3 points of a same-bytes read faster in a scratch decode_ceiling --dram
+// run, within the host's noise. Broadcasts as separate vpbroadcastd, a layout whose byte holds two rows' codes
+// (one vpdpbusd on the raw byte, one on its low nibble), and loads a group ahead in registers each ran slower
+// (session 31, bench/RESULTS.md). That does not pay for a change of format.
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
