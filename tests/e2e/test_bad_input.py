@@ -195,6 +195,18 @@ def main():
     expect_error("logits --beside with --twice", ["logits", "-m", folder, "--prompt-ids", "1 2", "-o", out,
                                                   "--beside", "1", "--twice"], ["--beside", "--twice"])
     check(not os.path.exists(out), "logits refused before writing anything")
+    # A bad ASCENT_ISA is refused before the model loads, in a line that names the variable and nothing else (it
+    # once surfaced at the first kernel call, under that graph node's name).
+    for value in ["bogus", "AVX512"]:
+        r = run(gen(folder), timeout=120, env={"ASCENT_ISA": value})
+        line = r.stderr.strip()
+        check(r.returncode == 1 and line == f"ascent: error: ASCENT_ISA={value}: expected avx512, avx2 or ref",
+              f"ASCENT_ISA={value} refused up front: exit {r.returncode}, {line!r}")
+    # ASCENT_PASSES' errors name the variable, --passes' the flag.
+    r = run(gen(folder), timeout=120, env={"ASCENT_PASSES": "-fusion"})
+    check(r.returncode == 1 and r.stderr.startswith("ascent: error: ASCENT_PASSES: unknown pass 'fusion' ("),
+          f"ASCENT_PASSES=-fusion refused: exit {r.returncode}, {r.stderr.strip()!r}")
+    expect_error("--passes -fusion", gen(folder) + ["--passes", "-fusion"], ["--passes: unknown pass 'fusion'"])
     r = run(["generate", "--bogus-flag"])
     check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
     shutil.rmtree(ROOT, ignore_errors=True)

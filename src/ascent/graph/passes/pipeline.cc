@@ -10,14 +10,14 @@ namespace {
 PassOptions& defaults() {
   static PassOptions p = [] {
     const char* env = std::getenv("ASCENT_PASSES");
-    return env ? parse_passes(env) : PassOptions{};
+    return env ? parse_passes(env, "ASCENT_PASSES") : PassOptions{};
   }();
   return p;
 }
 
 }  // namespace
 
-PassOptions parse_passes(const std::string& spec) {
+PassOptions parse_passes(const std::string& spec, const char* source) {
   PassOptions p;
   size_t start = 0;
   while (start <= spec.size()) {
@@ -53,9 +53,9 @@ PassOptions parse_passes(const std::string& spec) {
       p.inplace = on;
     } else {
       fail(
-          "--passes: unknown pass '{}' (fuse, fuse-norm, fuse-attention, fuse-swiglu, fuse-residual, dce, cse, "
-          "plan, inplace, all)",
-          item);
+          "{}: unknown pass '{}' (fuse, fuse-norm, fuse-attention, fuse-swiglu, fuse-residual, dce, cse, plan, "
+          "inplace, all)",
+          source, item);
     }
   }
   return p;
