@@ -202,6 +202,10 @@ def main():
         line = r.stderr.strip()
         check(r.returncode == 1 and line == f"ascent: error: ASCENT_ISA={value}: expected avx512, avx2 or ref",
               f"ASCENT_ISA={value} refused up front: exit {r.returncode}, {line!r}")
+    # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
+    r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
+    check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,
+          f"ASCENT_LOG=verbose warns once: exit {r.returncode}, {r.stderr.strip()[-120:]!r}")
     # ASCENT_PASSES' errors name the variable, --passes' the flag.
     r = run(gen(folder), timeout=120, env={"ASCENT_PASSES": "-fusion"})
     check(r.returncode == 1 and r.stderr.startswith("ascent: error: ASCENT_PASSES: unknown pass 'fusion' ("),

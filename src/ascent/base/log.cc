@@ -1,5 +1,6 @@
 #include "ascent/base/log.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -9,10 +10,14 @@ namespace {
 
 Level initial_level() {
   const char* env = std::getenv("ASCENT_LOG");
-  if (env == nullptr) return Level::Warn;
+  if (env == nullptr || *env == '\0') return Level::Warn;
   if (std::strcmp(env, "error") == 0) return Level::Error;
   if (std::strcmp(env, "info") == 0) return Level::Info;
   if (std::strcmp(env, "debug") == 0) return Level::Debug;
+  // An unknown level is not worth failing a run over, but a silent default would hide the typo.
+  if (std::strcmp(env, "warn") != 0) {
+    std::fprintf(stderr, "ascent: warn: ASCENT_LOG=%s: expected error, warn, info or debug; logging at warn\n", env);
+  }
   return Level::Warn;
 }
 
