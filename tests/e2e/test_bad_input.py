@@ -196,12 +196,19 @@ def main():
                                                   "--beside", "1", "--twice"], ["--beside", "--twice"])
     check(not os.path.exists(out), "logits refused before writing anything")
     # A bad ASCENT_ISA is refused before the model loads, in a line that names the variable and nothing else (it
-    # once surfaced at the first kernel call, under that graph node's name).
+    # once surfaced at the first kernel call, under that graph node's name), by every command that loads a model.
     for value in ["bogus", "AVX512"]:
         r = run(gen(folder), timeout=120, env={"ASCENT_ISA": value})
         line = r.stderr.strip()
         check(r.returncode == 1 and line == f"ascent: error: ASCENT_ISA={value}: expected avx512, avx2 or ref",
               f"ASCENT_ISA={value} refused up front: exit {r.returncode}, {line!r}")
+    r = run(["info", "-m", folder], timeout=120, env={"ASCENT_ISA": "bogus"})
+    check(r.returncode == 1 and r.stderr.strip() == "ascent: error: ASCENT_ISA=bogus: expected avx512, avx2 or ref",
+          f"info under ASCENT_ISA=bogus: exit {r.returncode}, {r.stderr.strip()!r}")
+    q_out = os.path.join(ROOT, "never-quantized.safetensors")
+    r = run(["quantize", "-m", folder, "-o", q_out, "--type", "int8"], timeout=120, env={"ASCENT_ISA": "bogus"})
+    check(r.returncode == 1 and r.stderr.strip() == "ascent: error: ASCENT_ISA=bogus: expected avx512, avx2 or ref"
+          and not os.path.exists(q_out), f"quantize under ASCENT_ISA=bogus: exit {r.returncode}, {r.stderr.strip()!r}")
     # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
     r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
     check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,

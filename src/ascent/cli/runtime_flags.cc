@@ -7,7 +7,6 @@
 #include "ascent/base/mapped_file.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/graph/passes.h"
-#include "ascent/kernels/cpu/isa.h"
 #include "ascent/prof/roofline.h"
 
 namespace ascent::cli {
@@ -48,9 +47,6 @@ void add_no_mmap_flag(CLI::App* c, bool& no_mmap) {
 }
 
 void RuntimeFlags::before_load() const {
-  // ASCENT_ISA is read once, at the first kernel call; read it now, so that a bad value fails before a load of
-  // seconds and in its own words, not under the name of the graph node that happened to run first.
-  kernels::active_isa();
   if (!passes.empty()) graph::set_default_passes(graph::parse_passes(passes, "--passes"));
   MappedFile::set_copy_files(no_mmap);
 }

@@ -23,7 +23,7 @@ struct RuntimeFlags {
   std::string kv_type = "f32";    // the KV cache's element type, f32 or f16 (LoadOptions::kv_type)
 
   void add_to(CLI::App* c);
-  // Before Model::load: checks ASCENT_ISA, applies --passes and --no-mmap.
+  // Before Model::load: applies --passes and --no-mmap.
   void before_load() const;
   // What Model::load takes from the flags (--no-repack, --no-thread-layout).
   model::LoadOptions load_options() const {

@@ -4,6 +4,8 @@
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/graph/passes.h"
+#include "ascent/kernels/cpu/isa.h"
 #include "ascent/model/ascent_file.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/transformer.h"
@@ -71,6 +73,11 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options) {
+  // The environment's kernel variant and passes are read once, at their first use. Read them before the checkpoint
+  // (seconds for a large model), so that a bad ASCENT_ISA or ASCENT_PASSES fails at once and in its own words, not
+  // under the name of the graph node that first ran a kernel.
+  kernels::active_isa();
+  graph::default_passes();
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
   read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_, &m->embedded_tokenizer_);
