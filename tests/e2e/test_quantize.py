@@ -191,6 +191,24 @@ def main():
         err = r.stderr.strip()
         check(r.returncode == 2 and "--group" in err and "int4 only" in err and not os.path.exists(out),
               f"--type {qtype} --group 32 refused: exit {r.returncode}, {err[:120]!r}")
+    # Options that cannot go together, or a calibration text that cannot be read, are refused before the model loads:
+    # exit 2, one line naming the flag or the file, no report header, nothing written. (--calib-tokens 0 once fell back
+    # to round to nearest without a word.)
+    shakespeare = os.path.join(SHARED, "corpora", "tinyshakespeare.txt")
+    missing = os.path.join(ROOT, "no-such-text.txt")
+    for extra, message in [(["--type", "int3"], "--type int3: expected int8, int4 or bf16"),
+                           (["--type", "int4", "--group", "48"], "--group: int4 group size 48 is not 32, 64 or 128"),
+                           (["--type", "bf16", "--calib", shakespeare],
+                            "--calib: activation-aware calibration applies to --type int4 only"),
+                           (["--type", "int4", "--calib", shakespeare, "--calib-tokens", "0"],
+                            "--calib-tokens 0: calibration needs at least 1"),
+                           (["--type", "int4", "--calib", missing], f"{missing}: cannot read calibration text")]:
+        out = os.path.join(ROOT, "refused.safetensors")
+        r = run(["quantize", "-m", M656, "-o", out, *extra])
+        err = r.stderr.strip()
+        check(r.returncode == 2 and err == f"ascent: error: {message}" and r.stdout == "" and not os.path.exists(out),
+              f"quantize {' '.join(extra)} refused before loading: exit {r.returncode}, {err[:120]!r}, "
+              f"stdout {r.stdout[:40]!r}")
     for what, path, needle in cases:
         r = run(["generate", "-m", path, "-n", "2"])
         err = r.stderr.strip()

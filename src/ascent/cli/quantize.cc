@@ -49,9 +49,16 @@ void add_quantize(CLI::App& app) {
     // --group has a default, so a given one with another type would otherwise be dropped without a word.
     if (c->count("--group") > 0 && opt->type != "int4") {
       throw CLI::ValidationError("--group",
-                                 "applies to --type int4 only; int8 keeps one scale per output row (for "
-                                 "int8 in blocks of 32, `ascent convert --type q8_0` writes GGUF Q8_0, "
-                                 "which runs natively)");
+                                 "applies to --type int4 only; int8 keeps one scale per output row and bf16 "
+                                 "none (for int8 in blocks of 32, `ascent convert --type q8_0` writes GGUF "
+                                 "Q8_0, which runs natively)");
+    }
+    // Before the model loads (seconds for a large one) and before the report's header: a bad combination is a usage
+    // error (exit 2) that names its flag.
+    try {
+      model::check_quantize_options(*opt);
+    } catch (const Error& e) {
+      throw CLI::ValidationError(e.what());
     }
     run(*in, *out, *opt);
   });

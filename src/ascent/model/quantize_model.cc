@@ -121,13 +121,24 @@ bool is_linear_weight(const std::string& name) {
   return false;
 }
 
-void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out,
-                    const std::function<void(const LayerReport&)>& report) {
+void check_quantize_options(const QuantizeOptions& opt) {
   ASCENT_CHECK(opt.type == "int8" || opt.type == "int4" || opt.type == "bf16", "--type {}: expected int8, int4 or bf16",
                opt.type);
   if (opt.type == "int4") with_context("--group", [&] { check_int4_group(opt.group); });
   ASCENT_CHECK(opt.calib_path.empty() || opt.type == "int4",
                "--calib: activation-aware calibration applies to --type int4 only");
+  // Zero tokens would quietly fall back to round to nearest, which is not what --calib asked for.
+  ASCENT_CHECK(opt.calib_path.empty() || opt.calib_tokens >= 1, "--calib-tokens {}: calibration needs at least 1",
+               opt.calib_tokens);
+  if (!opt.calib_path.empty()) {
+    ASCENT_CHECK(std::ifstream(opt.calib_path, std::ios::binary).good(), "{}: cannot read calibration text",
+                 opt.calib_path);
+  }
+}
+
+void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out,
+                    const std::function<void(const LayerReport&)>& report) {
+  check_quantize_options(opt);
 
   // Calibration: run the text through the model and keep each linear layer's input rows.
   std::map<const void*, quant::CalibRows> calib;

@@ -31,6 +31,10 @@ struct LayerReport {
 // True for the names of matrices the graph multiplies by (not embeddings).
 bool is_linear_weight(const std::string& name);
 
+// Throws, naming the flag, when the options cannot go together or the calibration text cannot be read: the checks
+// quantize_model makes first, for a caller to make before it loads the model.
+void check_quantize_options(const QuantizeOptions& opt);
+
 void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out,
                     const std::function<void(const LayerReport&)>& report);
 
