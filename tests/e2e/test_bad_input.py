@@ -6,7 +6,7 @@ import os
 import shutil
 import struct
 
-from common import check, finish, run, tmpdir, write_safetensors
+from common import SHARED, check, finish, run, tmpdir, write_safetensors
 from test_models import MODELS, write_hf
 
 ROOT = tmpdir()
@@ -209,6 +209,20 @@ def main():
     r = run(["quantize", "-m", folder, "-o", q_out, "--type", "int8"], timeout=120, env={"ASCENT_ISA": "bogus"})
     check(r.returncode == 1 and r.stderr.strip() == "ascent: error: ASCENT_ISA=bogus: expected avx512, avx2 or ref"
           and not os.path.exists(q_out), f"quantize under ASCENT_ISA=bogus: exit {r.returncode}, {r.stderr.strip()!r}")
+    # perplexity: a window longer than the model's context (story-656K: 512) is refused, not cut to it; a negative
+    # --chunks is refused, not read as "all"; both checks name the flag, and the flags' own bounds and the text file
+    # are checked before the model loads.
+    s656 = os.path.join(SHARED, "models", "story-656K")
+    text = os.path.join(SHARED, "corpora", "tinyshakespeare.txt")
+    expect_error("perplexity -c past the context", ["perplexity", "-m", s656, "-f", text, "-c", "513"],
+                 ["-c 513: more than the model's context of 512 tokens"])
+    expect_error("perplexity --chunks -1", ["perplexity", "-m", s656, "-f", text, "--chunks", "-1"],
+                 ["--chunks: must be 0 (all windows) or more, got -1"])
+    expect_error("perplexity of a missing text, no model needed", ["perplexity", "-m", os.path.join(ROOT, "nope.gguf"),
+                 "-f", os.path.join(ROOT, "nope.txt")], ["nope.txt: cannot open"])
+    r = run(["perplexity", "-m", s656, "-f", text, "-c", "512", "--chunks", "1"], timeout=120)
+    check(r.returncode == 0 and r.stdout.strip().splitlines()[-1].startswith("ppl = "),
+          f"perplexity -c 512 (the whole context) runs: exit {r.returncode}")
     # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
     r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
     check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,

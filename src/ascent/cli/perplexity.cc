@@ -16,22 +16,29 @@ namespace {
 struct Options {
   std::string model, file, tokenizer;
   int64_t ctx = 512;
+  bool ctx_given = false;  // -c on the command line (else 512, or the model's context where that is shorter)
   int64_t chunks = 0;
   int threads = 0;
   RuntimeFlags runtime;
 };
 
 void run(Options& o) {
-  set_threads(o.threads);
-  o.runtime.before_load();
-  auto m = model::Model::load(o.model, o.runtime.load_options());
-  auto tok = model::load_tokenizer(*m, o.tokenizer);
+  // The flags' own bounds and the text file before the model loads (seconds for a large one).
+  ASCENT_CHECK(o.ctx >= 2, "-c: context must be at least 2, got {}", o.ctx);
+  ASCENT_CHECK(o.chunks >= 0, "--chunks: must be 0 (all windows) or more, got {}", o.chunks);
   std::ifstream in(o.file, std::ios::binary);
   ASCENT_CHECK(in.good(), "{}: cannot open", o.file);
   std::stringstream ss;
   ss << in.rdbuf();
+  set_threads(o.threads);
+  o.runtime.before_load();
+  auto m = model::Model::load(o.model, o.runtime.load_options());
+  // A window longer than the model's context would be cut to it: refused when asked for, so that a figure is never
+  // reported for windows other than the ones named.
+  ASCENT_CHECK(!o.ctx_given || o.ctx <= m->config().max_seq, "-c {}: more than the model's context of {} tokens", o.ctx,
+               m->config().max_seq);
+  auto tok = model::load_tokenizer(*m, o.tokenizer);
   const std::vector<int32_t> ids = tok->encode(ss.str(), /*add_bos=*/false);
-  ASCENT_CHECK(o.ctx >= 2, "-c: context must be at least 2, got {}", o.ctx);
   const int64_t ctx = std::min(o.ctx, m->config().max_seq);
   ASCENT_CHECK(static_cast<int64_t>(ids.size()) >= 2, "{}: the text has fewer than 2 tokens", o.file);
   m->set_context(ctx);
@@ -71,12 +78,15 @@ void add_perplexity(CLI::App& app) {
   auto* c = app.add_subcommand("perplexity", "perplexity of a model over a text file");
   c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
   c->add_option("-f,--file", o->file, "text file")->required();
-  c->add_option("-c,--ctx-size", o->ctx, "window length in tokens")->capture_default_str();
+  c->add_option("-c,--ctx-size", o->ctx, "window length in tokens (default: 512, or the model's context if shorter)");
   c->add_option("--chunks", o->chunks, "evaluate at most this many windows (0: all)");
   c->add_option("--tokenizer", o->tokenizer, "tokenizer.bin, tokenizer.json, .gguf or folder");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   o->runtime.add_to(c);
-  c->callback([o] { run(*o); });
+  c->callback([c, o] {
+    o->ctx_given = c->count("-c") > 0;
+    run(*o);
+  });
 }
 
 }  // namespace ascent::cli
