@@ -223,6 +223,27 @@ def main():
     r = run(["perplexity", "-m", s656, "-f", text, "-c", "512", "--chunks", "1"], timeout=120)
     check(r.returncode == 0 and r.stdout.strip().splitlines()[-1].startswith("ppl = "),
           f"perplexity -c 512 (the whole context) runs: exit {r.returncode}")
+    # generate: sampling values without a meaning are refused, naming the flag (values past a range were once read as
+    # "off"), before the model loads; so are a context past the model's and one below 1.
+    for flag, value, message in [("--temp", "-1", "--temp must be 0 (greedy) or more, got -1"),
+                                 ("--temp", "nan", "--temp must be 0 (greedy) or more, got nan"),
+                                 ("--top-k", "-3", "--top-k must be 0 (off) or more, got -3"),
+                                 ("--top-p", "2", "--top-p must be in (0, 1], got 2"),
+                                 ("--min-p", "1.5", "--min-p must be in [0, 1], got 1.5"),
+                                 ("--repeat-penalty", "inf", "--repeat-penalty must be positive, got inf"),
+                                 ("--repeat-last-n", "-2", "--repeat-last-n must be -1 (the whole history) or more"),
+                                 ("-c", "0", "-c: the context must be at least 1, got 0")]:
+        expect_error(f"generate {flag} {value}", ["generate", "-m", os.path.join(ROOT, "nope.gguf"), "--prompt-ids",
+                                                  "1 2 3", flag, value], [message])
+    expect_error("generate -c past the context", ["generate", "-m", s656, "--prompt-ids", "1 2 3", "-c", "513"],
+                 ["-c 513: more than the model's context of 512 tokens"])
+    # A context that fills before -n tokens stops the run with a warning that says how many were made (5 positions
+    # hold the 3 prompt tokens and 2 generated ones; the third generated one needs no position).
+    r = run(["generate", "-m", s656, "--prompt-ids", "1 2 3", "-c", "5", "-n", "10", "--temp", "0", "--print-ids"],
+            timeout=120)
+    check(r.returncode == 0 and len(r.stdout.split()) == 6 and
+          "stopped at the context length of 5 positions: 3 of the 10 tokens -n asked for" in r.stderr,
+          f"a full context is reported: exit {r.returncode}, {r.stdout.strip()!r}, {r.stderr.strip()[-120:]!r}")
     # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
     r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
     check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "ascent/base/error.h"
+#include "ascent/base/log.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/engine/generator.h"
@@ -18,13 +19,21 @@ struct Options {
   int threads = 0;
   RuntimeFlags runtime;
   int64_t ctx = 0;
+  bool ctx_given = false;  // -c on the command line (else the prompt and -n, at most the model's context)
 };
 
 void run(Options& o) {
+  // The flags' own checks before the model loads (seconds for a large one).
+  ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
+  ASCENT_CHECK(o.n_predict >= 0, "-n: must be >= 0, got {}", o.n_predict);
+  ASCENT_CHECK(!o.ctx_given || o.ctx >= 1, "-c: the context must be at least 1, got {}", o.ctx);
+  engine::Sampler sampler(o.sampling);
   set_threads(o.threads);
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
-  ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
+  // A context past the model's would be cut to it: refused when asked for, so that -c means what it says.
+  ASCENT_CHECK(!o.ctx_given || o.ctx <= m->config().max_seq, "-c {}: more than the model's context of {} tokens", o.ctx,
+               m->config().max_seq);
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {
     prompt = parse_ids(o.prompt_ids, "--prompt-ids");
@@ -42,12 +51,10 @@ void run(Options& o) {
   }
   if (!o.prompt.empty()) prompt = tok->encode(o.prompt, tok->vocab().add_bos);
   if (prompt.empty()) prompt.push_back(tok ? tok->bos() : m->config().bos_id);
-  ASCENT_CHECK(o.n_predict >= 0, "-n: must be >= 0, got {}", o.n_predict);
-  const int64_t want = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict;
+  const int64_t want = o.ctx_given ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict;
   m->set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));
 
   o.runtime.after_load(*m);
-  engine::Sampler sampler(o.sampling);
   tokenizer::Utf8Stream stream;
   int32_t prev = prompt.back();
   const int32_t eos = tok ? tok->eos() : m->config().eos_id;
@@ -80,6 +87,11 @@ void run(Options& o) {
                stats.prompt_seconds > 0 ? stats.prompt_tokens / stats.prompt_seconds : 0.0,
                static_cast<long long>(stats.generated_tokens),
                stats.generate_seconds > 0 ? stats.generated_tokens / stats.generate_seconds : 0.0);
+  // Fewer tokens than -n asked for, and not for an end of text: say so rather than stop without a word.
+  if (stats.context_full) {
+    log::warn("stopped at the context length of {} positions: {} of the {} tokens -n asked for", m->context(),
+              stats.generated_tokens, o.n_predict);
+  }
 }
 
 }  // namespace
@@ -96,14 +108,18 @@ void add_generate(CLI::App& app) {
   c->add_option("--top-p", o->sampling.top_p, "top-p (1: off)")->capture_default_str();
   c->add_option("--min-p", o->sampling.min_p, "min-p (0: off)")->capture_default_str();
   c->add_option("--repeat-penalty", o->sampling.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
-  c->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  c->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalty looks back (-1: all)")
+      ->capture_default_str();
   c->add_option("--seed", o->sampling.seed, "random seed")->capture_default_str();
   c->add_option("--tokenizer", o->tokenizer, "tokenizer.bin, tokenizer.json, .gguf or folder");
-  c->add_option("-c,--ctx-size", o->ctx, "context length (default: prompt + n)");
+  c->add_option("-c,--ctx-size", o->ctx, "context length (default: prompt + n, at most the model's)");
   c->add_flag("--print-ids", o->print_ids, "print the prompt and generated ids on one line instead of text");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   o->runtime.add_to(c);
-  c->callback([o] { run(*o); });
+  c->callback([c, o] {
+    o->ctx_given = c->count("-c") > 0;
+    run(*o);
+  });
 }
 
 }  // namespace ascent::cli

@@ -18,16 +18,22 @@ std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, 
   auto t0 = Clock::now();
   auto logits = m.forward(prompt, /*all_logits=*/false);
   auto t1 = Clock::now();
+  bool context_full = false;
   for (int64_t i = 0; i < n_predict; ++i) {
     const int32_t tok = sampler.sample(logits, history);
     if (tok == eos_id) break;
     out.push_back(tok);
     history.push_back(tok);
     on_token(tok);
-    if (i + 1 == n_predict || m.n_past() >= m.context()) break;
+    if (i + 1 == n_predict) break;
+    if (m.n_past() >= m.context()) {
+      context_full = true;
+      break;
+    }
     logits = m.forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
   }
   if (stats != nullptr) {
+    stats->context_full = context_full;
     stats->prompt_tokens = static_cast<int64_t>(prompt.size());
     stats->generated_tokens = static_cast<int64_t>(out.size());
     stats->prompt_seconds = std::chrono::duration<double>(t1 - t0).count();

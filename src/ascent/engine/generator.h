@@ -15,6 +15,7 @@ namespace ascent::engine {
 struct GenerateStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double prompt_seconds = 0, generate_seconds = 0;
+  bool context_full = false;  // stopped because the context was full, before n_predict tokens or EOS
 };
 
 // Calls on_token for each generated id (EOS excluded) as soon as it is sampled. Returns the generated ids.

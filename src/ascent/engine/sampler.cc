@@ -8,10 +8,18 @@
 
 namespace ascent::engine {
 
+// Values outside these ranges have no meaning, and reading them as "off" (as a bare <= or >= test would) would hide
+// a typo; NaN fails every comparison here, so it is refused too.
 Sampler::Sampler(SamplingParams p) : p_(p), state_(p.seed) {
-  ASCENT_CHECK(p.top_p > 0.0f, "--top-p must be in (0, 1], got {}", p.top_p);
+  ASCENT_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "--temp must be 0 (greedy) or more, got {}",
+               p.temperature);
+  ASCENT_CHECK(p.top_k >= 0, "--top-k must be 0 (off) or more, got {}", p.top_k);
+  ASCENT_CHECK(p.top_p > 0.0f && p.top_p <= 1.0f, "--top-p must be in (0, 1], got {}", p.top_p);
   ASCENT_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "--min-p must be in [0, 1], got {}", p.min_p);
-  ASCENT_CHECK(p.repeat_penalty > 0.0f, "--repeat-penalty must be positive, got {}", p.repeat_penalty);
+  ASCENT_CHECK(p.repeat_penalty > 0.0f && std::isfinite(p.repeat_penalty), "--repeat-penalty must be positive, got {}",
+               p.repeat_penalty);
+  ASCENT_CHECK(p.repeat_last_n >= -1, "--repeat-last-n must be -1 (the whole history) or more, got {}",
+               p.repeat_last_n);
 }
 
 double Sampler::uniform() {

@@ -10,12 +10,12 @@
 namespace ascent::engine {
 
 struct SamplingParams {
-  float temperature = 0.8f;
-  int top_k = 40;       // <= 0: all
-  float top_p = 0.95f;  // >= 1: off
-  float min_p = 0.05f;  // <= 0: off
+  float temperature = 0.8f;  // 0: greedy
+  int top_k = 40;            // 0: all
+  float top_p = 0.95f;       // in (0, 1]; 1: off
+  float min_p = 0.05f;       // in [0, 1]; 0: off
   float repeat_penalty = 1.0f;
-  int repeat_last_n = 64;
+  int repeat_last_n = 64;  // -1: the whole history; 0: off
   uint64_t seed = 0;
 };
 
