@@ -244,6 +244,20 @@ def main():
     check(r.returncode == 0 and len(r.stdout.split()) == 6 and
           "stopped at the context length of 5 positions: 3 of the 10 tokens -n asked for" in r.stderr,
           f"a full context is reported: exit {r.returncode}, {r.stdout.strip()!r}, {r.stderr.strip()[-120:]!r}")
+    # logits: negative --step / --beside were read as 0; tokenize: -p beside --text-file was dropped; convert: a GGUF
+    # written under another name. Each is refused, naming the flag, and nothing is written.
+    npy = os.path.join(ROOT, "never.npy")
+    for flag, message in [("--step", "--step: must be 0 (all at once) or more, got -1"),
+                          ("--beside", "--beside: must be 0 (alone) or more, got -1")]:
+        expect_error(f"logits {flag} -1", ["logits", "-m", s656, "--prompt-ids", "1 2 3", "-o", npy, flag, "-1"],
+                     [message])
+        check(not os.path.exists(npy), f"logits {flag} -1 wrote nothing")
+    expect_error("tokenize -p and --text-file", ["tokenize", "-m", s656, "-p", "hi", "--text-file", text],
+                 ["give either -p or --text-file, not both"])
+    not_gguf = os.path.join(ROOT, "model.bin")
+    expect_error("convert -o without .gguf", ["convert", "-m", s656, "-o", not_gguf, "--type", "q8_0"],
+                 [f"-o {not_gguf}: the output name must end in .gguf"])
+    check(not os.path.exists(not_gguf), "convert -o model.bin wrote nothing")
     # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
     r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
     check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,

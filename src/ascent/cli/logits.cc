@@ -19,6 +19,9 @@ namespace {
 
 void run(const std::string& model_path, const std::string& ids_text, const std::string& out, int64_t step, bool twice,
          int64_t beside, int threads, RuntimeFlags& runtime) {
+  // Negative counts were read as 0 (all at once, alone): refused, before the model loads.
+  ASCENT_CHECK(step >= 0, "--step: must be 0 (all at once) or more, got {}", step);
+  ASCENT_CHECK(beside >= 0, "--beside: must be 0 (alone) or more, got {}", beside);
   set_threads(threads);
   runtime.before_load();
   auto m = model::Model::load(model_path, runtime.load_options());
