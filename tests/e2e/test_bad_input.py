@@ -232,7 +232,7 @@ def main():
                                  ("--min-p", "1.5", "--min-p must be in [0, 1], got 1.5"),
                                  ("--repeat-penalty", "inf", "--repeat-penalty must be positive, got inf"),
                                  ("--repeat-last-n", "-2", "--repeat-last-n must be -1 (the whole history) or more"),
-                                 ("-c", "0", "-c: the context must be at least 1, got 0")]:
+                                 ("-c", "-1", "-c: must be 0 (the model's context) or more, got -1")]:
         expect_error(f"generate {flag} {value}", ["generate", "-m", os.path.join(ROOT, "nope.gguf"), "--prompt-ids",
                                                   "1 2 3", flag, value], [message])
     expect_error("generate -c past the context", ["generate", "-m", s656, "--prompt-ids", "1 2 3", "-c", "513"],
@@ -258,6 +258,12 @@ def main():
     expect_error("convert -o without .gguf", ["convert", "-m", s656, "-o", not_gguf, "--type", "q8_0"],
                  [f"-o {not_gguf}: the output name must end in .gguf"])
     check(not os.path.exists(not_gguf), "convert -o model.bin wrote nothing")
+    # -c 0 is the model's whole context (llama.cpp's meaning): a 510-token prompt leaves room for 3 of 10 tokens.
+    long_prompt = " ".join(str(5 + i % 200) for i in range(510))
+    r = run(["generate", "-m", s656, "--prompt-ids", long_prompt, "-c", "0", "-n", "10", "--temp", "0", "--print-ids"],
+            timeout=120)
+    check(r.returncode == 0 and "stopped at the context length of 512 positions: 3 of the 10 tokens" in r.stderr,
+          f"-c 0 takes the model's context: exit {r.returncode}, {r.stderr.strip()[-120:]!r}")
     # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
     r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
     check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,

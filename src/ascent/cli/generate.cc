@@ -26,7 +26,7 @@ void run(Options& o) {
   // The flags' own checks before the model loads (seconds for a large one).
   ASCENT_CHECK(o.prompt.empty() || o.prompt_ids.empty(), "give either -p or --prompt-ids, not both");
   ASCENT_CHECK(o.n_predict >= 0, "-n: must be >= 0, got {}", o.n_predict);
-  ASCENT_CHECK(!o.ctx_given || o.ctx >= 1, "-c: the context must be at least 1, got {}", o.ctx);
+  ASCENT_CHECK(!o.ctx_given || o.ctx >= 0, "-c: must be 0 (the model's context) or more, got {}", o.ctx);
   engine::Sampler sampler(o.sampling);
   set_threads(o.threads);
   o.runtime.before_load();
@@ -51,7 +51,10 @@ void run(Options& o) {
   }
   if (!o.prompt.empty()) prompt = tok->encode(o.prompt, tok->vocab().add_bos);
   if (prompt.empty()) prompt.push_back(tok ? tok->bos() : m->config().bos_id);
-  const int64_t want = o.ctx_given ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict;
+  // -c 0 is the model's whole context, as in llama.cpp.
+  const int64_t want = !o.ctx_given ? static_cast<int64_t>(prompt.size()) + o.n_predict
+                       : o.ctx == 0 ? m->config().max_seq
+                                    : o.ctx;
   m->set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));
 
   o.runtime.after_load(*m);
@@ -112,7 +115,7 @@ void add_generate(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--seed", o->sampling.seed, "random seed")->capture_default_str();
   c->add_option("--tokenizer", o->tokenizer, "tokenizer.bin, tokenizer.json, .gguf or folder");
-  c->add_option("-c,--ctx-size", o->ctx, "context length (default: prompt + n, at most the model's)");
+  c->add_option("-c,--ctx-size", o->ctx, "context length (0: the model's; default: prompt + n, at most the model's)");
   c->add_flag("--print-ids", o->print_ids, "print the prompt and generated ids on one line instead of text");
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");
   o->runtime.add_to(c);
