@@ -264,6 +264,15 @@ def main():
             timeout=120)
     check(r.returncode == 0 and "stopped at the context length of 512 positions: 3 of the 10 tokens" in r.stderr,
           f"-c 0 takes the model's context: exit {r.returncode}, {r.stderr.strip()[-120:]!r}")
+    # doctor: a negative -t (read as all cores) and a bad ASCENT_ISA (which failed halfway down the report) are
+    # refused before any line is printed.
+    for args, env, message in [(["doctor", "-t", "-1"], None, "ascent: error: -t: thread count must be >= 0, got -1"),
+                               (["doctor"], {"ASCENT_ISA": "x"},
+                                "ascent: error: ASCENT_ISA=x: expected avx512, avx2 or ref")]:
+        r = run(args, timeout=120, env=env)
+        check(r.returncode == 1 and r.stdout == "" and r.stderr.strip() == message,
+              f"{' '.join(args)} {env or ''} refused up front: exit {r.returncode}, {r.stdout[:40]!r}, "
+              f"{r.stderr.strip()!r}")
     # An unknown ASCENT_LOG level warns once, naming the levels, and the run goes on at the default level.
     r = run(gen(folder), timeout=120, env={"ASCENT_LOG": "verbose"})
     check(r.returncode == 0 and r.stderr.count("ASCENT_LOG=verbose: expected error, warn, info or debug") == 1,

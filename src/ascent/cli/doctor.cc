@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "ascent/base/cpu_features.h"
+#include "ascent/base/error.h"
 #include "ascent/cli/commands.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/prof/roofline.h"
@@ -11,6 +12,9 @@ namespace ascent::cli {
 namespace {
 
 void run(int threads) {
+  // Before any line is printed: a negative -t was read as all cores, and a bad ASCENT_ISA failed halfway down.
+  ASCENT_CHECK(threads >= 0, "-t: thread count must be >= 0, got {}", threads);
+  kernels::active_isa();
   const auto& f = cpu_features();
   const int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
   std::printf("cpu               %s\n", f.brand.c_str());
