@@ -25,5 +25,8 @@ void add_quantize(CLI::App& app);
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag);
 // Sets the kernel thread count (-t); 0 means all cores.
 void set_threads(int threads);
+// Refuses a -c given past the model's context of model_ctx positions, which would otherwise be cut to it: a run
+// then never reports on windows or contexts other than the ones asked for.
+void check_ctx_flag(int64_t ctx, int64_t model_ctx);
 
 }  // namespace ascent::cli

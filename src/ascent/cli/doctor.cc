@@ -3,7 +3,6 @@
 #include <thread>
 
 #include "ascent/base/cpu_features.h"
-#include "ascent/base/error.h"
 #include "ascent/cli/commands.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/prof/roofline.h"
@@ -13,7 +12,7 @@ namespace {
 
 void run(int threads) {
   // Before any line is printed: a negative -t was read as all cores, and a bad ASCENT_ISA failed halfway down.
-  ASCENT_CHECK(threads >= 0, "-t: thread count must be >= 0, got {}", threads);
+  set_threads(threads);
   kernels::active_isa();
   const auto& f = cpu_features();
   const int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());

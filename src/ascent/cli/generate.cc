@@ -31,9 +31,7 @@ void run(Options& o) {
   set_threads(o.threads);
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
-  // A context past the model's would be cut to it: refused when asked for, so that -c means what it says.
-  ASCENT_CHECK(!o.ctx_given || o.ctx <= m->config().max_seq, "-c {}: more than the model's context of {} tokens", o.ctx,
-               m->config().max_seq);
+  if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {
     prompt = parse_ids(o.prompt_ids, "--prompt-ids");

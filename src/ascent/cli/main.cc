@@ -41,6 +41,10 @@ void set_threads(int threads) {
   if (threads > 0) ThreadPool::set_global_threads(threads);
 }
 
+void check_ctx_flag(int64_t ctx, int64_t model_ctx) {
+  ASCENT_CHECK(ctx <= model_ctx, "-c {}: more than the model's context of {} tokens", ctx, model_ctx);
+}
+
 }  // namespace ascent::cli
 
 int main(int argc, char** argv) {

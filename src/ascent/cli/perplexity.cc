@@ -33,10 +33,7 @@ void run(Options& o) {
   set_threads(o.threads);
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
-  // A window longer than the model's context would be cut to it: refused when asked for, so that a figure is never
-  // reported for windows other than the ones named.
-  ASCENT_CHECK(!o.ctx_given || o.ctx <= m->config().max_seq, "-c {}: more than the model's context of {} tokens", o.ctx,
-               m->config().max_seq);
+  if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
   auto tok = model::load_tokenizer(*m, o.tokenizer);
   const std::vector<int32_t> ids = tok->encode(ss.str(), /*add_bos=*/false);
   const int64_t ctx = std::min(o.ctx, m->config().max_seq);
