@@ -235,6 +235,8 @@ def main():
                                  ("-c", "-1", "-c: must be 0 (the model's context) or more, got -1")]:
         expect_error(f"generate {flag} {value}", ["generate", "-m", os.path.join(ROOT, "nope.gguf"), "--prompt-ids",
                                                   "1 2 3", flag, value], [message])
+    expect_error("generate --warmup -1", ["generate", "-m", os.path.join(ROOT, "nope.gguf"), "--prompt-ids", "1 2 3",
+                                          "--warmup", "-1"], ["--warmup: must be >= 0, got -1"])
     expect_error("generate -c past the context", ["generate", "-m", s656, "--prompt-ids", "1 2 3", "-c", "513"],
                  ["-c 513: more than the model's context of 512 tokens"])
     # A context that fills before -n tokens stops the run with a warning that says how many were made (5 positions
@@ -252,6 +254,16 @@ def main():
         expect_error(f"logits {flag} -1", ["logits", "-m", s656, "--prompt-ids", "1 2 3", "-o", npy, flag, "-1"],
                      [message])
         check(not os.path.exists(npy), f"logits {flag} -1 wrote nothing")
+    # Their ids and flag combinations are checked before the model loads (a missing model is never reached).
+    nope = os.path.join(ROOT, "nope.gguf")
+    for what, args, message in [
+            ("logits with a word for an id", ["--prompt-ids", "1 two 3"], "--prompt-ids: 'two' is not a token id"),
+            ("logits with no ids", ["--prompt-ids", " "], "--prompt-ids: no ids given"),
+            ("logits --beside with --step", ["--prompt-ids", "1 2", "--beside", "1", "--step", "1"],
+             "--beside cannot be combined with --step or --twice")]:
+        expect_error(what, ["logits", "-m", nope, "-o", npy] + args, [message])
+    expect_error("generate with a word for an id", ["generate", "-m", nope, "--prompt-ids", "1 x"],
+                 ["--prompt-ids: 'x' is not a token id"])
     expect_error("tokenize -p and --text-file", ["tokenize", "-m", s656, "-p", "hi", "--text-file", text],
                  ["give either -p or --text-file, not both"])
     not_gguf = os.path.join(ROOT, "model.bin")

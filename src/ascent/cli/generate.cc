@@ -30,11 +30,11 @@ void run(Options& o) {
   engine::Sampler sampler(o.sampling);
   set_threads(o.threads);
   o.runtime.before_load();
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) prompt = parse_ids(o.prompt_ids, "--prompt-ids");
   auto m = model::Model::load(o.model, o.runtime.load_options());
   if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
-  std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {
-    prompt = parse_ids(o.prompt_ids, "--prompt-ids");
     for (int32_t id : prompt) {
       ASCENT_CHECK(id >= 0 && id < m->config().vocab, "--prompt-ids: token id {} is outside the vocabulary (size {})",
                    id, m->config().vocab);

@@ -22,18 +22,18 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   // Negative counts were read as 0 (all at once, alone): refused, before the model loads.
   ASCENT_CHECK(step >= 0, "--step: must be 0 (all at once) or more, got {}", step);
   ASCENT_CHECK(beside >= 0, "--beside: must be 0 (alone) or more, got {}", beside);
+  ASCENT_CHECK(beside == 0 || (step == 0 && !twice), "--beside cannot be combined with --step or --twice");
+  const auto ids = parse_ids(ids_text, "--prompt-ids");
+  ASCENT_CHECK(!ids.empty(), "--prompt-ids: no ids given");
   set_threads(threads);
   runtime.before_load();
   auto m = model::Model::load(model_path, runtime.load_options());
   runtime.after_load(*m);
-  const auto ids = parse_ids(ids_text, "--prompt-ids");
-  ASCENT_CHECK(!ids.empty(), "--prompt-ids: no ids given");
   m->set_context(static_cast<int64_t>(ids.size()));
   const int64_t V = m->config().vocab, T = static_cast<int64_t>(ids.size());
   Tensor all = make_owned(DType::F32, {T, V});  // (T, V)
   auto* dst = static_cast<float*>(const_cast<void*>(all.data));
   if (beside > 0) {
-    ASCENT_CHECK(step == 0 && !twice, "--beside cannot be combined with --step or --twice");
     // N other sequences of 1..2T tokens with ids from a fixed LCG; ours goes in the middle of the batch.
     std::vector<std::vector<int32_t>> seqs;
     uint64_t state = 12345;

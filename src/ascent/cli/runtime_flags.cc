@@ -47,6 +47,7 @@ void add_no_mmap_flag(CLI::App* c, bool& no_mmap) {
 }
 
 void RuntimeFlags::before_load() const {
+  ASCENT_CHECK(warmup >= 0, "--warmup: must be >= 0, got {}", warmup);  // before a load that may take minutes
   if (!passes.empty()) graph::set_default_passes(graph::parse_passes(passes, "--passes"));
   MappedFile::set_copy_files(no_mmap);
 }
@@ -56,7 +57,6 @@ void RuntimeFlags::after_load(model::Model& m) {
     tracer = std::make_unique<prof::Tracer>();
     m.set_tracer(tracer.get());
   }
-  ASCENT_CHECK(warmup >= 0, "--warmup: must be >= 0, got {}", warmup);
   if (warmup > 0) m.warm_up(warmup);
 }
 
