@@ -61,6 +61,9 @@ class ThreadPool {
 
   // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
   static ThreadPool& global();
+  // Replaces the global pool when the size differs (the old one's workers are joined). Only while no other thread
+  // uses the pool or frees placed weights: forget_warm_global reads the pool's address without a lock, and a pool
+  // destroyed under it would be a use after free. The CLI calls it once, before any model loads.
   static void set_global_threads(int n_threads);
 
  private:
