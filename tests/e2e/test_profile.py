@@ -1,6 +1,7 @@
 """The profiler and the graph passes as a user sees them: `ascent profile` reports fewer nodes per layer after
 fusion and one plan per shape bucket (a warm-up moves them to start-up); `--profile` writes a Chrome trace whose
-events carry the required fields and cover every executed node; `--memory-csv` writes memory over time."""
+events carry the required fields and cover every executed node, with each pool thread's share of every matmul call
+on its own track; `--memory-csv` writes memory over time."""
 import csv
 import json
 import os
@@ -17,6 +18,69 @@ def field(text, name):
     return int(m.group(1)) if m else None
 
 
+def check_thread_spans(d):
+    """With two threads, each matmul call's rows are filed per pool thread on its own trace track: the threads' rows
+    add up to the matrix rows the model's config gives, their bytes to rows x K x 4 (f32 weights), and each span lies
+    inside its call, inside its node. The printed decode table's row shares add up to 100%."""
+    cfg = json.load(open(os.path.join(MODEL, "config.json")))
+    hidden, ffn, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    head = hidden // cfg["num_attention_heads"]
+    qkv = (cfg["num_attention_heads"] + 2 * cfg["num_key_value_heads"]) * head
+    trace = os.path.join(d, "threads.json")
+    r = run(["profile", "-m", MODEL, "-p", 20, "-n", 5, "-t", 2, "--profile", trace] + ROOF)
+    check(r.returncode == 0, f"profile -t 2 runs ({r.stderr.strip()[:200]})")
+    if r.returncode != 0:
+        return
+    doc = json.load(open(trace))["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in doc if e.get("ph") == "M" and e["name"] == "thread_name"}
+    nodes = [e for e in doc if e.get("ph") == "X" and e.get("cat") != "rows"]
+    spans = [e for e in doc if e.get("cat") == "rows"]
+    # Which threads got rows is the host's timing (a busy CI host may leave the worker asleep through a call); each
+    # one that did has its named track.
+    used = {e["tid"] for e in spans}
+    check(used and used <= {100, 101} and all(tracks.get(t) == f"pool thread {t - 100}" for t in used),
+          f"spans on the pool threads' named tracks: {sorted(used)}, {tracks}")
+    calls = {}
+    for e in spans:
+        calls.setdefault(e["args"]["call"], []).append(e)
+    # rows and K of each node's call(s), prefill (T > 1) and decode (T = 1): the fused gate/up runs as one call of
+    # both matrices' rows in decode, and as one call over rows each taking a gate and an up row in prefill.
+    def want(name, decode):
+        if name.endswith(".attn"):
+            return qkv, hidden
+        if name.endswith(".attn_output"):
+            return hidden, hidden
+        if name.endswith(".ffn_swiglu"):
+            return (2 * ffn if decode else ffn), hidden
+        if name.endswith(".ffn_down"):
+            return hidden, ffn
+        return (vocab, hidden) if name == "output" else (None, None)
+    bad, both, decode_calls = [], 0, 0
+    eps = 0.01  # microseconds: the trace's timestamps are rounded to the nanosecond
+    for c, es in calls.items():
+        a = es[0]["args"]
+        node = [n for n in nodes if n["name"] == es[0]["name"] and n["ts"] - eps <= a["call_ts"]
+                and a["call_ts"] + a["call_dur"] <= n["ts"] + n["dur"] + eps]
+        decode = bool(node) and node[0]["args"]["shapes"].startswith("(1, ")
+        rows, K = want(es[0]["name"], decode)
+        per_row = K * 4 * (2 if es[0]["name"].endswith(".ffn_swiglu") and not decode else 1) if K else None
+        decode_calls += decode
+        both += len({e["tid"] for e in es}) == 2
+        if (len(node) != 1 or sum(e["args"]["rows"] for e in es) != a["call_rows"] or a["call_rows"] != rows
+                or any(e["args"]["bytes"] != e["args"]["rows"] * per_row for e in es)
+                or any(e["ts"] < a["call_ts"] - eps or e["ts"] + e["dur"] > a["call_ts"] + a["call_dur"] + eps
+                       for e in es)):
+            bad.append((c, es[0]["name"], a["call_rows"], rows, len(node)))
+    check(len(calls) == 6 * 9 and not bad, f"{len(calls)} calls of 6 runs x 9 matmuls; rows, bytes and times "
+          f"agree with the config and nest in their nodes (mismatches: {bad[:3]})")
+    # One-row calls: the 5 decode steps' 9 each, and the prefill's output projection (of its last row only).
+    check(decode_calls == 5 * 9 + 1, f"{decode_calls} one-row calls ({both} of all calls ran on both threads)")
+    m = re.search(r"^decode matmul calls: (\d+) in 5 steps", r.stdout, re.M)
+    shares = [float(x) for x in re.findall(r"^[01]\s+([\d.]+)%", r.stdout, re.M)]
+    check(m is not None and int(m.group(1)) == 45 and len(shares) == 2 and abs(sum(shares) - 100) < 0.2,
+          f"the decode table: 45 calls, two threads' row shares adding to 100% ({shares})")
+
+
 def main():
     d = tmpdir()
     trace = os.path.join(d, "trace.json")
@@ -29,7 +93,7 @@ def main():
     per_run = int(re.search(r"nodes_executed = \d+ \((\d+) per run\)", r.stdout).group(1))
 
     doc = json.load(open(trace))
-    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "rows"]  # the nodes
     required = {"name", "ph", "ts", "dur", "pid", "tid", "args"}
     check(all(required <= set(e) for e in events), "every event has name, ph, ts, dur, pid, tid, args")
     check(all({"op", "shapes", "bytes", "flops"} <= set(e["args"]) for e in events), "args carry op, shapes, bytes, flops")
@@ -37,6 +101,8 @@ def main():
     names = {e["name"] for e in events}
     check({"token_embd", "blk.0.attn", "blk.1.ffn_swiglu", "blk.1.ffn_down", "output"} <= names, f"events name the nodes: {sorted(names)[:6]}")
     check(all(e["dur"] >= 0 and e["ts"] >= 0 for e in events), "timestamps and durations are non-negative")
+
+    check_thread_spans(d)
 
     # Without fusion the same trace has more nodes per run, and the profile says so.
     r2 = run(["profile", "-m", MODEL, "-p", 20, "-n", 1, "--passes", "-fuse"] + ROOF)

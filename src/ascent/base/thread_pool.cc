@@ -17,7 +17,13 @@ std::unique_ptr<ThreadPool>& global_slot() {
 // after the slot above is gone), set while the pool lives.
 std::atomic<ThreadPool*> g_global_pool{nullptr};
 
+thread_local int t_pool_index = 0;  // set by worker_loop for its thread (current_index)
+
 }  // namespace
+
+int ThreadPool::current_index() {
+  return t_pool_index;
+}
 
 std::pair<int64_t, int64_t> ThreadPool::share(int64_t n, int threads, int index) {
   const int64_t base = n / threads, extra = n % threads;
@@ -99,6 +105,7 @@ void ThreadPool::forget_warm_global() {
 }
 
 void ThreadPool::worker_loop(int index) {
+  t_pool_index = index;
   uint64_t seen = 0;
   std::span<const uint8_t> warm;  // kept across calls that name no bytes (the caller's loops between matmuls)
   uint64_t warm_taken = 0;        // warm_epoch_ when warm was taken

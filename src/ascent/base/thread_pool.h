@@ -45,6 +45,9 @@ class ThreadPool {
   // parallel_for's split: the chunk [begin, end) of [0, n) that thread `index` of `threads` runs (and owns in
   // parallel_for_stealing).
   static std::pair<int64_t, int64_t> share(int64_t n, int threads, int index);
+  // The index of the pool thread running this: a worker's (1 .. size() - 1) inside its loop, 0 on any other thread
+  // (a parallel call's caller runs as thread 0). For per-thread records such as the profiler's (kernels' matmul calls).
+  static int current_index();
 
   // Bytes worker `index` (1 .. size() - 1) will read soon (a decode thread's next weights, model/weight_layout.h),
   // for the next parallel call: the worker pulls them into its cache whenever it would otherwise spin idle after that

@@ -29,6 +29,46 @@ int layer_nodes(const graph::Graph& g) {
                                         [](const graph::Node& n) { return n.name.rfind("blk.0.", 0) == 0; }));
 }
 
+// How the decode steps' matmul calls went, thread by thread: the share of rows each took, the rate it streamed
+// weights at while it had rows, and how long it waited in calls it had nothing (left) to do in; then the calls'
+// share of the decode time, the rest being the steps between them (norms, RoPE, attention, quantizing inputs).
+void print_decode_threads(const prof::Tracer& tracer, double t0, double decode_us, int64_t steps) {
+  struct Thread {
+    int64_t rows = 0, bytes = 0;
+    double busy_us = 0, wait_us = 0;
+  };
+  std::vector<Thread> th(static_cast<size_t>(ThreadPool::global().size()));
+  int64_t calls = 0, rows = 0;
+  double call_us = 0;
+  for (const prof::PoolCall& c : tracer.calls()) {
+    if (c.ts_us < t0) continue;
+    ++calls;
+    rows += c.rows;
+    call_us += c.dur_us;
+    std::vector<double> busy(th.size(), 0.0);
+    for (const prof::ThreadSpan& s : c.threads) {
+      if (static_cast<size_t>(s.thread) >= th.size()) continue;
+      Thread& t = th[static_cast<size_t>(s.thread)];
+      t.rows += s.rows;
+      t.bytes += s.bytes;
+      t.busy_us += s.dur_us;
+      busy[static_cast<size_t>(s.thread)] = s.dur_us;
+    }
+    for (size_t i = 0; i < th.size(); ++i) th[i].wait_us += c.dur_us - busy[i];
+  }
+  if (calls == 0) return;
+  std::printf("\ndecode matmul calls: %lld in %lld steps, %.1f%% of the decode time (the steps between them %.1f%%)\n",
+              static_cast<long long>(calls), static_cast<long long>(steps), 100.0 * call_us / decode_us,
+              100.0 * (1.0 - call_us / decode_us));
+  std::printf("%-8s %7s %9s %10s %9s\n", "thread", "rows", "busy ms", "GB/s busy", "wait ms");
+  for (size_t i = 0; i < th.size(); ++i) {
+    const Thread& t = th[i];
+    std::printf("%-8zu %6.1f%% %9.2f %10.2f %9.2f\n", i,
+                100.0 * static_cast<double>(t.rows) / static_cast<double>(rows), t.busy_us / 1e3,
+                t.busy_us > 0 ? static_cast<double>(t.bytes) / t.busy_us / 1e3 : 0.0, t.wait_us / 1e3);
+  }
+}
+
 void run(Options& o) {
   set_threads(o.threads);
   ASCENT_CHECK(o.prefill >= 1, "-p: prefill must be at least 1 token, got {}", o.prefill);
@@ -67,10 +107,12 @@ void run(Options& o) {
   for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab));
   ids[0] = cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0;
   auto logits = m->forward(ids, /*all_logits=*/false);
+  const double decode_t0 = tracer.now_us();
   for (int64_t i = 0; i < o.decode; ++i) {
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     logits = m->forward(std::span<const int32_t>(&next, 1), /*all_logits=*/false);
   }
+  const double decode_us = tracer.now_us() - decode_t0;
   m->set_tracer(nullptr);
 
   struct Agg {
@@ -101,6 +143,7 @@ void run(Options& o) {
                 a.us / 1e3, 100.0 * a.us / total, static_cast<double>(a.bytes) / s / 1e9,
                 static_cast<double>(a.flops) / s / 1e9, 100.0 * ideal / s);
   }
+  if (o.decode > 0) print_decode_threads(tracer, decode_t0, decode_us, o.decode);
   std::printf("\nnodes_executed = %zu (%zu per run)\n", tracer.events().size(),
               tracer.events().size() / static_cast<size_t>(1 + o.decode));
   std::printf("plans_compiled = %lld (%lld at warm-up, %lld during the run)\n",

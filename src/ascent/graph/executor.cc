@@ -131,6 +131,7 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
   };
   auto f32_or_null = [](const Tensor* t) { return t != nullptr ? t->f32() : nullptr; };
 
+  const prof::TracerScope tracing(tracer_);  // the matmul kernels file their pool calls under the node running
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     const int id = static_cast<int>(i);
@@ -138,6 +139,7 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
     float* out = buf(id);
     const auto in = [&](size_t k) { return buf(n.inputs[k]); };
     const int64_t count = rows * n.cols;
+    if (tracer_ != nullptr) tracer_->set_node(n.name);
     const double t0 = tracer_ != nullptr ? tracer_->now_us() : 0.0;
     try {
       switch (n.op) {

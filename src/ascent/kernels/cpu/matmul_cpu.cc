@@ -12,6 +12,7 @@
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/row_ops.h"
+#include "ascent/prof/tracer.h"
 
 namespace ascent::kernels {
 
@@ -51,11 +52,45 @@ bool rows_on_caller_alone(int64_t groups, int64_t group, int threads) {
 // shared counter instead made every chunk a new stream for the hardware prefetchers (decode: q4_k tg64 89-102 ->
 // 121-129 t/s, int8 65-68 -> 68-76 in pairs). A row's result does not depend on which thread computes it.
 // decode_row_shares says which rows each thread owns here.
-template <class Fn>
-void parallel_rows(int64_t N, int64_t group, Fn&& fn) {
+// Under a tracer (prof::current_tracer: `ascent profile`, `--profile`) it also files the call, with each thread's
+// first-to-last chunk time, rows and weight bytes (bytes_of(n0, n1): what rows [n0, n1) read), so a profile shows
+// how the threads shared the rows and how long each waited.
+template <class Fn, class Bytes>
+void parallel_rows(int64_t N, int64_t group, Fn&& fn, Bytes&& bytes_of) {
+  ThreadPool& pool = ThreadPool::global();
   const int64_t groups = (N + group - 1) / group;
-  ThreadPool::global().parallel_for_stealing(groups, row_grain(groups, group, ThreadPool::global().size()),
-                                             [&](int64_t g0, int64_t g1) { fn(g0 * group, std::min(N, g1 * group)); });
+  const int64_t grain = row_grain(groups, group, pool.size());
+  prof::Tracer* tracer = prof::current_tracer();
+  if (tracer == nullptr) {
+    pool.parallel_for_stealing(groups, grain, [&](int64_t g0, int64_t g1) { fn(g0 * group, std::min(N, g1 * group)); });
+    return;
+  }
+  struct alignas(64) Slot {  // one thread's record, a cache line each
+    double t0 = -1, t1 = 0;
+    int64_t rows = 0, bytes = 0;
+  };
+  std::vector<Slot> slots(static_cast<size_t>(pool.size()));
+  prof::PoolCall call{tracer->node(), tracer->now_us(), 0, N, {}};
+  pool.parallel_for_stealing(groups, grain, [&](int64_t g0, int64_t g1) {
+    Slot& s = slots[static_cast<size_t>(ThreadPool::current_index())];
+    const int64_t n0 = g0 * group, n1 = std::min(N, g1 * group);
+    if (s.t0 < 0) s.t0 = tracer->now_us();
+    fn(n0, n1);
+    s.t1 = tracer->now_us();
+    s.rows += n1 - n0;
+    s.bytes += bytes_of(n0, n1);
+  });
+  call.dur_us = tracer->now_us() - call.ts_us;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = slots[i];
+    if (s.rows > 0) call.threads.push_back({static_cast<int>(i), s.t0, s.t1 - s.t0, s.rows, s.bytes});
+  }
+  tracer->add_call(std::move(call));
+}
+
+// Weight bytes a row of w reads, as the profile counts them (Tensor::nbytes: no int8/int4 scales).
+int64_t weight_row_bytes(const Tensor& w) {
+  return row_bytes(w.dtype, w.shape[1]);
 }
 
 // Several weights' rows as one range of output columns (matmul_multi_forward): each weight starts at a whole row
@@ -139,7 +174,10 @@ void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bia
     const Tensor* ws[1] = {&w};
     warm_next_weights(ws, row_space(ws));
   }
-  parallel_rows(N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_any(in, w, n0, n1, out); });
+  const int64_t row_bytes_w = weight_row_bytes(w);
+  parallel_rows(
+      N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_any(in, w, n0, n1, out); },
+      [&](int64_t n0, int64_t n1) { return (n1 - n0) * row_bytes_w; });
 }
 
 void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* const> ws,
@@ -162,7 +200,7 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   const RowSpace space = row_space(ws);
   const std::vector<int64_t>& first = space.first;
   if (T == 1) warm_next_weights(ws, space);
-  parallel_rows(first.back(), space.group, [&](int64_t g0, int64_t g1) {
+  auto rows = [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max(g0, first[i]) - first[i];
       const int64_t hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i];
@@ -170,7 +208,16 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
       const GemmOut out{outs[i], ws[i]->shape[0], biases[i], nullptr, 0};
       gemm_any(*inputs[input_of[i]], *ws[i], lo, hi, out);
     }
-  });
+  };
+  auto bytes_of = [&](int64_t g0, int64_t g1) {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t lo = std::max(g0, first[i]), hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]});
+      if (lo < hi) bytes += (hi - lo) * weight_row_bytes(*ws[i]);
+    }
+    return bytes;
+  };
+  parallel_rows(first.back(), space.group, rows, bytes_of);
 }
 
 void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Tensor& wu, float* y) {
@@ -204,7 +251,7 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
   if (!shared) prepare_gemm_input(x, T, wu, uin);
   // Prefill: columns per pass, gate then up, so that the (T, slice) results of both stay in cache for the SwiGLU.
   const int64_t kSlice = 64;  // whole I4 blocks
-  parallel_rows(N, std::max(row_group(wg), row_group(wu)), [&](int64_t n0, int64_t n1) {
+  auto rows = [&](int64_t n0, int64_t n1) {
     // (T, kSlice) gate and up results; per thread, kept across calls (this runs for every chunk of every layer).
     thread_local AlignedVector<float> g, u;
     g.resize(static_cast<size_t>(T * kSlice));
@@ -217,7 +264,10 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
         swiglu_row(g.data() + t * width, u.data() + t * width, width, y + t * N + s0);
       }
     }
-  });
+  };
+  const int64_t row_bytes_gu = weight_row_bytes(wg) + weight_row_bytes(wu);  // a gate row and an up row
+  parallel_rows(N, std::max(row_group(wg), row_group(wu)), rows,
+                [&](int64_t n0, int64_t n1) { return (n1 - n0) * row_bytes_gu; });
 }
 
 std::vector<std::vector<int64_t>> decode_row_shares(std::span<const Tensor* const> ws, int threads) {
