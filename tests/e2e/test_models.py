@@ -148,6 +148,13 @@ def main():
         ref_isa = ascent_logits(folder, ids, os.path.join(root, f"{name}-ref.npy"), isa="ref")
         d_isa = (ref_isa - ours).abs().max().item() if ref_isa is not None else float("inf")
         check(d_isa < 1e-5, f"{name}: ASCENT_ISA=ref gives the same logits to f32 rounding ({d_isa:.1e} < 1e-5)")
+        # Token by token, each kv head's RoPE and append run inside the attention call, in every kernel variant: the
+        # prompt's bits still (the reference kernels run the heads' steps before attending, the SIMD ones per head).
+        for isa, whole in (("ref", ref_isa), ("avx2", ascent_logits(folder, ids, os.path.join(root, f"{name}-avx2.npy"),
+                                                                     isa="avx2"))):
+            inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-{isa}-step1.npy"), step=1, isa=isa)
+            check(inc is not None and whole is not None and torch.equal(inc, whole),
+                  f"{name}: ASCENT_ISA={isa}, fed 1 token at a time, logits are bitwise identical")
         for step in (1, 7):
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
             check(inc is not None and torch.equal(inc, ours),

@@ -181,6 +181,12 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
           ASCENT_CHECK(kvw == kv0.kv_width() && n.layer < kv0.n_layers(), "KV cache shape does not fit layer {}",
                        n.layer);
           const float *q = nullptr, *k = nullptr, *v = nullptr;
+          // One token per sequence (decode; every sequence has at least one): each kv head's RoPE and append run
+          // inside the attention call, on the thread that attends over that head (kernels::HeadPrepare), rather
+          // than on this thread before it.
+          const bool per_head = T == static_cast<int64_t>(segments.size());
+          float* rope_q = nullptr;  // the rows RoPE has yet to rotate, when per_head defers it
+          float* rope_k = nullptr;
           if (n.op == Op::Attention) {
             q = in(0);
             k = in(1);
@@ -201,7 +207,10 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
               kernels::rms_norm_forward(sq, rows, qw, n.weights[6]->f32(), n.eps, n.head_dim, sq);
               kernels::rms_norm_forward(sk, rows, kvw, n.weights[7]->f32(), n.eps, n.head_dim, sk);
             }
-            if (n.inv_freq != nullptr) {
+            if (n.inv_freq != nullptr && per_head) {
+              rope_q = sq;
+              rope_k = sk;
+            } else if (n.inv_freq != nullptr) {
               kernels::rope_forward(sq, rows, n.heads, n.head_dim, positions_, *n.inv_freq, n.rope_style);
               kernels::rope_forward(sk, rows, n.kv_heads, n.head_dim, positions_, *n.inv_freq, n.rope_style);
             }
@@ -224,6 +233,21 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
             // The new rows, head by head, to where the cache's layout keeps them (in its element type), then the
             // attention over the cache.
             auto append_and_attend = [&](auto* kc, auto* vc) {
+              if (per_head) {
+                const int64_t group = n.heads / n.kv_heads;
+                const int32_t pos = positions_[static_cast<size_t>(r0)];
+                const kernels::HeadPrepare prepare = [&](int64_t h) {
+                  if (rope_q != nullptr) {
+                    kernels::rope_heads(rope_q + r0 * qw, h * group, (h + 1) * group, n.head_dim, pos, *n.inv_freq,
+                                        n.rope_style);
+                    kernels::rope_heads(rope_k + r0 * kvw, h, h + 1, n.head_dim, pos, *n.inv_freq, n.rope_style);
+                  }
+                  const int64_t src = r0 * kvw + h * n.head_dim;
+                  kernels::kv_store(d, kc, vc, past, h, k + src, v + src);
+                };
+                kernels::attention_forward(q + r0 * qw, kc, vc, d, out + r0 * qw, prepare);
+                return;
+              }
               for (int64_t t = 0; t < Ts; ++t) {
                 for (int64_t h = 0; h < n.kv_heads; ++h) {
                   const int64_t src = (r0 + t) * kvw + h * n.head_dim;

@@ -70,12 +70,14 @@ struct V256 {
 
 }  // namespace
 
-void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
-  flash_attention<V256>(q, k, v, d, out);
+void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out,
+                            const HeadPrepare& prepare) {
+  flash_attention<V256>(q, k, v, d, out, prepare);
 }
 
-void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out) {
-  flash_attention<V256>(q, k, v, d, out);
+void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
+                            const HeadPrepare& prepare) {
+  flash_attention<V256>(q, k, v, d, out, prepare);
 }
 
 }  // namespace ascent::kernels

@@ -78,13 +78,14 @@ struct V512 {
 
 }  // namespace
 
-void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
-  flash_attention<V512>(q, k, v, d, out);
+void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out,
+                              const HeadPrepare& prepare) {
+  flash_attention<V512>(q, k, v, d, out, prepare);
 }
 
-void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d,
-                              float* out) {
-  flash_attention<V512>(q, k, v, d, out);
+void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
+                              const HeadPrepare& prepare) {
+  flash_attention<V512>(q, k, v, d, out, prepare);
 }
 
 }  // namespace ascent::kernels

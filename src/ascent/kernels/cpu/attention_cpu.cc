@@ -12,14 +12,19 @@
 
 namespace ascent::kernels {
 
-void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
-void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out);
-void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out);
-void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out);
+void attention_forward_avx512(const float* q, const float* k, const float* v, const AttentionDims& d, float* out,
+                              const HeadPrepare& prepare);
+void attention_forward_avx2(const float* q, const float* k, const float* v, const AttentionDims& d, float* out,
+                            const HeadPrepare& prepare);
+void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
+                              const HeadPrepare& prepare);
+void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
+                            const HeadPrepare& prepare);
 
 namespace {
 
-void check_dims(const AttentionDims& d) {
+void check_dims(const AttentionDims& d, const HeadPrepare& prepare) {
+  ASCENT_CHECK(!prepare || d.n_tokens == 1, "attention: a per-head prepare step is for one token, not {}", d.n_tokens);
   ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
                "attention: {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
   ASCENT_CHECK(d.kv_block >= 0 && d.kv_block % kKeyGroup == 0, "attention: kv_block {} is not a multiple of {}",
@@ -74,22 +79,33 @@ void attention_ref(const float* q, const E* k, const E* v, const AttentionDims& 
   });
 }
 
+// The reference runs every head's prepare step first, on the calling thread (its work items are (row, query head)
+// pairs, several per kv head).
+void prepare_all(const AttentionDims& d, const HeadPrepare& prepare) {
+  if (!prepare) return;
+  for (int64_t h = 0; h < d.n_kv_heads; ++h) prepare(h);
+}
+
 }  // namespace
 
-void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out) {
-  check_dims(d);
-  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
-  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
+void attention_forward(const float* q, const float* k, const float* v, const AttentionDims& d, float* out,
+                       const HeadPrepare& prepare) {
+  check_dims(d, prepare);
+  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out, prepare);
+  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out, prepare);
+  prepare_all(d, prepare);
   attention_ref(q, k, v, d, out);
 }
 
-void attention_forward(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out) {
-  check_dims(d);
+void attention_forward(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
+                       const HeadPrepare& prepare) {
+  check_dims(d, prepare);
   // The SIMD kernels read f16 keys only in place, as key tiles (they transpose f32 rows alone).
   ASCENT_CHECK(d.k_tiles, "attention: an f16 cache needs K in key tiles (kv_block {}, D {}, k_tiles off)", d.kv_block,
                d.head_dim);
-  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out);
-  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out);
+  if (active_isa() == Isa::Avx512) return attention_forward_avx512(q, k, v, d, out, prepare);
+  if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out, prepare);
+  prepare_all(d, prepare);
   attention_ref(q, k, v, d, out);
 }
 

@@ -298,7 +298,8 @@ void pack_keys(const HeadRows<float>& k, int64_t ld, int64_t D, int64_t D2, int6
 // E is the caches' element: float, or uint16_t for f16 caches (which need K in key tiles: attention_cpu.cc checks),
 // widened to f32 as each vector loads, so an f16 cache gives the bits an f32 cache holding the same values does.
 template <class V, class E>
-void flash_attention(const float* q, const E* k, const E* v, const AttentionDims& d, float* out) {
+void flash_attention(const float* q, const E* k, const E* v, const AttentionDims& d, float* out,
+                     const HeadPrepare& prepare) {
   constexpr int64_t kKeyTile = V::kLanes;
   const int64_t D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_ld = kv_row_stride(d);
@@ -314,6 +315,7 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
     thread_local FlashScratch s;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t run = runs - 1 - item / d.n_kv_heads, kvh = item % d.n_kv_heads;
+      if (prepare) prepare(kvh);  // one token: one item per kv head (runs = 1), before its queries and keys are read
       const int64_t b0 = run * n_blocks / runs, b1 = (run + 1) * n_blocks / runs;  // blocks [b0, b1)
       const int64_t run_lo = first_key(d.n_past + b0 * block);
       const int64_t run_hi = d.n_past + std::min(d.n_tokens, b1 * block) - 1;

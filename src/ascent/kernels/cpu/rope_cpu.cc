@@ -39,13 +39,35 @@ const RopeAngles& angles_for(std::span<const int32_t> pos, std::span<const float
   return a;
 }
 
-}  // namespace
+// One head (xh: D = 2 * half floats) rotated by the angles cs, sn.
+inline void rope_head(float* xh, const float* cs, const float* sn, int64_t half, RopeStyle style) {
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t ia = style == RopeStyle::Half ? i : 2 * i;
+    const int64_t ib = style == RopeStyle::Half ? i + half : 2 * i + 1;
+    const float x0 = xh[ia], x1 = xh[ib];
+    xh[ia] = x0 * cs[i] - x1 * sn[i];
+    xh[ib] = x1 * cs[i] + x0 * sn[i];
+  }
+}
 
-void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
-                  std::span<const float> inv_freq, RopeStyle style) {
+void check_rope(int64_t D, std::span<const float> inv_freq) {
   ASCENT_CHECK(D % 2 == 0, "rope: head dim {} must be even", D);
   ASCENT_CHECK(static_cast<int64_t>(inv_freq.size()) == D / 2, "rope: {} frequencies for head dim {}", inv_freq.size(),
                D);
+}
+
+}  // namespace
+
+void rope_heads(float* x_row, int64_t h0, int64_t h1, int64_t D, int32_t pos, std::span<const float> inv_freq,
+                RopeStyle style) {
+  check_rope(D, inv_freq);
+  const RopeAngles& a = angles_for(std::span<const int32_t>(&pos, 1), inv_freq);  // this thread's
+  for (int64_t h = h0; h < h1; ++h) rope_head(x_row + h * D, a.cos.data(), a.sin.data(), D / 2, style);
+}
+
+void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
+                  std::span<const float> inv_freq, RopeStyle style) {
+  check_rope(D, inv_freq);
   ASCENT_CHECK(static_cast<int64_t>(pos.size()) == T, "rope: {} positions for {} rows", pos.size(), T);
   const int64_t half = D / 2;
   const RopeAngles& a = angles_for(pos, inv_freq);  // the caller's: workers only read it
@@ -53,16 +75,7 @@ void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int
     for (int64_t t = t0; t < t1; ++t) {
       const float* cs = a.cos.data() + t * half;
       const float* sn = a.sin.data() + t * half;
-      for (int64_t h = 0; h < H; ++h) {
-        float* xh = x + t * H * D + h * D;
-        for (int64_t i = 0; i < half; ++i) {
-          const int64_t ia = style == RopeStyle::Half ? i : 2 * i;
-          const int64_t ib = style == RopeStyle::Half ? i + half : 2 * i + 1;
-          const float x0 = xh[ia], x1 = xh[ib];
-          xh[ia] = x0 * cs[i] - x1 * sn[i];
-          xh[ib] = x1 * cs[i] + x0 * sn[i];
-        }
-      }
+      for (int64_t h = 0; h < H; ++h) rope_head(x + t * H * D + h * D, cs, sn, half, style);
     }
   });
 }
