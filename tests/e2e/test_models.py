@@ -155,6 +155,11 @@ def main():
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-{isa}-step1.npy"), step=1, isa=isa)
             check(inc is not None and whole is not None and torch.equal(inc, whole),
                   f"{name}: ASCENT_ISA={isa}, fed 1 token at a time, logits are bitwise identical")
+        # The unfused graph's attention node appends per head the same way (its RoPE ran in the graph before it).
+        inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-unfused-step1.npy"), step=1,
+                            passes="-fuse-attention")
+        check(inc is not None and torch.equal(inc, ours),
+              f"{name}: attention unfused, fed 1 token at a time, logits are bitwise identical")
         for step in (1, 7):
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-step{step}.npy"), step=step)
             check(inc is not None and torch.equal(inc, ours),
