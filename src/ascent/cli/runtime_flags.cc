@@ -15,7 +15,9 @@ void RuntimeFlags::add_to(CLI::App* c) {
   c->add_option("--passes", passes,
                 "graph passes to switch off/on, e.g. -fuse,-plan (names: fuse, fuse-norm, "
                 "fuse-attention, fuse-swiglu, fuse-residual, dce, cse, plan, inplace, all)");
-  c->add_option("--profile", profile, "write a Chrome trace (Perfetto, chrome://tracing) of every executed node");
+  c->add_option(
+      "--profile", profile,
+      "write a Chrome trace (Perfetto, chrome://tracing) of every executed node, with each pool thread's matmul rows");
   c->add_option("--memory-csv", memory_csv, "write arena and resident memory over time as CSV");
   c->add_option("--warmup", warmup, "compile the plans of all shape buckets up to this many tokens at start");
   add_no_mmap_flag(c, no_mmap);
