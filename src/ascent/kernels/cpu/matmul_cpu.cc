@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -200,10 +201,14 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   const RowSpace space = row_space(ws);
   const std::vector<int64_t>& first = space.first;
   if (T == 1) warm_next_weights(ws, space);
+  // Weight i's rows [lo, hi) within the merged range [g0, g1) (none when lo >= hi).
+  auto rows_of = [&](size_t i, int64_t g0, int64_t g1) {
+    return std::pair{std::max(g0, first[i]) - first[i],
+                     std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i]};
+  };
   auto rows = [&](int64_t g0, int64_t g1) {
     for (size_t i = 0; i < ws.size(); ++i) {
-      const int64_t lo = std::max(g0, first[i]) - first[i];
-      const int64_t hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]}) - first[i];
+      const auto [lo, hi] = rows_of(i, g0, g1);
       if (lo >= hi) continue;
       const GemmOut out{outs[i], ws[i]->shape[0], biases[i], nullptr, 0};
       gemm_any(*inputs[input_of[i]], *ws[i], lo, hi, out);
@@ -212,7 +217,7 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   auto bytes_of = [&](int64_t g0, int64_t g1) {
     int64_t bytes = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
-      const int64_t lo = std::max(g0, first[i]), hi = std::min({g1, first[i + 1], first[i] + ws[i]->shape[0]});
+      const auto [lo, hi] = rows_of(i, g0, g1);
       if (lo < hi) bytes += (hi - lo) * weight_row_bytes(*ws[i]);
     }
     return bytes;
