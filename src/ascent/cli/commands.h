@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ascent::cli {
@@ -28,5 +29,8 @@ void set_threads(int threads);
 // Refuses a -c given past the model's context of model_ctx positions, which would otherwise be cut to it: a run
 // then never reports on windows or contexts other than the ones asked for.
 void check_ctx_flag(int64_t ctx, int64_t model_ctx);
+// Refuses an -o whose name does not end in ext (".gguf", ".safetensors"): a file under another name would later be
+// taken for another format.
+void check_output_name(const std::string& out, std::string_view ext);
 
 }  // namespace ascent::cli

@@ -10,9 +10,7 @@ namespace ascent::cli {
 namespace {
 
 void run(const std::string& in, const std::string& out, const std::string& type) {
-  // As quantize asks of its .safetensors: a GGUF under another name would be taken for another format.
-  ASCENT_CHECK(out.size() > 5 && out.substr(out.size() - 5) == ".gguf", "-o {}: the output name must end in .gguf",
-               out);
+  check_output_name(out, ".gguf");
   const DType dtype = with_context("--type", [&] { return parse_dtype(type); });
   model::Format format;
   model::ModelConfig cfg;

@@ -45,6 +45,10 @@ void check_ctx_flag(int64_t ctx, int64_t model_ctx) {
   ASCENT_CHECK(ctx <= model_ctx, "-c {}: more than the model's context of {} tokens", ctx, model_ctx);
 }
 
+void check_output_name(const std::string& out, std::string_view ext) {
+  ASCENT_CHECK(out.size() > ext.size() && out.ends_with(ext), "-o {}: the output name must end in {}", out, ext);
+}
+
 }  // namespace ascent::cli
 
 int main(int argc, char** argv) {

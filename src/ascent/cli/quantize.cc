@@ -11,8 +11,7 @@ namespace ascent::cli {
 namespace {
 
 void run(const std::string& in, const std::string& out, const model::QuantizeOptions& opt) {
-  ASCENT_CHECK(out.size() > 12 && out.substr(out.size() - 12) == ".safetensors",
-               "-o {}: the output name must end in .safetensors", out);
+  check_output_name(out, ".safetensors");
   auto m = model::Model::load(in, {.thread_layout = false});  // read once, row by row: no decode to place for
   std::printf("%-28s %-14s %-9s %10s %s\n", "tensor", "shape", "format", "weight err",
               opt.calib_path.empty() ? "" : "output err: nearest -> calibrated (alpha)");
