@@ -294,6 +294,10 @@ def main():
     check(r.returncode == 1 and r.stderr.startswith("ascent: error: ASCENT_PASSES: unknown pass 'fusion' ("),
           f"ASCENT_PASSES=-fusion refused: exit {r.returncode}, {r.stderr.strip()!r}")
     expect_error("--passes -fusion", gen(folder) + ["--passes", "-fusion"], ["--passes: unknown pass 'fusion'"])
+    # --passes overrides ASCENT_PASSES, so a bad value in the environment is not read when the flag is given.
+    r = run(gen(folder) + ["--passes", "-fuse"], timeout=120, env={"ASCENT_PASSES": "-fusion"})
+    check(r.returncode == 0 and "ASCENT_PASSES" not in r.stderr,
+          f"--passes -fuse overrides ASCENT_PASSES=-fusion: exit {r.returncode}, {r.stderr.strip()[-160:]!r}")
     r = run(["generate", "--bogus-flag"])
     check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
     shutil.rmtree(ROOT, ignore_errors=True)

@@ -24,7 +24,8 @@ struct PassOptions {
 // fuse-residual, dce, cse, plan, inplace, all; "-" turns a pass off, "+" or nothing turns it on. Empty: all on.
 // `source` names where the list came from ("--passes", "ASCENT_PASSES") in the error an unknown name gets.
 PassOptions parse_passes(const std::string& spec, const char* source);
-// The defaults for this process: ASCENT_PASSES from the environment, overridden by set_default_passes.
+// The defaults for this process: ASCENT_PASSES from the environment, overridden by set_default_passes (--passes), in
+// which case the environment is not read at all.
 const PassOptions& default_passes();
 void set_default_passes(const PassOptions& p);
 

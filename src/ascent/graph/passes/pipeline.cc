@@ -1,5 +1,6 @@
 // Pass options and the order passes run in.
 #include <cstdlib>
+#include <optional>
 
 #include "ascent/base/error.h"
 #include "ascent/graph/passes.h"
@@ -7,11 +8,18 @@
 namespace ascent::graph {
 namespace {
 
-PassOptions& defaults() {
-  static PassOptions p = [] {
+// Parsed on first use, and only where set_default_passes has not replaced it: --passes overrides ASCENT_PASSES, so a
+// bad value left in the environment does not fail a run that names its passes on the command line.
+const PassOptions& environment_passes() {
+  static const PassOptions p = [] {
     const char* env = std::getenv("ASCENT_PASSES");
     return env ? parse_passes(env, "ASCENT_PASSES") : PassOptions{};
   }();
+  return p;
+}
+
+std::optional<PassOptions>& overridden_passes() {
+  static std::optional<PassOptions> p;
   return p;
 }
 
@@ -62,10 +70,11 @@ PassOptions parse_passes(const std::string& spec, const char* source) {
 }
 
 const PassOptions& default_passes() {
-  return defaults();
+  const auto& over = overridden_passes();
+  return over ? *over : environment_passes();
 }
 void set_default_passes(const PassOptions& p) {
-  defaults() = p;
+  overridden_passes() = p;
 }
 
 std::vector<int> use_counts(const Graph& g) {
