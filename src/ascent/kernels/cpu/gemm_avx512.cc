@@ -332,7 +332,9 @@ struct I8Kern {
 // before it spent as much on conversion and scaling as on dot products, and a horizontal sum per row).
 // Decode reads one block after another, each a contiguous run of 16 x Kp / 2 bytes, with four vpdpbusd chains in
 // flight, each line prefetched as a decode stream (PrefetchTo::Stream: Zen 5, tl16 int4 tg128 81% -> 89% of the
-// read, 111 -> 132 t/s). Before that, no software prefetch had streamed best (Zen 4, tl16 int4 tg32 --no-mmap,
+// read, 111 -> 132 t/s). The source asks for one prefetch per line, but GCC 12 issues a group's 16 together at the
+// group's start, 4 KiB ahead; that burst is what was measured. Before that, no software prefetch had streamed best
+// (Zen 4, tl16 int4 tg32 --no-mmap,
 // alternating builds: one thread 78-85% of a one-thread read against 63-68% with the other kernels' L2 prefetch
 // 8 KiB ahead and 55-60% with two blocks at a time; two threads 77-83% in the slow memory state, 62-67% in the fast
 // one). Its high nibbles are masked in place, not shifted
@@ -347,6 +349,11 @@ struct I8Kern {
 // run, within the host's noise. Broadcasts as separate vpbroadcastd, a layout whose byte holds two rows' codes
 // (one vpdpbusd on the raw byte, one on its low nibble), and loads a group ahead in registers each ran slower
 // (session 31, bench/RESULTS.md). That does not pay for a change of format.
+// What binds it in a fast minute is less the instruction count than the arithmetic's dependence on the lines it
+// loads. Session 33 ran decode_ceiling --dram with variants that are not valid kernels. With the masks and dot
+// products on a register, the loaded lines only feeding a vpord chain, the loop streamed 78-91% of the same-bytes read
+// against 72-80.5%. Extra independent instructions cost nothing. Loading each group's lines a group ahead into
+// registers (valid) ran worse: 59% against 72%.
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
