@@ -352,8 +352,8 @@ struct I8Kern {
 // What binds it in a fast minute is less the instruction count than the arithmetic's dependence on the lines it
 // loads. Session 33 ran decode_ceiling --dram with variants that are not valid kernels. With the masks and dot
 // products on a register, the loaded lines only feeding a vpord chain, the loop streamed 78-91% of the same-bytes read
-// against 72-80.5%. Extra independent instructions cost nothing. Loading each group's lines a group ahead into
-// registers (valid) ran worse: 59% against 72%.
+// against 72-80.5% in six series of seven. Extra independent instructions cost nothing. Loading each group's lines a
+// group ahead into registers (valid) ran worse: 59% against 72%.
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
