@@ -174,8 +174,16 @@ def main():
     t["blk.0.attn_k.weight"]["type"] = "int3"
     h["__metadata__"]["ascent.tensors"] = json.dumps(t)
     cases.append(("unknown type", variant("type", rewrite(h)), "int3"))
-    # Version 1 files laid int4 out row by row: one holding int4 is refused with the fix; int8 ones still load.
+    # A group size past int's range is reported as written, not narrowed; a field of the wrong JSON type is named.
     good4 = open(q4, "rb").read()
+    for tag, group, needle in [("group-huge", 10 ** 12, "int4 group size 1000000000000 is not 32, 64 or 128"),
+                               ("group-text", "32", "blk.0.attn_k.weight.group: ")]:
+        h = json.loads(good4[8:8 + struct.unpack("<Q", good4[:8])[0]])
+        t = json.loads(h["__metadata__"]["ascent.tensors"])
+        t["blk.0.attn_k.weight"]["group"] = group
+        h["__metadata__"]["ascent.tensors"] = json.dumps(t)
+        cases.append((tag, variant(tag, rewrite(h, good4)), needle))
+    # Version 1 files laid int4 out row by row: one holding int4 is refused with the fix; int8 ones still load.
     h = json.loads(good4[8:8 + struct.unpack("<Q", good4[:8])[0]])
     h["__metadata__"]["ascent.version"] = "1"
     cases.append(("int4 in a version 1 file", variant("v1int4", rewrite(h, good4)), "quantize the model again"))

@@ -269,19 +269,26 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
 
   std::map<std::string, bool> part_of_int;
   for (const auto& [name, d] : tensors.items()) {
+    const char* key = "";  // the entry's field being read, for a JSON error
     try {
-      const std::string type = d.at("type").get<std::string>();
-      const Shape shape = d.at("shape").get<Shape>();
-      const int group = d.at("group").get<int>();
+      key = "type";
+      const std::string type = d.at(key).get<std::string>();
+      key = "shape";
+      const Shape shape = d.at(key).get<Shape>();
+      // Read wide and checked before it narrows, so that a corrupted size is reported as written (an int read of
+      // 10^12 came out as -727379968 in the error).
+      key = "group";
+      const int64_t group = d.at(key).get<int64_t>();
+      key = "";
       ASCENT_CHECK(type == "int8" || type == "int4", "type '{}' is not int8 or int4", type);
       ASCENT_CHECK(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, "shape {} is not a matrix", shape_str(shape));
       const DType dt = type == "int8" ? DType::I8 : DType::I4;
       const int64_t N = shape[0], K = shape[1];
+      if (dt == DType::I4) check_int4_group(group);
       Tensor t;
       t.dtype = dt;
       t.shape = shape;
-      t.group = dt == DType::I4 ? group : 0;
-      if (dt == DType::I4) check_int4_group(group);
+      t.group = dt == DType::I4 ? static_cast<int>(group) : 0;
       ASCENT_CHECK(dt != DType::I4 || version >= 2,
                    "int4 tensor in a version {} file: int4 is laid out in blocks of 16 rows since version 2; quantize "
                    "the model again with this build",
@@ -291,7 +298,7 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       ASCENT_CHECK(q.dtype == "U8" && q.shape == qshape, "codes are {} {}, expected U8 {}", q.dtype, shape_str(q.shape),
                    shape_str(qshape));
       const Raw& s = take(name + ".scale");
-      const int64_t ns = int_weight_scale_count(dt, N, K, group);
+      const int64_t ns = int_weight_scale_count(dt, N, K, t.group);
       ASCENT_CHECK(s.dtype == "F32" && numel(s.shape) == ns, "{}.scale is {} {}, expected F32 with {} values", name,
                    s.dtype, shape_str(s.shape), ns);
       t.data = q.p;
@@ -306,7 +313,7 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       }
       w.add(name, t, path);
     } catch (const json::exception& ex) {
-      fail("{}: metadata ascent.tensors: {}: {}", path, name, ex.what());
+      fail("{}: metadata ascent.tensors: {}{}{}: {}", path, name, *key != 0 ? "." : "", key, ex.what());
     } catch (const Error& ex) {
       if (std::strncmp(ex.what(), path.c_str(), path.size()) == 0) throw;
       fail("{}: tensor {}: {}", path, name, ex.what());
