@@ -156,6 +156,18 @@ def main():
     expect_error("GGUF tensor offset out of range",
                  gen(variant("offset.gguf", data[:t_at + 4] + struct.pack("<Q", 1 << 40) + data[t_at + 12:])),
                  ["offset.gguf", "token_embd.weight", "outside the file"])
+    # Metadata values replaced in place (same type, same size).
+    def with_value(key, packed):
+        kb = key.encode()
+        at = data.find(struct.pack("<Q", len(kb)) + kb) + 8 + len(kb) + 4
+        return data[:at] + packed + data[at + len(packed):]
+    # llama.cpp rotates only rope.dimension_count dimensions of a head; ours rotates all, so fewer is refused.
+    expect_error("GGUF partial rotary embedding",
+                 gen(variant("n-rot.gguf", with_value("llama.rope.dimension_count", struct.pack("<I", 6)))),
+                 ["n-rot.gguf", "rope.dimension_count 6 is not the head size", "partial rotary"])
+    expect_error("GGUF infinite rope base",
+                 gen(variant("theta.gguf", with_value("llama.rope.freq_base", struct.pack("<f", float("inf"))))),
+                 ["theta.gguf", "rope_theta inf must be positive and finite"])
     renamed = data.replace(b"blk.0.ffn_up.weight", b"blk.0.ffn_XX.weight")
     expect_error("GGUF missing tensor", gen(variant("renamed.gguf", renamed)), ["renamed.gguf", "blk.0.ffn_up.weight"])
 

@@ -65,6 +65,15 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   cfg.max_seq = f.get_int(p + "context_length", 2048);
   ASCENT_CHECK(cfg.n_heads > 0, "{}: metadata {}attention.head_count must be positive", f.path(), p);
   cfg.head_dim = f.get_int(p + "attention.key_length", cfg.dim / cfg.n_heads);
+  // llama.cpp rotates only the first rope.dimension_count dimensions of a head. The RoPE kernels here rotate the whole
+  // head, so a file asking for fewer is refused rather than run into other logits.
+  if (cfg.uses_rope()) {
+    const int64_t n_rot = f.get_int(p + "rope.dimension_count", cfg.head_dim);
+    ASCENT_CHECK(n_rot == cfg.head_dim,
+                 "{}: metadata {}rope.dimension_count {} is not the head size {}: partial rotary embeddings are not "
+                 "supported",
+                 f.path(), p, n_rot, cfg.head_dim);
+  }
   cfg.norm_eps = static_cast<float>(cfg.arch == Arch::Gpt2 ? f.get_float(p + "attention.layer_norm_epsilon", 1e-5)
                                                            : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   cfg.rope_theta = f.get_float(p + "rope.freq_base", 10000.0);
