@@ -168,6 +168,28 @@ def main():
     expect_error("GGUF infinite rope base",
                  gen(variant("theta.gguf", with_value("llama.rope.freq_base", struct.pack("<f", float("inf"))))),
                  ["theta.gguf", "rope_theta inf must be positive and finite"])
+    # Metadata entries added in front of the others, with a filler entry that keeps the header's length a multiple of
+    # the 32-byte alignment, so that the data section and every tensor offset stay where they were.
+    def with_entries(entries):
+        def entry(key, t, packed):
+            return struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", t) + packed
+        def text(v):
+            return struct.pack("<Q", len(v)) + v.encode()
+        body = b"".join(entry(k, t, v) for k, t, v in entries)
+        fill = len(entry("ascent.test.fill", 8, text("")))
+        body += entry("ascent.test.fill", 8, text("x" * ((32 - (len(body) + fill) % 32) % 32)))
+        n_kv = struct.unpack_from("<Q", data, 16)[0] + len(entries) + 1
+        return data[:16] + struct.pack("<Q", n_kv) + body + data[24:]
+    def scaling(v):
+        return ("llama.rope.scaling.type", 8, struct.pack("<Q", len(v)) + v.encode())
+    r = run(gen(variant("rope-none.gguf", with_entries([scaling("none")]))))
+    check(r.returncode == 0 and r.stdout == v3.stdout, f"GGUF rope.scaling.type none loads and runs alike: {r.stderr!r}")
+    # llama.cpp's linear and YaRN scaling move every position's angles, which ours do not: refused.
+    expect_error("GGUF rope.scaling.type yarn", gen(variant("rope-yarn.gguf", with_entries([scaling("yarn")]))),
+                 ["rope-yarn.gguf", "rope.scaling.type 'yarn' is not supported"])
+    expect_error("GGUF rope.scale_linear 4",
+                 gen(variant("rope-lin.gguf", with_entries([("llama.rope.scale_linear", 6, struct.pack("<f", 4.0))]))),
+                 ["rope-lin.gguf", "rope.scale_linear 4 is not supported"])
     renamed = data.replace(b"blk.0.ffn_up.weight", b"blk.0.ffn_XX.weight")
     expect_error("GGUF missing tensor", gen(variant("renamed.gguf", renamed)), ["renamed.gguf", "blk.0.ffn_up.weight"])
 

@@ -77,6 +77,16 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   cfg.norm_eps = static_cast<float>(cfg.arch == Arch::Gpt2 ? f.get_float(p + "attention.layer_norm_epsilon", 1e-5)
                                                            : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   cfg.rope_theta = f.get_float(p + "rope.freq_base", 10000.0);
+  // llama.cpp's linear and YaRN scaling (rope.scaling.type, or the older rope.scale_linear) change every position's
+  // angles. The kernels here do not, so such a file is refused rather than run at the wrong positions. llama3's
+  // scaling comes as the rope_freqs.weight tensor, read below.
+  if (cfg.uses_rope()) {
+    const std::string scaling = f.find(p + "rope.scaling.type") ? f.get_string(p + "rope.scaling.type") : "none";
+    ASCENT_CHECK(scaling == "none", "{}: metadata {}rope.scaling.type '{}' is not supported (none)", f.path(), p,
+                 scaling);
+    const double linear = f.get_float(p + "rope.scale_linear", 1.0);
+    ASCENT_CHECK(linear == 1.0, "{}: metadata {}rope.scale_linear {} is not supported (1)", f.path(), p, linear);
+  }
   cfg.sliding_window = f.get_int(p + "attention.sliding_window", 0);
   cfg.bos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", cfg.arch == Arch::Gpt2 ? 50256 : 1));
   cfg.eos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", cfg.arch == Arch::Gpt2 ? 50256 : 2));
