@@ -190,6 +190,9 @@ def main():
     expect_error("GGUF rope.scale_linear 4",
                  gen(variant("rope-lin.gguf", with_entries([("llama.rope.scale_linear", 6, struct.pack("<f", 4.0))]))),
                  ["rope-lin.gguf", "rope.scale_linear 4 is not supported"])
+    expect_error("GGUF mixture of experts",
+                 gen(variant("moe.gguf", with_entries([("llama.expert_count", 4, struct.pack("<I", 8))]))),
+                 ["moe.gguf", "expert_count 8: mixture-of-experts models are not supported"])
     renamed = data.replace(b"blk.0.ffn_up.weight", b"blk.0.ffn_XX.weight")
     expect_error("GGUF missing tensor", gen(variant("renamed.gguf", renamed)), ["renamed.gguf", "blk.0.ffn_up.weight"])
 

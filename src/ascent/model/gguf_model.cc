@@ -63,6 +63,10 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   cfg.n_heads = f.get_int(p + "attention.head_count");
   cfg.n_kv_heads = f.get_int(p + "attention.head_count_kv", cfg.n_heads);
   cfg.max_seq = f.get_int(p + "context_length", 2048);
+  // Mixtral-style files keep arch llama and add experts; said so here rather than as a missing ffn tensor.
+  const int64_t experts = f.get_int(p + "expert_count", 0);
+  ASCENT_CHECK(experts == 0, "{}: metadata {}expert_count {}: mixture-of-experts models are not supported", f.path(), p,
+               experts);
   ASCENT_CHECK(cfg.n_heads > 0, "{}: metadata {}attention.head_count must be positive", f.path(), p);
   cfg.head_dim = f.get_int(p + "attention.key_length", cfg.dim / cfg.n_heads);
   // llama.cpp rotates only the first rope.dimension_count dimensions of a head. The RoPE kernels here rotate the whole
