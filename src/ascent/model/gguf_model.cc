@@ -69,22 +69,19 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
                experts);
   ASCENT_CHECK(cfg.n_heads > 0, "{}: metadata {}attention.head_count must be positive", f.path(), p);
   cfg.head_dim = f.get_int(p + "attention.key_length", cfg.dim / cfg.n_heads);
-  // llama.cpp rotates only the first rope.dimension_count dimensions of a head. The RoPE kernels here rotate the whole
-  // head, so a file asking for fewer is refused rather than run into other logits.
+  cfg.norm_eps = static_cast<float>(cfg.arch == Arch::Gpt2 ? f.get_float(p + "attention.layer_norm_epsilon", 1e-5)
+                                                           : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  cfg.rope_theta = f.get_float(p + "rope.freq_base", 10000.0);
+  // What llama.cpp's RoPE can do and ours does not is refused rather than run into other logits: rotating only the
+  // first rope.dimension_count dimensions of a head (ours rotates the whole head), and linear and YaRN scaling
+  // (rope.scaling.type, or the older rope.scale_linear), which change every position's angles. llama3's scaling comes
+  // as the rope_freqs.weight tensor, read below.
   if (cfg.uses_rope()) {
     const int64_t n_rot = f.get_int(p + "rope.dimension_count", cfg.head_dim);
     ASCENT_CHECK(n_rot == cfg.head_dim,
                  "{}: metadata {}rope.dimension_count {} is not the head size {}: partial rotary embeddings are not "
                  "supported",
                  f.path(), p, n_rot, cfg.head_dim);
-  }
-  cfg.norm_eps = static_cast<float>(cfg.arch == Arch::Gpt2 ? f.get_float(p + "attention.layer_norm_epsilon", 1e-5)
-                                                           : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
-  cfg.rope_theta = f.get_float(p + "rope.freq_base", 10000.0);
-  // llama.cpp's linear and YaRN scaling (rope.scaling.type, or the older rope.scale_linear) change every position's
-  // angles. The kernels here do not, so such a file is refused rather than run at the wrong positions. llama3's
-  // scaling comes as the rope_freqs.weight tensor, read below.
-  if (cfg.uses_rope()) {
     const std::string scaling = f.find(p + "rope.scaling.type") ? f.get_string(p + "rope.scaling.type") : "none";
     ASCENT_CHECK(scaling == "none", "{}: metadata {}rope.scaling.type '{}' is not supported (none)", f.path(), p,
                  scaling);
