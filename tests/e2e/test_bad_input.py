@@ -56,6 +56,21 @@ def main():
     json.dump(c, open(os.path.join(folder, "config.json"), "w"))
     expect_error("config missing hidden_size", gen(folder), ["config.json", "hidden_size"])
 
+    # config.json values of the wrong shape: one line naming the file and the field (an empty eos_token_id list was
+    # read past its end, 1.5 was truncated to 1, a string rope_scaling and a negative window were not caught).
+    for key, value, needle in [("eos_token_id", [], "field eos_token_id must be an integer or a list of integers"),
+                               ("eos_token_id", ["a"], "field eos_token_id must be an integer or a list of integers"),
+                               ("intermediate_size", 1.5, "field intermediate_size must be an integer, got 1.5"),
+                               ("rope_scaling", "bad", "field rope_scaling must be an object or null"),
+                               ("sliding_window", -5, "sliding_window -5 must be 0 (none) or positive")]:
+        folder, cfg, w = fresh_hf("config-value")
+        c = dict(cfg, **{key: value})
+        if key == "sliding_window":
+            c["model_type"] = "mistral"
+        json.dump(c, open(os.path.join(folder, "config.json"), "w"))
+        expect_error(f"config {key}={json.dumps(value)}", gen(folder), [os.path.join(folder, "config.json"), needle])
+        shutil.rmtree(folder)
+
     st = lambda f: os.path.join(f, "model.safetensors")
     folder, _, _ = fresh_hf("truncated")
     size = os.path.getsize(st(folder))

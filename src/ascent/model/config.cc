@@ -69,6 +69,7 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   ASCENT_CHECK(c.head_dim % 2 == 0 || !c.uses_rope(), "{}: head_dim {} must be even for rotary embeddings", source,
                c.head_dim);
   ASCENT_CHECK(c.norm_eps > 0 && c.norm_eps < 1, "{}: norm epsilon {} is out of range", source, c.norm_eps);
+  ASCENT_CHECK(c.sliding_window >= 0, "{}: sliding_window {} must be 0 (none) or positive", source, c.sliding_window);
   ASCENT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta {} must be positive and finite", source,
                c.rope_theta);
 }

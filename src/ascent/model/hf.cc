@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <type_traits>
 
 #include "ascent/base/error.h"
 #include "ascent/model/loaders.h"
@@ -29,6 +30,10 @@ json read_json(const std::string& path) {
 template <class T>
 T field(const json& j, const std::string& path, const char* key) {
   ASCENT_CHECK(j.contains(key) && !j[key].is_null(), "{}: missing field {}", path, key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // nlohmann's get<int> truncates 1.5 to 1, which then surfaced as a tensor shape error far from its cause.
+    ASCENT_CHECK(j[key].is_number_integer(), "{}: field {} must be an integer, got {}", path, key, j[key].dump());
+  }
   try {
     return j[key].get<T>();
   } catch (const json::exception&) {
@@ -59,9 +64,17 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
   }
   c.vocab = field<int64_t>(j, path, "vocab_size");
   c.bos_id = field_or<int32_t>(j, path, "bos_token_id", c.arch == Arch::Gpt2 ? 50256 : 1);
-  c.eos_id = j.contains("eos_token_id") && j["eos_token_id"].is_array()
-                 ? j["eos_token_id"][0].get<int32_t>()
-                 : field_or<int32_t>(j, path, "eos_token_id", c.arch == Arch::Gpt2 ? 50256 : 2);
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
+    // A list (Llama 3's several end tokens): the first. An empty list was read past its end.
+    const json& ids = j["eos_token_id"];
+    ASCENT_CHECK(!ids.empty() && ids[0].is_number_integer(),
+                 "{}: field eos_token_id must be an integer or a list of "
+                 "integers, got {}",
+                 path, ids.dump());
+    c.eos_id = ids[0].get<int32_t>();
+  } else {
+    c.eos_id = field_or<int32_t>(j, path, "eos_token_id", c.arch == Arch::Gpt2 ? 50256 : 2);
+  }
   if (c.arch == Arch::Gpt2) {
     c.dim = field<int64_t>(j, path, "n_embd");
     c.n_layers = field<int64_t>(j, path, "n_layer");
@@ -96,6 +109,7 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
     }
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
       const json& s = j["rope_scaling"];
+      ASCENT_CHECK(s.is_object(), "{}: field rope_scaling must be an object or null, got {}", path, s.dump());
       const std::string rt = s.value("rope_type", s.value("type", std::string()));
       ASCENT_CHECK(rt == "llama3", "{}: rope_scaling type '{}' is not supported (llama3)", path, rt);
       c.rope_scaling.enabled = true;
@@ -198,7 +212,11 @@ void transpose_conv1d(WeightSet& w, int64_t n_layers) {
 void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASCENT_CHECK(fs::exists(config_path), "{}: not a model folder: config.json is missing", dir);
-  parse_config(read_json(config_path), config_path, cfg);
+  try {
+    parse_config(read_json(config_path), config_path, cfg);
+  } catch (const json::exception& e) {  // a field of an unexpected shape the checks above did not foresee
+    fail("{}: {}", config_path, e.what());
+  }
   auto rename = [&](const std::string& n) { return cfg.arch == Arch::Gpt2 ? rename_gpt2(n) : rename_llama(n); };
 
   const std::string single = (fs::path(dir) / "model.safetensors").string();
