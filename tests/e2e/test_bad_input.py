@@ -217,6 +217,12 @@ def main():
     expect_error("llama2.c truncated", gen(variant("cut.bin", b260[:5000])), ["cut.bin", "truncated"])
     expect_error("llama2.c bad header", gen(variant("neg.bin", struct.pack("<i", -5) + b260[4:])),
                  ["neg.bin", "bad header"])
+    # No tensor table: a header whose shapes need fewer floats than the file holds (hidden_dim 172 -> 1), or bytes
+    # past the weights, are refused by the size instead of loading a prefix under the wrong shapes.
+    expect_error("llama2.c header for fewer weights", gen(variant("hidden.bin", b260[:4] + struct.pack("<i", 1) + b260[8:])),
+                 ["hidden.bin", "header promises", "after its header"])
+    expect_error("llama2.c bytes past the weights", gen(variant("long.bin", b260 + b"\0" * 4)),
+                 ["long.bin", "header promises", "after its header"])
     expect_error("not a model at all", gen(variant("text.bin", b"hello world, this is not a model" * 4)),
                  ["text.bin"])
 
