@@ -122,6 +122,16 @@ FEATURES = {
     "whitespace_control": "start\n  {%- if true %}\n    inside\n  {%- endif %}\n{% if true %}\n    kept\n{% endif %}\n"
                           "  {{- ' v ' -}}  \nend {# comment #}\n    {% if false %}no{% endif %}\nlast",
     "tojson": "{{ messages|tojson }}\n{{ {'a': [1, 2.5, none, true], 'b': 'é\"\\n'}|tojson(indent=2) }}",
+    # jinja2's int and float filters (a default where Python's int()/float() fail), a sign binding before filters
+    # (-3|abs is abs(-3)), repetition either way round, steps near int64's limits, and nesting well inside the limits.
+    "numbers": "{{ 'abc'|int }} {{ '12abc'|int }} {{ ' 7 '|int }} {{ '+4'|int }} {{ '3.9'|int }} {{ '1e3'|int }}"
+               " {{ 3.9|int }} {{ 'x'|int(5) }} {{ none|int }} {{ [1]|int }} {{ 'abc'|float }} {{ ' 2 '|float }}"
+               " {{ 'x'|float(1.5) }} {{ -3|abs }} {{ -3|abs + 1 }} {{ -(3)|string }} {{ 3 * 'ab' }} {{ [1, 2] * 2 }}"
+               " {{ 2 * [0] }} {{ 'x' * -2 }} {{ 2 ** 62 }} {{ 2 ** -1 }} {{ (-2) ** 3 }} {{ -2 ** 2 }}"
+               " {{ 'abcdef'[1::9223372036854775807] }} {{ 'abcdef'[::-9223372036854775807] }}"
+               " {{ range(0, 10, 9223372036854775807)|list }} {{ range(5, 0, -2)|list }} {{ range(100000)|length }}"
+               " {{ " + "(" * 40 + "1" + ")" * 40 + " }} {{ " + "- " * 40 + "1 }} {{ " + "not " * 41 + "true }}"
+               + "{% if true %}" * 40 + "deep" + "{% endif %}" * 40,
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -157,6 +167,26 @@ def main():
     json.dump(CONVERSATIONS["multi_turn"], open(path, "w"))
     r = run(["chat-template", "--config", config, "--context", path])
     check(r.returncode == 1 and "only one message" in r.stderr, f"raise_exception reaches the user: {r.stderr.strip()}")
+    # What a model's template cannot make the renderer do: each is one line naming the template's file, exit 1, where
+    # before the process overflowed its stack, hung, ran out of memory or hit undefined behaviour. (jinja2 itself
+    # stops the first three with RecursionError, "too many levels of indentation" and its sandbox's range limit.)
+    for what, source, needle in [
+            ("150 nested parentheses", "{{ " + "(" * 150 + "1" + ")" * 150 + " }}", "nested more than 100 levels deep"),
+            ("150 nested ifs", "{% if true %}" * 150 + "x" + "{% endif %}" * 150, "nested more than 100 levels deep"),
+            ("a macro calling itself", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+             "rendering nested more than 200 levels deep"),
+            ("range(10**9)", "{% for i in range(1000000000) %}{% endfor %}", "more than 100000 items"),
+            ("'x' * 10**9", "{{ 'x' * 1000000000 }}", "repeating 1 items 1000000000 times"),
+            ("int64 overflow", "{{ 9223372036854775807 + 1 }}", "integer overflow"),
+            ("int64 overflow in **", "{{ 2 ** 64 }}", "integer overflow"),
+            ("int64 overflow in //", "{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow"),
+            ("int64 overflow in abs", "{{ (-9223372036854775807 - 1)|abs }}", "integer overflow"),
+            ("an infinite float to int", "{{ '1e400'|int }}", "past 64-bit integers")]:
+        json.dump({"chat_template": source}, open(config, "w"))
+        r = run(["chat-template", "--config", config, "--context", path], timeout=120)
+        err = r.stderr.strip()
+        check(r.returncode == 1 and len(err.splitlines()) == 1 and "raise.json" in err and needle in err,
+              f"template with {what} refused: exit {r.returncode}, {err[-150:]!r}")
     json.dump({"chat_template": "{% for m in messages %}{{ m.role }"}, open(config, "w"))
     r = run(["chat-template", "--config", config, "--context", path])
     check(r.returncode == 1 and "raise.json" in r.stderr, f"malformed template names the file: {r.stderr.strip()}")

@@ -24,7 +24,8 @@ void run(const std::string& config, const std::string& context_path, bool gen_pr
   }
   if (ctx.is_array()) ctx = nlohmann::ordered_json{{"messages", ctx}};
   if (gen_prompt) ctx["add_generation_prompt"] = true;
-  const std::string out = with_context(context_path, [&] { return tmpl.render(ctx); });
+  // A rendering error's template line is in cfg's template; the context is what it was rendering.
+  const std::string out = with_context(cfg + " (rendering " + context_path + ")", [&] { return tmpl.render(ctx); });
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
@@ -290,6 +292,27 @@ namespace {
 using Node = Template::Node;
 using K = Value::Kind;
 
+// Limits on what a model's template may make the renderer do (each an error naming the template line, where before
+// the process hung, ran out of memory or overflowed its stack): jinja2's sandbox range limit, which Hugging Face
+// renders under; how deep rendering may nest (a recursive macro); how many items one repetition may make; how many
+// loop iterations one rendering may run.
+constexpr int64_t kMaxRange = 100000;
+// Each level costs up to ~20 KiB of stack under AddressSanitizer (a macro call's chain), so 200 stay within 4 MiB.
+constexpr int kMaxDepth = 200;
+constexpr int64_t kMaxRepeat = int64_t{1} << 28;
+constexpr int64_t kMaxLoopSteps = 10'000'000;  // nested loops within range's limit: 10^10 steps would take hours
+
+// x op y for op in + - *, failing where Python's unbounded integers would leave int64 (signed overflow was undefined
+// behaviour here). Unary minus is 0 - x.
+int64_t checked(int64_t x, int64_t y, char op, int line) {
+  int64_t r = 0;
+  const bool over = op == '+'   ? __builtin_add_overflow(x, y, &r)
+                    : op == '-' ? __builtin_sub_overflow(x, y, &r)
+                                : __builtin_mul_overflow(x, y, &r);
+  if (over) fail("template line {}: integer overflow: {} {} {} is past 64 bits", line, x, op, y);
+  return r;
+}
+
 bool equal(const Value& a, const Value& b) {
   const bool an = a.kind == K::Int || a.kind == K::Float || a.kind == K::Bool;
   const bool bn = b.kind == K::Int || b.kind == K::Float || b.kind == K::Bool;
@@ -388,6 +411,59 @@ int64_t normalize_index(int64_t i, int64_t n) {
   return i < 0 ? i + n : i;
 }
 
+// A string's number as Python's float() reads it: surrounding whitespace allowed, the whole rest consumed.
+std::optional<double> parse_float(const std::string& text) {
+  const std::string t = strip(text, nullptr, true, true);
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return d;
+}
+
+// jinja2's int filter: int(value), else int(float(value)) truncated toward zero, else the default (a string that is
+// no number, none, a list). Where the reference raises (an infinite float, or an integer past 64 bits, which
+// Python holds exactly), this fails naming the line.
+Value int_filter(const Value& v, const Value& fallback, int line) {
+  auto truncate = [&](double d) {
+    if (std::isnan(d)) return fallback;
+    if (std::fabs(std::trunc(d)) >= 9223372036854775808.0)  // 2^63, inf included
+      fail("template line {}: {} is past 64-bit integers", line, d);
+    return Value::integer(static_cast<int64_t>(std::trunc(d)));
+  };
+  switch (v.kind) {
+    case K::Int:
+      return v;
+    case K::Bool:
+      return Value::integer(v.b);
+    case K::Float:
+      return truncate(v.f);
+    case K::String: {
+      std::string t = strip(v.s, nullptr, true, true);
+      if (!t.empty() && t[0] == '+') t.erase(0, 1);
+      int64_t i = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), i);
+      if (!t.empty() && ec == std::errc() && end == t.data() + t.size()) return Value::integer(i);
+      if (ec == std::errc::result_out_of_range) fail("template line {}: '{}' is past 64-bit integers", line, v.s);
+      if (const auto d = parse_float(v.s)) return truncate(*d);
+      return fallback;
+    }
+    default:
+      return fallback;
+  }
+}
+
+// jinja2's float filter: float(value), else the default.
+Value float_filter(const Value& v, const Value& fallback) {
+  if (v.kind == K::Float) return v;
+  if (v.kind == K::Int) return Value::number(static_cast<double>(v.i));
+  if (v.kind == K::Bool) return Value::number(v.b ? 1.0 : 0.0);
+  if (v.kind == K::String) {
+    if (const auto d = parse_float(v.s)) return Value::number(*d);
+  }
+  return fallback;
+}
+
 class Evaluator {
  public:
   explicit Evaluator(std::string& out) : out_(out) {}
@@ -396,7 +472,26 @@ class Evaluator {
 
   enum class Flow { Normal, Break, Continue };
 
+  // Block bodies and expressions each open one level of rendering. The parser bounds how deep one template nests; a
+  // macro that calls itself (or two that call each other) is bounded here, where it overflowed the stack (Python's
+  // jinja2 stops it with a RecursionError).
+  class Level {
+   public:
+    Level(int& depth, int line) : depth_(depth) {
+      if (depth_ >= kMaxDepth)
+        fail("template line {}: rendering nested more than {} levels deep (a macro calling itself?)", line, kMaxDepth);
+      ++depth_;
+    }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+    ~Level() { --depth_; }
+
+   private:
+    int& depth_;
+  };
+
   Flow exec(const NodeList& nodes) {
+    const Level level(depth_, nodes.empty() ? 0 : nodes.front()->line);
     for (const auto& n : nodes) {
       const Flow f = exec(*n);
       if (f != Flow::Normal) return f;
@@ -405,6 +500,11 @@ class Evaluator {
   }
 
   Value eval(const Expr& e) {
+    const Level level(depth_, e.line);
+    return eval_inner(e);
+  }
+
+  Value eval_inner(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::Literal:
         return e.literal;
@@ -437,7 +537,8 @@ class Evaluator {
       case Expr::Kind::Unary: {
         const Value v = eval(*e.args[0]);
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (e.name == "-") return v.kind == K::Int ? Value::integer(-v.i) : Value::number(-as_number(v, e.line));
+        if (e.name == "-")
+          return v.kind == K::Int ? Value::integer(checked(0, v.i, '-', e.line)) : Value::number(-as_number(v, e.line));
         return v;
       }
       case Expr::Kind::Binary:
@@ -524,6 +625,8 @@ class Evaluator {
     }
     const auto len = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < len; ++k) {
+      if (++loop_steps_ > kMaxLoopSteps)
+        fail("template line {}: loops ran more than {} iterations in one rendering", n.line, kMaxLoopSteps);
       frames.emplace_back();
       Value loop = Value::make_dict();
       loop.set("index0", Value::integer(k));
@@ -722,7 +825,8 @@ class Evaluator {
     const int64_t stop = bound(e.args[2], step > 0 ? n : -1);
     List l;
     std::string s;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+    // k in 128 bits: a step near int64's limits would overflow it on the way past `stop`.
+    for (__int128 k = start; step > 0 ? k < stop : k > stop; k += step) {
       if (obj.kind == K::List) {
         l.push_back((*obj.list)[static_cast<size_t>(k)]);
       } else {
@@ -782,11 +886,11 @@ class Evaluator {
     }
     if (f == "list") return Value::make_list(iterate(v, e.line));
     if (f == "items") return (*method(v, "items", e.line).fn)({}, {});
-    if (f == "int")
-      return Value::integer(v.kind == K::String ? std::stoll(v.s) : static_cast<int64_t>(as_number(v, e.line)));
-    if (f == "float") return Value::number(v.kind == K::String ? std::stod(v.s) : as_number(v, e.line));
+    if (f == "int") return int_filter(v, a.empty() ? Value::integer(0) : a[0], e.line);
+    if (f == "float") return float_filter(v, a.empty() ? Value::number(0.0) : a[0]);
     if (f == "abs")
-      return v.kind == K::Int ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(as_number(v, e.line)));
+      return v.kind == K::Int ? Value::integer(v.i < 0 ? checked(0, v.i, '-', e.line) : v.i)
+                              : Value::number(std::fabs(as_number(v, e.line)));
     if (f == "safe" || f == "e" || f == "escape") return v;
     if (f == "reverse") {
       auto items = iterate(v, e.line);
@@ -903,10 +1007,23 @@ class Evaluator {
         fail("template line {}: cannot add '{}' and '{}'", e.line, to_string(l), to_string(r));
       }
     }
-    if (op == "*" && l.kind == K::String && r.kind == K::Int) {
-      std::string s;
-      for (int64_t k = 0; k < r.i; ++k) s += l.s;
-      return Value::string(s);
+    const auto is_seq = [](const Value& v) { return v.kind == K::String || v.kind == K::List; };
+    if (op == "*" && ((is_seq(l) && r.kind == K::Int) || (l.kind == K::Int && is_seq(r)))) {
+      const Value& seq = l.kind == K::Int ? r : l;
+      const int64_t times = std::max<int64_t>(0, l.kind == K::Int ? l.i : r.i);
+      const auto size = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : seq.list->size());
+      // Python would go on until memory runs out; a model's template is not let take the process down with it.
+      if (size > 0 && times > kMaxRepeat / size)
+        fail("template line {}: repeating {} items {} times is more than {}", e.line, size, times, kMaxRepeat);
+      if (seq.kind == K::String) {
+        std::string out;
+        out.reserve(static_cast<size_t>(size * times));
+        for (int64_t k = 0; k < times; ++k) out += seq.s;
+        return Value::string(std::move(out));
+      }
+      List out;
+      for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
+      return Value::make_list(std::move(out));
     }
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       int c;
@@ -919,12 +1036,22 @@ class Evaluator {
       return Value::boolean(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
     }
     const bool ints = (l.kind == K::Int || l.kind == K::Bool) && (r.kind == K::Int || r.kind == K::Bool);
-    if (ints && op != "/" && op != "**") {
+    if (ints && op != "/") {
       const int64_t x = as_int(l, e.line), y = as_int(r, e.line);
-      if (op == "+") return Value::integer(x + y);
-      if (op == "-") return Value::integer(x - y);
-      if (op == "*") return Value::integer(x * y);
+      if (op == "+") return Value::integer(checked(x, y, '+', e.line));
+      if (op == "-") return Value::integer(checked(x, y, '-', e.line));
+      if (op == "*") return Value::integer(checked(x, y, '*', e.line));
+      if (op == "**") {
+        if (y < 0) return Value::number(std::pow(static_cast<double>(x), static_cast<double>(y)));
+        int64_t p = 1, b = x;  // by squaring, every product checked
+        for (int64_t k = y; k > 0; k >>= 1) {
+          if (k & 1) p = checked(p, b, '*', e.line);
+          if (k > 1) b = checked(b, b, '*', e.line);
+        }
+        return Value::integer(p);
+      }
       if (y == 0) fail("template line {}: division by zero", e.line);
+      if (x == INT64_MIN && y == -1) checked(0, x, '-', e.line);                 // the one quotient past int64's range
       const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // Python floors
       if (op == "//") return Value::integer(q);
       if (op == "%") return Value::integer(x - q * y);
@@ -933,8 +1060,7 @@ class Evaluator {
     if (op == "+") return Value::number(x + y);
     if (op == "-") return Value::number(x - y);
     if (op == "*") return Value::number(x * y);
-    if (op == "**")
-      return ints && y >= 0 ? Value::integer(static_cast<int64_t>(std::pow(x, y))) : Value::number(std::pow(x, y));
+    if (op == "**") return Value::number(std::pow(x, y));
     if (y == 0) fail("template line {}: division by zero", e.line);
     if (op == "/") return Value::number(x / y);
     if (op == "//") return Value::number(std::floor(x / y));
@@ -943,6 +1069,8 @@ class Evaluator {
   }
 
   std::string& out_;
+  int depth_ = 0;           // block bodies and expressions open now (Level)
+  int64_t loop_steps_ = 0;  // for-loop iterations so far in this rendering
 };
 
 std::map<std::string, Value> builtins() {
@@ -969,8 +1097,15 @@ std::map<std::string, Value> builtins() {
       if (a.size() > 2) step = as_int(a[2], 0);
     }
     if (step == 0) fail("range() step must not be zero");
+    // Hugging Face renders chat templates in jinja2's sandbox, which refuses ranges of more than 100000 items; so
+    // does this one (a model's range(10**9) hung the process). The count in 128 bits: no step can overflow it.
+    const __int128 span = step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+    const __int128 mag = step > 0 ? static_cast<__int128>(step) : -static_cast<__int128>(step);
+    const __int128 count = span <= 0 ? 0 : (span + mag - 1) / mag;
+    if (count > kMaxRange)
+      fail("range({}, {}, {}) has more than {} items, the limit of jinja2's sandbox", start, stop, step, kMaxRange);
     List l;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) l.push_back(Value::integer(k));
+    for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) l.push_back(Value::integer(start + k * step));
     return Value::make_list(std::move(l));
   });
   g["dict"] = Value::function([](const Args&, const Kwargs& kw) {

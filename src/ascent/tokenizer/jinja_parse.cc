@@ -209,6 +209,27 @@ std::vector<Token> tokenize(const std::string& s, int line) {
 
 using ExprPtr = std::unique_ptr<Expr>;
 
+// Templates nested deeper than this are refused: the parsers below recurse once per level (parentheses, lists,
+// unary operators, blocks), so unbounded nesting in a model's template overflowed the stack. Python's jinja2, the
+// reference, fails at about 100 nested parentheses or blocks as well (RecursionError, "too many levels of
+// indentation").
+constexpr int kMaxNesting = 100;
+
+// Counts one level of nesting for as long as it lives; past kMaxNesting it fails, naming the template line.
+class NestingGuard {
+ public:
+  NestingGuard(int& depth, int line) : depth_(depth) {
+    if (depth_ >= kMaxNesting) fail("template line {}: nested more than {} levels deep", line, kMaxNesting);
+    ++depth_;
+  }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+  ~NestingGuard() { --depth_; }
+
+ private:
+  int& depth_;
+};
+
 class ExprParser {
  public:
   ExprParser(std::vector<Token> toks, int line) : t_(std::move(toks)), line_(line) {}
@@ -231,6 +252,7 @@ class ExprParser {
   }
 
   ExprPtr expression() {
+    const NestingGuard guard(depth_, line_);
     ExprPtr e = or_expr();
     if (is_name("if")) {  // a if cond else b
       ++pos_;
@@ -283,6 +305,7 @@ class ExprParser {
   }
   ExprPtr not_expr() {
     if (is_name("not")) {
+      const NestingGuard guard(depth_, line_);
       ++pos_;
       auto n = node(Expr::Kind::Unary);
       n->name = "not";
@@ -348,14 +371,22 @@ class ExprParser {
     }
     return l;
   }
-  ExprPtr unary() {
+  // As jinja2's parse_unary: a sign applies to its operand before the operand's filters, so -3|abs is abs(-3),
+  // and "- - x" nests; only the outermost level takes the filters.
+  ExprPtr unary(bool with_filters = true) {
+    ExprPtr e;
     if (is_op("-") || is_op("+")) {
+      const NestingGuard guard(depth_, line_);
       auto n = node(Expr::Kind::Unary);
       n->name = next().text;
-      n->args.push_back(unary());
-      return n;
+      n->args.push_back(unary(/*with_filters=*/false));
+      e = std::move(n);
+    } else {
+      e = primary();
     }
-    return filters(postfix(primary()));
+    e = postfix(std::move(e));
+    if (with_filters) e = filters(std::move(e));
+    return e;
   }
   void call_args(Expr& n) {
     expect_op("(");
@@ -511,6 +542,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t pos_ = 0;
   int line_;
+  int depth_ = 0;  // expressions, unary operators and nots open now (NestingGuard)
 };
 
 class Parser {
@@ -529,6 +561,7 @@ class Parser {
   // Parses nodes until a block tag whose keyword is in `stops`; that keyword lands in `stop`, and the parser
   // for that tag's remaining tokens is left in `last_`.
   NodeList body_until(const std::vector<std::string>& stops, std::string& stop) {
+    const NestingGuard guard(depth_, i_ < segs_.size() ? segs_[i_].line : 0);
     NodeList out;
     while (i_ < segs_.size()) {
       const Segment& s = segs_[i_++];
@@ -645,6 +678,7 @@ class Parser {
   std::vector<Segment> segs_;
   size_t i_ = 0;
   std::unique_ptr<ExprParser> last_;
+  int depth_ = 0;  // block bodies open now (NestingGuard)
 };
 
 }  // namespace
