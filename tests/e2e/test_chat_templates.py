@@ -181,12 +181,32 @@ def main():
             ("int64 overflow in **", "{{ 2 ** 64 }}", "integer overflow"),
             ("int64 overflow in //", "{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow"),
             ("int64 overflow in abs", "{{ (-9223372036854775807 - 1)|abs }}", "integer overflow"),
-            ("an infinite float to int", "{{ '1e400'|int }}", "past 64-bit integers")]:
+            ("an infinite float to int", "{{ '1e400'|int }}", "past 64-bit integers"),
+            # The one value a template can grow across iterations is a namespace's: bounded, and never itself.
+            ("a namespace nested 300 deep", "{% set ns = namespace(x=[]) %}{% for i in range(300) %}"
+             "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|length }}", "nested more than 256 levels deep"),
+            ("a namespace holding itself", "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}",
+             "a namespace cannot hold a namespace"),
+            ("a list appended to itself", "{% set l = [] %}{{ l.append(l) }}{{ l }}", "'append' is refused")]:
         json.dump({"chat_template": source}, open(config, "w"))
         r = run(["chat-template", "--config", config, "--context", path], timeout=120)
         err = r.stderr.strip()
         check(r.returncode == 1 and len(err.splitlines()) == 1 and "raise.json" in err and needle in err,
               f"template with {what} refused: exit {r.returncode}, {err[-150:]!r}")
+    # A context nested 100000 deep (it overflowed the stack while being read) is refused, naming the context file;
+    # 200 deep renders.
+    json.dump({"chat_template": "{{ messages[0].content|length }}"}, open(config, "w"))
+    for depth, ok in [(100000, False), (200, True)]:
+        deep = os.path.join(D, f"deep-{depth}.json")
+        with open(deep, "w") as f:
+            f.write('{"messages": [{"role": "user", "content": ' + "[" * depth + "]" * depth + "}]}")
+        r = run(["chat-template", "--config", config, "--context", deep], timeout=120)
+        err = r.stderr.strip()
+        if ok:
+            check(r.returncode == 0 and r.stdout == "1", f"context nested {depth} deep renders: {r.stdout!r} {err!r}")
+        else:
+            check(r.returncode == 1 and len(err.splitlines()) == 1 and deep in err and "nested more than 256" in err,
+                  f"context nested {depth} deep refused: exit {r.returncode}, {err[-150:]!r}")
     json.dump({"chat_template": "{% for m in messages %}{{ m.role }"}, open(config, "w"))
     r = run(["chat-template", "--config", config, "--context", path])
     check(r.returncode == 1 and "raise.json" in r.stderr, f"malformed template names the file: {r.stderr.strip()}")

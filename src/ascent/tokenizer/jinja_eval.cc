@@ -60,20 +60,36 @@ Value Value::function(Function f) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
-  if (j.is_null()) return none();
-  if (j.is_boolean()) return boolean(j.get<bool>());
-  if (j.is_number_integer()) return integer(j.get<int64_t>());
-  if (j.is_number()) return number(j.get<double>());
-  if (j.is_string()) return string(j.get<std::string>());
+namespace {
+
+// How deep a value may nest where the renderer cannot bound it otherwise: a context's JSON, and what a namespace
+// attribute holds (the one value a template can grow from iteration to iteration). Printing, comparing and freeing a
+// value recurse through it, and a list nested 100000 deep by a loop overflowed the stack doing so.
+constexpr int kMaxValueDepth = 256;
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (j.is_array() || j.is_object()) {
+    if (depth >= kMaxValueDepth) fail("a JSON value nested more than {} levels deep", kMaxValueDepth);
+  }
+  if (j.is_null()) return Value::none();
+  if (j.is_boolean()) return Value::boolean(j.get<bool>());
+  if (j.is_number_integer()) return Value::integer(j.get<int64_t>());
+  if (j.is_number()) return Value::number(j.get<double>());
+  if (j.is_string()) return Value::string(j.get<std::string>());
   if (j.is_array()) {
     List l;
-    for (const auto& e : j) l.push_back(from_json(e));
-    return make_list(std::move(l));
+    for (const auto& e : j) l.push_back(from_json_at(e, depth + 1));
+    return Value::make_list(std::move(l));
   }
   Dict d;
-  for (const auto& [k, e] : j.items()) d.emplace_back(k, from_json(e));
-  return make_dict(std::move(d));
+  for (const auto& [k, e] : j.items()) d.emplace_back(k, from_json_at(e, depth + 1));
+  return Value::make_dict(std::move(d));
+}
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
 }
 
 bool Value::truthy() const {
@@ -590,6 +606,7 @@ class Evaluator {
         if (n.targets.size() == 2) {
           Value ns = lookup(n.targets[0]);
           if (!ns.is_namespace) fail("template line {}: cannot set an attribute of '{}'", n.line, n.targets[0]);
+          check_namespace_value(v, 0, n.line);
           ns.set(n.targets[1], std::move(v));
         } else {
           frames.back()[n.targets[0]] = std::move(v);
@@ -656,6 +673,21 @@ class Evaluator {
       fail("template line {}: cannot unpack '{}' into {} names", n.line, to_string(item), n.targets.size());
     }
     for (size_t k = 0; k < n.targets.size(); ++k) frames.back()[n.targets[k]] = (*item.list)[k];
+  }
+
+  // A namespace is the only value a template can change, so the only way to nest a value deeper from one loop
+  // iteration to the next, or to make one contain itself: what it is given must hold no namespace (none can then
+  // reach itself) and nest at most kMaxValueDepth levels. jinja2 accepts both and fails on printing them.
+  static void check_namespace_value(const Value& v, int depth, int line) {
+    if (v.kind != K::List && v.kind != K::Dict) return;
+    if (v.is_namespace) fail("template line {}: a namespace cannot hold a namespace", line);
+    if (depth >= kMaxValueDepth)
+      fail("template line {}: a namespace attribute nested more than {} levels deep", line, kMaxValueDepth);
+    if (v.kind == K::List) {
+      for (const Value& e : *v.list) check_namespace_value(e, depth + 1, line);
+    } else {
+      for (const auto& kv : *v.dict) check_namespace_value(kv.second, depth + 1, line);
+    }
   }
 
   Value make_macro(const Node& n) {
@@ -783,8 +815,8 @@ class Evaluator {
           return v ? *v : (arg(1) ? *arg(1) : Value::none());
         }
       } else if (obj.kind == K::List && name == "append") {
-        obj.list->push_back(arg(0) ? *arg(0) : Value::none());
-        return Value::none();
+        // Hugging Face's sandbox refuses it (SecurityError), and a list appended to itself printed forever.
+        fail("template line {}: lists cannot be changed ('append' is refused, as in jinja2's sandbox)", line);
       }
       fail("template line {}: unknown method '{}'", line, name);
     });
