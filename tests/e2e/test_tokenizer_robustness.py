@@ -69,6 +69,9 @@ def main():
         "merge-number": dict(good, model=dict(good["model"], merges=[7])),
         "wordpiece": dict(good, model=dict(good["model"], type="WordPiece")),
         "empty-vocab": dict(good, model=dict(good["model"], vocab={}, merges=[]), added_tokens=[]),
+        # A negative id was written before the first piece (AddressSanitizer: out of bounds).
+        "added-negative-id": dict(good, added_tokens=good["added_tokens"] + [{"id": -1, "content": "<x>",
+                                                                              "special": True}]),
     }
     for name, content in broken.items():
         path = os.path.join(D, f"{name}.json")

@@ -159,7 +159,10 @@ Vocab read_tokenizer_json(const std::string& path) {
     }
     if (j.contains("added_tokens")) {
       for (const auto& t : j["added_tokens"]) {
-        const auto i = static_cast<size_t>(t.at("id").get<int64_t>());
+        const int64_t id = t.at("id").get<int64_t>();
+        // A negative id was used as an index (a write before the vocabulary's first piece).
+        ASCENT_CHECK(id >= 0, "{}: added token '{}' has negative id {}", path, t.at("content").get<std::string>(), id);
+        const auto i = static_cast<size_t>(id);
         v.pieces[i] = t.at("content").get<std::string>();
         v.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
       }
