@@ -36,6 +36,20 @@ struct Template::Node {
 
 using NodeList = std::vector<std::unique_ptr<Template::Node>>;
 
+// One level of the parser's or the evaluator's recursion for as long as it lives: both recurse once per level of a
+// template's nesting, so a model's template nested without bound overflowed the stack. Past `limit` levels it fails
+// with "template line LINE: WHAT more than LIMIT levels deep".
+class DepthGuard {
+ public:
+  DepthGuard(int& depth, int limit, int line, const char* what);
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+  ~DepthGuard() { --depth_; }
+
+ private:
+  int& depth_;
+};
+
 NodeList parse_template(const std::string& source);
 void render_nodes(const NodeList& nodes, const std::map<std::string, Value>& vars, std::string& out);
 

@@ -488,26 +488,13 @@ class Evaluator {
 
   enum class Flow { Normal, Break, Continue };
 
-  // Block bodies and expressions each open one level of rendering. The parser bounds how deep one template nests; a
-  // macro that calls itself (or two that call each other) is bounded here, where it overflowed the stack (Python's
-  // jinja2 stops it with a RecursionError).
-  class Level {
-   public:
-    Level(int& depth, int line) : depth_(depth) {
-      if (depth_ >= kMaxDepth)
-        fail("template line {}: rendering nested more than {} levels deep (a macro calling itself?)", line, kMaxDepth);
-      ++depth_;
-    }
-    Level(const Level&) = delete;
-    Level& operator=(const Level&) = delete;
-    ~Level() { --depth_; }
-
-   private:
-    int& depth_;
-  };
+  // Block bodies and expressions each open one level of rendering (DepthGuard). The parser bounds how deep one
+  // template nests; a macro that calls itself (or two that call each other) is bounded here, where it overflowed the
+  // stack (Python's jinja2 stops it with a RecursionError).
+  static constexpr const char* kRecursion = "rendering nested";
 
   Flow exec(const NodeList& nodes) {
-    const Level level(depth_, nodes.empty() ? 0 : nodes.front()->line);
+    const DepthGuard level(depth_, kMaxDepth, nodes.empty() ? 0 : nodes.front()->line, kRecursion);
     for (const auto& n : nodes) {
       const Flow f = exec(*n);
       if (f != Flow::Normal) return f;
@@ -516,7 +503,7 @@ class Evaluator {
   }
 
   Value eval(const Expr& e) {
-    const Level level(depth_, e.line);
+    const DepthGuard level(depth_, kMaxDepth, e.line, kRecursion);
     return eval_inner(e);
   }
 
@@ -1101,7 +1088,7 @@ class Evaluator {
   }
 
   std::string& out_;
-  int depth_ = 0;           // block bodies and expressions open now (Level)
+  int depth_ = 0;           // block bodies and expressions open now (DepthGuard)
   int64_t loop_steps_ = 0;  // for-loop iterations so far in this rendering
 };
 

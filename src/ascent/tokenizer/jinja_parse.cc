@@ -215,20 +215,14 @@ using ExprPtr = std::unique_ptr<Expr>;
 // indentation").
 constexpr int kMaxNesting = 100;
 
-// Counts one level of nesting for as long as it lives; past kMaxNesting it fails, naming the template line.
-class NestingGuard {
- public:
-  NestingGuard(int& depth, int line) : depth_(depth) {
-    if (depth_ >= kMaxNesting) fail("template line {}: nested more than {} levels deep", line, kMaxNesting);
-    ++depth_;
-  }
-  NestingGuard(const NestingGuard&) = delete;
-  NestingGuard& operator=(const NestingGuard&) = delete;
-  ~NestingGuard() { --depth_; }
+}  // namespace
 
- private:
-  int& depth_;
-};
+DepthGuard::DepthGuard(int& depth, int limit, int line, const char* what) : depth_(depth) {
+  if (depth_ >= limit) fail("template line {}: {} more than {} levels deep", line, what, limit);
+  ++depth_;
+}
+
+namespace {
 
 class ExprParser {
  public:
@@ -252,7 +246,7 @@ class ExprParser {
   }
 
   ExprPtr expression() {
-    const NestingGuard guard(depth_, line_);
+    const DepthGuard guard(depth_, kMaxNesting, line_, "nested");
     ExprPtr e = or_expr();
     if (is_name("if")) {  // a if cond else b
       ++pos_;
@@ -305,7 +299,7 @@ class ExprParser {
   }
   ExprPtr not_expr() {
     if (is_name("not")) {
-      const NestingGuard guard(depth_, line_);
+      const DepthGuard guard(depth_, kMaxNesting, line_, "nested");
       ++pos_;
       auto n = node(Expr::Kind::Unary);
       n->name = "not";
@@ -376,7 +370,7 @@ class ExprParser {
   ExprPtr unary(bool with_filters = true) {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
-      const NestingGuard guard(depth_, line_);
+      const DepthGuard guard(depth_, kMaxNesting, line_, "nested");
       auto n = node(Expr::Kind::Unary);
       n->name = next().text;
       n->args.push_back(unary(/*with_filters=*/false));
@@ -542,7 +536,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t pos_ = 0;
   int line_;
-  int depth_ = 0;  // expressions, unary operators and nots open now (NestingGuard)
+  int depth_ = 0;  // expressions, unary operators and nots open now (DepthGuard)
 };
 
 class Parser {
@@ -561,7 +555,7 @@ class Parser {
   // Parses nodes until a block tag whose keyword is in `stops`; that keyword lands in `stop`, and the parser
   // for that tag's remaining tokens is left in `last_`.
   NodeList body_until(const std::vector<std::string>& stops, std::string& stop) {
-    const NestingGuard guard(depth_, i_ < segs_.size() ? segs_[i_].line : 0);
+    const DepthGuard guard(depth_, kMaxNesting, i_ < segs_.size() ? segs_[i_].line : 0, "nested");
     NodeList out;
     while (i_ < segs_.size()) {
       const Segment& s = segs_[i_++];
@@ -678,7 +672,7 @@ class Parser {
   std::vector<Segment> segs_;
   size_t i_ = 0;
   std::unique_ptr<ExprParser> last_;
-  int depth_ = 0;  // block bodies open now (NestingGuard)
+  int depth_ = 0;  // block bodies open now (DepthGuard)
 };
 
 }  // namespace
