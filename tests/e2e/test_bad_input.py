@@ -312,6 +312,22 @@ def main():
         expect_error(f"logits {flag} -1", ["logits", "-m", s656, "--prompt-ids", "1 2 3", "-o", npy, flag, "-1"],
                      [message])
         check(not os.path.exists(npy), f"logits {flag} -1 wrote nothing")
+    # Where -o is a link, the file it names is written and the link stays (a rename over the link made it a plain
+    # file); a device is written in place: a link to /dev/full fails with ENOSPC, and /dev/full stays a device (as
+    # root, the rename once replaced /dev/full itself with a plain file). A directory is refused.
+    logits = ["logits", "-m", s656, "--prompt-ids", "1 2 3", "-o"]
+    full_link = os.path.join(ROOT, "full.npy")
+    os.symlink("/dev/full", full_link)
+    expect_error("logits -o a link to /dev/full", logits + [full_link], [full_link, "write failed", "No space left"])
+    check(os.path.islink(full_link) and not os.path.exists(full_link + ".tmp") and
+          os.path.exists("/dev/full") and not os.path.isfile("/dev/full"),
+          "the link and /dev/full are left as they were, and no temporary")
+    link, real = os.path.join(ROOT, "link.npy"), os.path.join(ROOT, "real.npy")
+    os.symlink("real.npy", link)
+    r = run(logits + [link])
+    check(r.returncode == 0 and os.path.islink(link) and os.path.isfile(real) and
+          open(real, "rb").read(6) == b"\x93NUMPY", f"logits -o a link writes the file it names: {r.stderr.strip()!r}")
+    expect_error("logits -o a directory", logits + [ROOT], [ROOT, "is a directory"])
     # Their ids and flag combinations are checked before the model loads (a missing model is never reached).
     nope = os.path.join(ROOT, "nope.gguf")
     for what, args, message in [

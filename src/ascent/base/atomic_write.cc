@@ -1,24 +1,76 @@
 #include "ascent/base/atomic_write.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "ascent/base/error.h"
 
 namespace ascent {
 
-void write_file_atomic(const std::string& path, std::span<const std::span<const char>> parts) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));
-  bool ok = true;
-  for (const auto& p : parts) ok = ok && std::fwrite(p.data(), 1, p.size(), f) == p.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed (disk full or no permission?)", path);
+namespace fs = std::filesystem;
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // through any links
+  ASCENT_CHECK(!fs::is_directory(st), "{}: is a directory", path);
+  const bool in_place = fs::exists(st) && !fs::is_regular_file(st);
+  if (fs::exists(st) && !in_place) {
+    // A file reached through links is replaced where it lies, not the link (a rename over the link used to turn it
+    // into a plain file).
+    const fs::path real = fs::canonical(path, ec);
+    if (!ec) target_ = real.string();
+  } else if (!in_place) {
+    // Not there yet; a link to a file not yet there makes that file.
+    fs::path p = path;
+    for (int hop = 0; hop < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hop) {
+      const fs::path to = fs::read_symlink(p, ec);
+      if (ec) break;
+      p = to.is_absolute() ? to : p.parent_path() / to;
+    }
+    target_ = p.string();
   }
+  // A device, pipe or socket (-o /dev/stdout) is written in place: renaming over it would replace the node.
+  if (!in_place) tmp_ = target_ + ".tmp";
+  const std::string& open_path = in_place ? path_ : tmp_;
+  f_ = std::fopen(open_path.c_str(), "wb");
+  ASCENT_CHECK(f_ != nullptr, "{}: cannot create: {}", open_path, std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (f_ != nullptr) {
+    std::fclose(f_);
+    if (!tmp_.empty()) std::remove(tmp_.c_str());
+  }
+}
+
+void AtomicFile::write(std::span<const char> bytes) {
+  ok_ = ok_ && std::fwrite(bytes.data(), 1, bytes.size(), f_) == bytes.size();
+}
+
+void AtomicFile::commit() {
+  const int errno_at_write = ok_ ? 0 : errno;
+  const bool closed = std::fclose(f_) == 0;
+  const int errno_at_close = closed ? 0 : errno;
+  f_ = nullptr;
+  const int err = errno_at_write != 0 ? errno_at_write : errno_at_close;
+  if (!ok_ || !closed) {
+    if (!tmp_.empty()) std::remove(tmp_.c_str());
+    fail("{}: write failed: {}", path_, err != 0 ? std::strerror(err) : "disk full or no permission?");
+  }
+  if (tmp_.empty()) return;
+  std::error_code ec;
+  fs::rename(tmp_, target_, ec);
+  if (ec) {
+    std::remove(tmp_.c_str());
+    fail("{}: cannot rename from {}: {}", path_, tmp_, ec.message());
+  }
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::span<const char>> parts) {
+  AtomicFile f(path);
+  for (const auto& p : parts) f.write(p);
+  f.commit();
 }
 
 }  // namespace ascent

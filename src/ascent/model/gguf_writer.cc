@@ -1,7 +1,4 @@
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-
+#include "ascent/base/atomic_write.h"
 #include "ascent/base/error.h"
 #include "ascent/model/gguf.h"
 
@@ -128,28 +125,15 @@ void GgufWriter::write(const std::string& path) const {
   }
   head.resize((head.size() + kAlign - 1) / kAlign * kAlign, '\0');
 
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  ASCENT_CHECK(f != nullptr, "{}: cannot create: {}", tmp, std::strerror(errno));
-  bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+  AtomicFile f(path);
+  f.write(head);
   static const char zeros[kAlign] = {};
   for (const auto& [name, t] : tensors_) {
     const size_t n = static_cast<size_t>(t.nbytes());
-    ok = ok && std::fwrite(t.data, 1, n, f) == n;
-    const size_t pad = (kAlign - n % kAlign) % kAlign;
-    ok = ok && std::fwrite(zeros, 1, pad, f) == pad;
+    f.write({static_cast<const char*>(t.data), n});
+    f.write({zeros, (kAlign - n % kAlign) % kAlign});
   }
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed (disk full?)", path);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail("{}: cannot rename from {}: {}", path, tmp, ec.message());
-  }
+  f.commit();
 }
 
 }  // namespace ascent::model
