@@ -352,7 +352,13 @@ def main():
           f"-c 0 takes the model's context: exit {r.returncode}, {r.stderr.strip()[-120:]!r}")
     # doctor: a negative -t (read as all cores) and a bad ASCENT_ISA (which failed halfway down the report) are
     # refused before any line is printed.
+    cpus = os.cpu_count()
+    most = min(512, 8 * cpus)
     for args, env, message in [(["doctor", "-t", "-1"], None, "ascent: error: -t: thread count must be >= 0, got -1"),
+                               # Spinning workers past 8 per CPU only slow each other down (-t 1000 did not finish).
+                               (["doctor", "-t", "1000"], None,
+                                f"ascent: error: -t 1000: at most {most} threads on this machine's {cpus} CPUs "
+                                "(8 per CPU, 512 in all)"),
                                (["doctor"], {"ASCENT_ISA": "x"},
                                 "ascent: error: ASCENT_ISA=x: expected avx512, avx2 or ref")]:
         r = run(args, timeout=120, env=env)

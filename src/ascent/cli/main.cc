@@ -1,7 +1,9 @@
 // `ascent`: the command-line front end. Subcommands live one per file; this file only dispatches and turns every
 // error into one line on stderr and a non-zero exit code (1 for a failure, 2 for bad usage).
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <thread>
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
@@ -38,6 +40,12 @@ std::vector<int32_t> parse_ids(const std::string& text, const char* flag) {
 
 void set_threads(int threads) {
   ASCENT_CHECK(threads >= 0, "-t: thread count must be >= 0, got {}", threads);
+  // The pool's workers spin between calls, so threads beyond the CPUs only slow each other down: 16 on 2 CPUs ran 3x
+  // slower, and -t 1000 did not finish a bench in minutes. Refused past 8 per CPU, and past llama.cpp's 512.
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int most = std::min(512, 8 * cpus);
+  ASCENT_CHECK(threads <= most, "-t {}: at most {} threads on this machine's {} CPUs (8 per CPU, 512 in all)", threads,
+               most, cpus);
   if (threads > 0) ThreadPool::set_global_threads(threads);
 }
 
