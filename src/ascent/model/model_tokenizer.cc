@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-
-#include <fmt/format.h>
 
 #include "ascent/base/error.h"
 
@@ -101,12 +101,23 @@ std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const Model& m, const std::
     const EmbeddedTokenizer& e = m.embedded_tokenizer();
     ASCENT_CHECK(!e.bytes.empty(), "{}: the file holds no tokenizer; pass --tokenizer", m.path());
     // The readers take paths; the embedded file is written out under its own kind of name for them.
-    const std::string ext = e.kind == "tokenizer.json" ? ".json" : e.kind == "gguf" ? ".gguf" : ".bin";
-    const fs::path tmp = fs::temp_directory_path() / fmt::format("ascent-tokenizer-{}{}", ::getpid(), ext);
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
-      ASCENT_CHECK(f.good(), "{}: cannot write {}", m.path(), tmp.string());
+    const char* ext = e.kind == "tokenizer.json" ? ".json" : e.kind == "gguf" ? ".gguf" : ".bin";
+    // A fresh name made with O_EXCL (mkstemps): the name from the pid it replaced could be planted in a shared /tmp
+    // beforehand as a link, which the write would then follow to another file.
+    std::string name = (fs::temp_directory_path() / ("ascent-tokenizer-XXXXXX" + std::string(ext))).string();
+    const int fd = ::mkstemps(name.data(), static_cast<int>(std::strlen(ext)));
+    ASCENT_CHECK(fd >= 0, "{}: cannot create a temporary file for its tokenizer: {}", m.path(), std::strerror(errno));
+    const fs::path tmp = name;
+    size_t done = 0;
+    while (done < e.bytes.size()) {
+      const ssize_t n = ::write(fd, e.bytes.data() + done, e.bytes.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    const bool closed = ::close(fd) == 0;
+    if (done != e.bytes.size() || !closed) {
+      fs::remove(tmp);
+      fail("{}: cannot write its tokenizer to {}", m.path(), tmp.string());
     }
     try {
       v = load_vocab(tmp.string(), m.config().vocab);
