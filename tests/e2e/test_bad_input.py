@@ -328,6 +328,13 @@ def main():
     check(r.returncode == 0 and os.path.islink(link) and os.path.isfile(real) and
           open(real, "rb").read(6) == b"\x93NUMPY", f"logits -o a link writes the file it names: {r.stderr.strip()!r}")
     expect_error("logits -o a directory", logits + [ROOT], [ROOT, "is a directory"])
+    # A PATH.tmp planted beforehand as a link (a shared /tmp) is replaced, not followed to the file it names.
+    victim, out = os.path.join(ROOT, "victim.txt"), os.path.join(ROOT, "planted.npy")
+    open(victim, "w").write("precious")
+    os.symlink(victim, out + ".tmp")
+    r = run(logits + [out])
+    check(r.returncode == 0 and open(victim).read() == "precious" and open(out, "rb").read(6) == b"\x93NUMPY" and
+          not os.path.lexists(out + ".tmp"), f"a planted PATH.tmp link is not followed: {r.stderr.strip()!r}")
     # Their ids and flag combinations are checked before the model loads (a missing model is never reached).
     nope = os.path.join(ROOT, "nope.gguf")
     for what, args, message in [

@@ -1,5 +1,8 @@
 #include "ascent/base/atomic_write.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,10 +34,24 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
     target_ = p.string();
   }
   // A device, pipe or socket (-o /dev/stdout) is written in place: renaming over it would replace the node.
-  if (!in_place) tmp_ = target_ + ".tmp";
-  const std::string& open_path = in_place ? path_ : tmp_;
-  f_ = std::fopen(open_path.c_str(), "wb");
-  ASCENT_CHECK(f_ != nullptr, "{}: cannot create: {}", open_path, std::strerror(errno));
+  if (in_place) {
+    f_ = std::fopen(path_.c_str(), "wb");
+    ASCENT_CHECK(f_ != nullptr, "{}: cannot create: {}", path_, std::strerror(errno));
+    return;
+  }
+  // The temporary is created afresh (O_EXCL) after removing any left over: a PATH.tmp planted beforehand as a link in
+  // a shared directory would otherwise be followed, and the file it names overwritten.
+  tmp_ = target_ + ".tmp";
+  ::unlink(tmp_.c_str());
+  const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  ASCENT_CHECK(fd >= 0, "{}: cannot create: {}", tmp_, std::strerror(errno));
+  f_ = ::fdopen(fd, "wb");
+  if (f_ == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp_.c_str());
+    fail("{}: cannot create: {}", tmp_, std::strerror(err));
+  }
 }
 
 AtomicFile::~AtomicFile() {
