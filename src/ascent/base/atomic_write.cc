@@ -17,13 +17,18 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);  // through any links
   ASCENT_CHECK(!fs::is_directory(st), "{}: is a directory", path);
-  const bool in_place = fs::exists(st) && !fs::is_regular_file(st);
-  if (fs::exists(st) && !in_place) {
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    // A device, pipe or socket (-o /dev/stdout) is written in place: renaming over it would replace the node.
+    f_ = std::fopen(path_.c_str(), "wb");
+    ASCENT_CHECK(f_ != nullptr, "{}: cannot create: {}", path_, std::strerror(errno));
+    return;
+  }
+  if (fs::exists(st)) {
     // A file reached through links is replaced where it lies, not the link (a rename over the link used to turn it
     // into a plain file).
     const fs::path real = fs::canonical(path, ec);
     if (!ec) target_ = real.string();
-  } else if (!in_place) {
+  } else {
     // Not there yet; a link to a file not yet there makes that file.
     fs::path p = path;
     for (int hop = 0; hop < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hop) {
@@ -32,12 +37,6 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
       p = to.is_absolute() ? to : p.parent_path() / to;
     }
     target_ = p.string();
-  }
-  // A device, pipe or socket (-o /dev/stdout) is written in place: renaming over it would replace the node.
-  if (in_place) {
-    f_ = std::fopen(path_.c_str(), "wb");
-    ASCENT_CHECK(f_ != nullptr, "{}: cannot create: {}", path_, std::strerror(errno));
-    return;
   }
   // The temporary is created afresh (O_EXCL) after removing any left over: a PATH.tmp planted beforehand as a link in
   // a shared directory would otherwise be followed, and the file it names overwritten.
@@ -62,18 +61,15 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(std::span<const char> bytes) {
-  ok_ = ok_ && std::fwrite(bytes.data(), 1, bytes.size(), f_) == bytes.size();
+  if (err_ == 0 && std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) err_ = errno != 0 ? errno : EIO;
 }
 
 void AtomicFile::commit() {
-  const int errno_at_write = ok_ ? 0 : errno;
-  const bool closed = std::fclose(f_) == 0;
-  const int errno_at_close = closed ? 0 : errno;
+  if (std::fclose(f_) != 0 && err_ == 0) err_ = errno != 0 ? errno : EIO;
   f_ = nullptr;
-  const int err = errno_at_write != 0 ? errno_at_write : errno_at_close;
-  if (!ok_ || !closed) {
+  if (err_ != 0) {
     if (!tmp_.empty()) std::remove(tmp_.c_str());
-    fail("{}: write failed: {}", path_, err != 0 ? std::strerror(err) : "disk full or no permission?");
+    fail("{}: write failed: {}", path_, std::strerror(err_));
   }
   if (tmp_.empty()) return;
   std::error_code ec;

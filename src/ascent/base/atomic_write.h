@@ -24,7 +24,7 @@ class AtomicFile {
  private:
   std::string path_, target_, tmp_;  // as given; where it resolves to; the temporary ("" when written in place)
   std::FILE* f_ = nullptr;
-  bool ok_ = true;
+  int err_ = 0;  // the first write's or the close's errno (EIO where it set none)
 };
 
 void write_file_atomic(const std::string& path, std::span<const std::span<const char>> parts);
