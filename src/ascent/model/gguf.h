@@ -61,6 +61,7 @@ class GgufFile {
   const GgufValue* find(const std::string& key) const;
   // Typed getters: throw "PATH: metadata KEY: missing / wrong type" when absent and no default is given.
   std::string get_string(const std::string& key) const;
+  std::string get_string(const std::string& key, const std::string& dflt) const;
   int64_t get_int(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t dflt) const;
   double get_float(const std::string& key, double dflt) const;

@@ -82,7 +82,7 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
                  "{}: metadata {}rope.dimension_count {} is not the head size {}: partial rotary embeddings are not "
                  "supported",
                  f.path(), p, n_rot, cfg.head_dim);
-    const std::string scaling = f.find(p + "rope.scaling.type") ? f.get_string(p + "rope.scaling.type") : "none";
+    const std::string scaling = f.get_string(p + "rope.scaling.type", "none");
     ASCENT_CHECK(scaling == "none", "{}: metadata {}rope.scaling.type '{}' is not supported (none)", f.path(), p,
                  scaling);
     const double linear = f.get_float(p + "rope.scale_linear", 1.0);

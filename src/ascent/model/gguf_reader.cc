@@ -209,6 +209,10 @@ std::string GgufFile::get_string(const std::string& key) const {
   return v->s;
 }
 
+std::string GgufFile::get_string(const std::string& key, const std::string& dflt) const {
+  return find(key) ? get_string(key) : dflt;
+}
+
 int64_t GgufFile::get_int(const std::string& key) const {
   const GgufValue* v = find(key);
   ASCENT_CHECK(v != nullptr, "{}: metadata {} is missing", path(), key);

@@ -68,9 +68,7 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
     // A list (Llama 3's several end tokens): the first. An empty list was read past its end.
     const json& ids = j["eos_token_id"];
     ASCENT_CHECK(!ids.empty() && ids[0].is_number_integer(),
-                 "{}: field eos_token_id must be an integer or a list of "
-                 "integers, got {}",
-                 path, ids.dump());
+                 "{}: field eos_token_id must be an integer or a list of integers, got {}", path, ids.dump());
     c.eos_id = ids[0].get<int32_t>();
   } else {
     c.eos_id = field_or<int32_t>(j, path, "eos_token_id", c.arch == Arch::Gpt2 ? 50256 : 2);
