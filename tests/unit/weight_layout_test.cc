@@ -63,7 +63,7 @@ Tensor make_weight(const std::string& format, int64_t rows, std::mt19937& rng) {
 // What the load would run for w without placement: repacked where the AVX-512 kernels take the repacked type.
 Tensor as_loaded(const Tensor& w) {
   const DType to = repacked_type(w.dtype);
-  return to != w.dtype && kernels::avx512_kernel_runs(to) ? repack(w) : w;
+  return to != w.dtype && kernels::repacked_kernel_runs(to) ? repack(w) : w;
 }
 
 std::vector<float> matmul(const Tensor& w, const std::vector<float>& x, int64_t T, const std::vector<float>& bias) {

@@ -88,7 +88,7 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
   const bool by_thread = o.by_thread && o.threads > 1;
   auto repacks = [&](const Tensor& t) {
     const DType to = repacked_type(t.dtype);
-    return o.repack && to != t.dtype && t.shape.size() == 2 && kernels::avx512_kernel_runs(to);
+    return o.repack && to != t.dtype && t.shape.size() == 2 && kernels::repacked_kernel_runs(to);
   };
   // Float matrices (f32, f16, bf16) stay whole: tl16 bf16 decode read 1-7 points less of the bandwidth placed than
   // whole in five alternated series (bench/RESULTS.md, session 18), as a harness with bf16-sized calls did in the

@@ -1,7 +1,8 @@
 // weight_layout: where a model load puts the matrices it copies, and in what order.
 //
 // Two reasons to copy a matrix: Q8_0, Q4_0, Q4_K and Q6_K are repacked into the layouts the AVX-512 kernels read
-// faster (dtype.h: Q8_0R, Q4_0R, Q4_KR, Q6_KR; bit for bit the same codes) where those kernels run, and with
+// faster (dtype.h: Q8_0R, Q4_0R, Q4_KR, Q6_KR; bit for bit the same codes) where those kernels run (Q4_0 also where
+// the AVX2 ones do: kernels::repacked_kernel_runs), and with
 // --no-mmap every weight is already a private copy. A copied matrix that a decode matmul streams is then placed by
 // thread: on T threads, thread t's rows of every matmul call (kernels::decode_row_shares) lie one after another in
 // the order the calls run, so each thread reads one sequential run through a token's weights instead of a new run
@@ -26,7 +27,7 @@
 namespace ascent::model {
 
 struct PlaceOptions {
-  bool repack = true;     // repack the GGUF formats where the AVX-512 kernels run (LoadOptions::repack)
+  bool repack = true;     // repack the GGUF formats where a kernel for the repacked type runs (LoadOptions::repack)
   bool copied = false;    // every weight is a private copy already (--no-mmap): place every matmul weight
   bool by_thread = true;  // split each thread's rows (LoadOptions::thread_layout)
   int threads = 1;        // decode threads the layout is for

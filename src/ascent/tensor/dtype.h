@@ -20,9 +20,9 @@
 
 namespace ascent {
 
-// Q4_0R is Q4_0 repacked for the AVX-512 kernel (never in a file): the same codes and scales, per 16 blocks (512
-// columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of 32 bytes whose 4-byte lane
-// i holds bytes 4j..4j+3 of block i's qs (chunk j), so one vpdpbusd lane sums columns of one block and a block's
+// Q4_0R is Q4_0 repacked for the AVX-512 and AVX2 kernels (never in a file): the same codes and scales, per 16 blocks
+// (512 columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of 32 bytes whose 4-byte
+// lane i holds bytes 4j..4j+3 of block i's qs (chunk j), so one vpdpbusd lane sums columns of one block and a block's
 // scale is one lane of a vector. Rows are padded to whole groups (scale 0, codes 8).
 // Q4_KR is Q4_K repacked for the AVX-512 kernel (never in a file), the same 144 bytes per super-block (BlockQ4_KR):
 // d and dmin as Q4_K has them, the 6-bit scales and minimums re-laid for a vector unpacking, and the codes regrouped

@@ -6,6 +6,7 @@
 // clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -81,7 +82,19 @@ float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t
   return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
 }
 
-// The weight formats whose AVX-512 kernels read the activations in GemmInput::q4r's order.
+// q4r_codes_avx512 without AVX-512 (the AVX2 Q4_0R kernel's input): per 512-column group, block i's bytes 4c..4c+3
+// (c = 0-7) at dword 32 (c % 4) + 16 (c / 4) + i, GemmInput::q4r's order.
+void q4r_codes(const int8_t* q, int64_t Kp, int8_t* out) {
+  for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
+    const int8_t* src = q + g * kQ4RGroup;
+    int8_t* dst = out + g * kQ4RGroup;
+    for (int c = 0; c < 8; ++c) {
+      for (int i = 0; i < 16; ++i) std::memcpy(dst + 4 * (32 * (c % 4) + 16 * (c / 4) + i), src + 32 * i + 4 * c, 4);
+    }
+  }
+}
+
+// The weight formats whose SIMD kernels read the activations in GemmInput::q4r's order.
 bool reads_q4r(DType t) {
   return t == DType::Q4_0R || t == DType::Q4_KR || t == DType::Q8_0R;
 }
@@ -195,12 +208,13 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
         in.kq_pairs.resize(static_cast<size_t>(T * K));
       }
-      // Only the AVX-512 kernels read those layouts; the flags say the input was prepared for the format.
+      // Only the SIMD kernels read those layouts (q4r: also the AVX2 Q4_0R one); the flags say the input was prepared
+      // for the format.
       in.q4_ready = w.dtype == DType::Q4_0;
       in.q4r_ready = reads_q4r(w.dtype);
       in.q6r_ready = w.dtype == DType::Q6_KR;
       const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
-      const bool q4r = in.q4r_ready && avx512_kernel_runs(w.dtype);
+      const bool q4r = in.q4r_ready && repacked_kernel_runs(w.dtype);
       const bool q6r = in.q6r_ready && avx512_kernel_runs(w.dtype);
       const int64_t Kq = (K + 127) / 128 * 128;
       if (q4) {
@@ -257,7 +271,11 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         if (q4r) {  // the padding blocks past K: sum 0, d 0
           std::fill(in.q4r_off.begin() + t * B + K / kQBlock, in.q4r_off.begin() + (t + 1) * B, 0);
           std::fill(in.q4r_dsa.begin() + t * B + K / kQBlock, in.q4r_dsa.begin() + (t + 1) * B, 0.0f);
-          q4r_codes_avx512(row, in.Kp, in.q4r.data() + t * in.Kp);
+          if (active_isa() == Isa::Avx512) {
+            q4r_codes_avx512(row, in.Kp, in.q4r.data() + t * in.Kp);
+          } else {
+            q4r_codes(row, in.Kp, in.q4r.data() + t * in.Kp);
+          }
         }
         if (q6r)
           q6r_layout(row, d, K, in.q6r.data() + t * K, in.q6r_off.data() + t * K / 16, in.q6r_d.data() + t * K / 16);

@@ -51,6 +51,10 @@ bool avx512_kernel_runs(DType weight) {
   return active_isa() == Isa::Avx512 && avx512_matmul_supports(weight, cpu_features());
 }
 
+bool repacked_kernel_runs(DType repacked) {
+  return avx512_kernel_runs(repacked) || (repacked == DType::Q4_0R && active_isa() != Isa::Ref);
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Ref:

@@ -20,8 +20,13 @@ bool avx512_matmul_supports(DType weight, const CpuFeatures& f);
 
 // Whether matmuls with `weight` run the AVX-512 kernel: the active variant is AVX-512 and this CPU has what its
 // kernel for that format needs. gemm_rows dispatches on it; the Q4_0 layouts of GemmInput are built only for it,
-// and Model::load repacks Q4_0 as Q4_0R (likewise Q8_0, Q4_K, Q6_K: dtype.h) only when it holds for the repacked
-// type (other variants read the repacked types through the reference kernel: correct everywhere, only not faster).
+// and the repacked types run through the reference kernel where neither it nor repacked_kernel_runs holds: correct
+// everywhere, only not faster.
 bool avx512_kernel_runs(DType weight);
+
+// Whether a SIMD kernel runs matmuls with `repacked` (Q4_0R, Q4_KR, Q6_KR, Q8_0R): every one where the AVX-512
+// kernel runs, and Q4_0R under the AVX2 kernel too. Model::load repacks a matrix only when this holds for the type
+// it would become, and GemmInput builds the q4r activations only for such a weight.
+bool repacked_kernel_runs(DType repacked);
 
 }  // namespace ascent::kernels
