@@ -73,9 +73,10 @@ def main():
         check(same, f"q4_0  {isa:6s}: with an f16 KV cache, logits alone == beside 1, 3 and 7 other sequences "
                     f"(bitwise)")
     # Under the AVX-512 kernels Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R), under AVX2 q4_0 as Q4_0R and
-    # q8_0 in place, under the reference in place; the logits above covered each. Their values agree with the reference ISA's to rounding, amplified by this small
-    # model's per-block activation quantization (a rounding flip moves a code): AVX2 3.8e-3 from the reference;
-    # AVX-512 1.7e-7 since the build stopped fusing the activation quantizer's multiply and add (1.2e-2 before).
+    # q8_0 in place, under the reference in place; the logits above covered each. Their values agree with the
+    # reference ISA's to rounding, amplified by this small model's per-block activation quantization (a rounding
+    # flip moves a code): AVX2 3.8e-3 from the reference; AVX-512 1.7e-7 since the build stopped fusing the
+    # activation quantizer's multiply and add (1.2e-2 before).
     for isa in isas:
         for t in ("q4_0", "q8_0"):
             r = run(["info", "-m", models[t]], env=dict(os.environ, ASCENT_ISA=isa))

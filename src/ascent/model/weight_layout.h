@@ -1,8 +1,8 @@
 // weight_layout: where a model load puts the matrices it copies, and in what order.
 //
 // Two reasons to copy a matrix: Q8_0, Q4_0, Q4_K and Q6_K are repacked into the layouts the AVX-512 kernels read
-// faster (dtype.h: Q8_0R, Q4_0R, Q4_KR, Q6_KR; bit for bit the same codes) where those kernels run (Q4_0 also where
-// the AVX2 ones do: kernels::repacked_kernel_runs), and with
+// faster (dtype.h: Q8_0R, Q4_0R, Q4_KR, Q6_KR; bit for bit the same codes) where those kernels run (Q4_0, Q4_K and Q6_K
+// also where the AVX2 ones do: kernels::repacked_kernel_runs), and with
 // --no-mmap every weight is already a private copy. A copied matrix that a decode matmul streams is then placed by
 // thread: on T threads, thread t's rows of every matmul call (kernels::decode_row_shares) lie one after another in
 // the order the calls run, so each thread reads one sequential run through a token's weights instead of a new run

@@ -24,11 +24,11 @@ namespace ascent {
 // (512 columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of 32 bytes whose 4-byte
 // lane i holds bytes 4j..4j+3 of block i's qs (chunk j), so one vpdpbusd lane sums columns of one block and a block's
 // scale is one lane of a vector. Rows are padded to whole groups (scale 0, codes 8).
-// Q4_KR is Q4_K repacked for the AVX-512 kernel (never in a file), the same 144 bytes per super-block (BlockQ4_KR):
-// d and dmin as Q4_K has them, the 6-bit scales and minimums re-laid for a vector unpacking, and the codes regrouped
-// so that one vpdpbusd lane sums columns of one 32-column sub-block, as Q4_0R does for Q4_0's blocks. Q6_KR is
-// Q6_K repacked likewise (BlockQ6_KR): one lane per 16-column sub-block. Q8_0R is Q8_0 repacked the same way as
-// Q4_0R, per 16 blocks 544 bytes: the 16 f16 scales, then the codes as unsigned bytes (code + 128, so vpdpbusd's
+// Q4_KR is Q4_K repacked for the AVX-512 and AVX2 kernels (never in a file), the same 144 bytes per super-block
+// (BlockQ4_KR): d and dmin as Q4_K has them, the 6-bit scales and minimums re-laid for a vector unpacking, and the
+// codes regrouped so that one vpdpbusd lane sums columns of one 32-column sub-block, as Q4_0R does for Q4_0's blocks.
+// Q6_KR is Q6_K repacked likewise (BlockQ6_KR): one lane per 16-column sub-block. Q8_0R is Q8_0 repacked the same way
+// as Q4_0R, per 16 blocks 544 bytes: the 16 f16 scales, then the codes as unsigned bytes (code + 128, so vpdpbusd's
 // unsigned side needs no fix-up per step) in the order of GemmInput::q4r's activations: at 128 j + 64 p + 32 h,
 // lane i holds columns 16 p + 4 j .. 16 p + 4 j + 3 of block 8 h + i. Rows are padded to whole groups (scale 0,
 // codes 128).

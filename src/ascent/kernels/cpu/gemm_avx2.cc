@@ -446,46 +446,54 @@ struct Q6KKern {
   }
 };
 
+// The 4-bit codes of the repacked GGUF formats (Q4_0R's 8-block halves, Q4_KR's super-blocks: dtype.h): 4 chunks of
+// 32 bytes at p, 4 bytes of each block (sub-block) i in lane i, as bytes: the low nibbles of chunk j in lo[j], the
+// high ones in hi[j].
+inline void unpack_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int j = 0; j < 4; ++j) {
+    __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * j));
+    // One load for both nibbles: without this GCC folds the first mask's load into vpand and loads the chunk twice.
+    asm("" : "+x"(raw));
+    lo[j] = _mm256_and_si256(raw, low4);
+    hi[j] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  }
+}
+// Lane i's integer dot of those codes with one token's activations in GemmInput::q4r's order (a: its 512-column
+// group plus 32 x the half or super-block), added to init. Four vpmaddubsw pair sums (each at most 2 x 15 x 127)
+// add in 16 bits before one widening: 15240 fits.
+inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a, __m256i init) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256i is = init;
+  for (int j = 0; j < 4; j += 2) {
+    __m256i s16 = _mm256_setzero_si256();
+    for (int c = j; c < j + 2; ++c) {
+      const auto* ac = reinterpret_cast<const __m256i*>(a + 128 * c);
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[c], _mm256_loadu_si256(ac)));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[c], _mm256_loadu_si256(ac + 2)));
+    }
+    is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, ones16));
+  }
+  return is;
+}
+
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads, as for the AVX-512 kernel: per 16 blocks their f16
 // scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
 // block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), no nibble moves across lanes, and the
 // float work (one convert, one scale product, one multiply-add) runs once per 8 blocks, where Q40Kern on the file's
 // layout pays it per block and row: on a Zen 3 core from L2 (`decode_ceiling q4_0 q4_0r`) that per-block work held
-// Q40Kern to 14 GB/s, below the 20 GB/s a core must stream. Activations in GemmInput::q4r's order. Decode and
-// prefill take each half's 8 lanes in the same order (y += sums x (scale x activation scale), half 0 then half 1
-// per group, hsum at the end), so the same bits.
+// Q40Kern to 14 GB/s, below the 20 GB/s a core must stream; this runs at 32. Decode and prefill take each half's 8
+// lanes in the same order (y += sums x (scale x activation scale), half 0 then half 1 per group, hsum at the end),
+// so the same bits.
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators beside a half's 8 code registers
 
-  // Half h of the group at grp: each chunk's low and high nibbles as bytes.
-  static void unpack(const uint8_t* grp, int h, __m256i lo[4], __m256i hi[4]) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    for (int j = 0; j < 4; ++j) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + 32 + 128 * h + 32 * j));
-      lo[j] = _mm256_and_si256(raw, low4);
-      hi[j] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-    }
-  }
-  // The 8 blocks' integer dots of half h against one token's group activations a (q4r order), starting from their
-  // offset terms off (minus 8 x each block's activation sum). Four vpmaddubsw pair sums (each at most 2 x 15 x 127)
-  // add in 16 bits before one widening: 15240 fits.
-  static __m256i sums(const __m256i lo[4], const __m256i hi[4], const int8_t* a, int h, const int32_t* off) {
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h));
-    for (int j = 0; j < 4; j += 2) {
-      __m256i s16 = _mm256_setzero_si256();
-      for (int c = j; c < j + 2; ++c) {
-        const auto* ac = reinterpret_cast<const __m256i*>(a + 128 * c + 32 * h);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[c], _mm256_loadu_si256(ac)));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[c], _mm256_loadu_si256(ac + 2)));
-      }
-      is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, ones16));
-    }
-    return is;
-  }
-  // acc += the dots x (the 8 blocks' weight scales x their activation scales da).
-  static __m256 scale(__m256 acc, __m256i is, const uint8_t* grp, int h, const float* da) {
+  // acc += half h's dots (from its offset terms, minus 8 x each block's activation sum) x (the 8 blocks' weight
+  // scales x their activation scales), for one token: a its group's activations, off and da its group's 16 terms.
+  static __m256 half(__m256 acc, const __m256i lo[4], const __m256i hi[4], const uint8_t* grp, int h, const int8_t* a,
+                     const int32_t* off, const float* da) {
+    const __m256i is = dot_q4r(lo, hi, a + 32 * h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h)));
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + 16 * h)));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 8 * h)), acc);
   }
@@ -502,11 +510,10 @@ struct Q40RKern {
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* grp = row + g * kQ4RGroupBytes;
         prefetch_block<1, PrefetchTo::Stream>(grp, kQ4RGroupBytes, kStreamAheadBlocks);
-        const int8_t* a = in.q4r.data() + g * kQ4RGroup;
         for (int h = 0; h < 2; ++h) {
           __m256i lo[4], hi[4];
-          unpack(grp, h, lo, hi);
-          y = scale(y, sums(lo, hi, a, h, in.q4r_off.data() + 16 * g), grp, h, in.d.data() + 16 * g);
+          unpack_q4r(grp + 32 + 128 * h, lo, hi);
+          y = half(y, lo, hi, grp, h, in.q4r.data() + g * kQ4RGroup, in.q4r_off.data() + 16 * g, in.d.data() + 16 * g);
         }
       }
       float res[4][4];
@@ -531,12 +538,206 @@ struct Q40RKern {
           const uint8_t* grp = w0 + r * stride + g * kQ4RGroupBytes;
           if (h == 0) prefetch_block<TT>(grp, kQ4RGroupBytes, ahead);
           __m256i lo[4], hi[4];
-          unpack(grp, h, lo, hi);
+          unpack_q4r(grp + 32 + 128 * h, lo, hi);
           for (int j = 0; j < TT; ++j) {
             const int64_t b = (t + j) * B + 16 * g;
-            acc[r][j] =
-                scale(acc[r][j], sums(lo, hi, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup, h, in.q4r_off.data() + b),
-                      grp, h, in.d.data() + b);
+            acc[r][j] = half(acc[r][j], lo, hi, grp, h, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup,
+                             in.q4r_off.data() + b, in.d.data() + b);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+    }
+  }
+};
+
+// GGUF Q4_K repacked as Q4_KR (dtype.h) when the model loads, as for the AVX-512 kernel: a super-block's 8
+// sub-blocks in the 8 lanes, so each sub-block's integer dot builds up in its lane and its scale, minimum and the
+// super-block's d and dmin apply lane-wise once per super-block, where Q4KKern on the file's layout moves them per
+// 32 columns. The float step is the AVX-512 kernel's (exact scale x sum in int32, then acc += that x d x activation
+// scale, acc -= dmin x minimum x the activation block's d x sum), one super-block per step in order, so decode and
+// prefill give the same bits.
+struct Q4KRKern {
+  static constexpr int kDecodeRows = 1;
+  static constexpr int64_t kTokens = 2;
+
+  // A super-block's 8 scales (int32), d in every lane, and dmin x minimum i in lane i (dtype.h's scale bytes:
+  // two widenings, a variable shift and a select).
+  static void factors(const BlockQ4_KR& b, __m256i& sc, __m256& d, __m256& wm) {
+    const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)));
+    sc = _mm256_and_si256(s32, _mm256_set1_epi32(63));
+    int low_mins;  // scales[8..11]: minimums 0-3's low 4 bits in the low nibbles, 4-7's in the high
+    std::memcpy(&low_mins, b.scales + 8, 4);
+    const __m256i lows =
+        _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_set1_epi32(low_mins)), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    const __m256i low4 = _mm256_set1_epi32(0x0f);
+    // Bits 0-3 from lows, bits 4-5 from scales[i] >> 2 (minimum i's top 2 bits).
+    const __m256i m =
+        _mm256_or_si256(_mm256_and_si256(lows, low4), _mm256_andnot_si256(low4, _mm256_srli_epi32(s32, 2)));
+    d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+    wm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.dmin))), _mm256_cvtepi32_ps(m));
+  }
+  // acc += super-block b's contribution for one token: a its activations (q4r order, group + 32 x its half), da and
+  // dsa its 8 blocks' activation scales and scale x sum.
+  static __m256 step(__m256 acc, const BlockQ4_KR& b, const __m256i lo[4], const __m256i hi[4], const int8_t* a,
+                     const float* da, const float* dsa) {
+    __m256i sc;
+    __m256 d, wm;
+    factors(b, sc, d, wm);
+    const __m256i is = dot_q4r(lo, hi, a, _mm256_setzero_si256());
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)), _mm256_mul_ps(d, _mm256_loadu_ps(da)), acc);
+    return _mm256_fnmadd_ps(wm, _mm256_loadu_ps(dsa), acc);
+  }
+
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t nsb = in.K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* row = w.row_ptr(n0);
+    prefetch_span(in.q4r.data(), in.Kp);
+    prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
+    prefetch_span(in.q4r_dsa.data(), in.Kp / kQBlock * 4);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      __m256 y = _mm256_setzero_ps();
+      const auto* blk = reinterpret_cast<const BlockQ4_KR*>(row);
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        prefetch_block<1, PrefetchTo::Stream>(blk + sb, sizeof(BlockQ4_KR), kStreamAheadBlocks);
+        __m256i lo[4], hi[4];
+        unpack_q4r(blk[sb].qs, lo, hi);
+        // Super-block sb is half sb % 2 of 512-column group sb / 2; its 8 blocks' scales at 8 sb.
+        y = step(y, blk[sb], lo, hi, in.q4r.data() + sb / 2 * kQ4RGroup + 32 * (sb % 2), in.d.data() + 8 * sb,
+                 in.q4r_dsa.data() + 8 * sb);
+      }
+      float res[4][4];
+      res[0][0] = hsum8(y);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, B = Kp / kQBlock, nsb = in.K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
+    const int64_t ahead = prefetch_distance(R * stride);
+    __m256 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+    }
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      for (int r = 0; r < R; ++r) {
+        const auto& blk = reinterpret_cast<const BlockQ4_KR*>(w0 + r * stride)[sb];
+        prefetch_block<TT>(&blk, sizeof(BlockQ4_KR), ahead);
+        __m256i lo[4], hi[4];
+        unpack_q4r(blk.qs, lo, hi);
+        for (int j = 0; j < TT; ++j) {
+          const int64_t b = (t + j) * B + 8 * sb;
+          acc[r][j] = step(acc[r][j], blk, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
+                           in.d.data() + b, in.q4r_dsa.data() + b);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+    }
+  }
+};
+
+// GGUF Q6_K repacked as Q6_KR (dtype.h) when the model loads, as for the AVX-512 kernel: each half of a super-block
+// (8 sub-blocks of 16 columns) in the 8 lanes, so a sub-block's integer dot builds up in its lane and its scale
+// applies lane-wise once per half, where Q6KKern on the file's layout gathers scales per 32 columns. Activations in
+// GemmInput::q6r's order, each lane starting at its offset term (minus 32 x the sub-block's activation sum). Per
+// super-block, half 0 then half 1 into one accumulator (exact scale x sum in int32, then x d x the activation
+// scale), in decode and prefill alike, so the same bits.
+struct Q6KRKern {
+  static constexpr int kDecodeRows = 1;
+  static constexpr int64_t kTokens = 2;
+
+  // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (dtype.h),
+  // each a byte of 0..63.
+  static void codes(const BlockQ6_KR& b, int h, __m256i out[4]) {
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    // The bit pair moved to bits 4-5 by 16-bit shifts: the masks drop what crossed a byte.
+    auto join = [&](__m256i nib, __m256i pair) {
+      return _mm256_or_si256(_mm256_and_si256(nib, low4), _mm256_and_si256(pair, bits45));
+    };
+    out[0] = join(ql0, _mm256_slli_epi16(qh, 4));
+    out[1] = join(ql1, _mm256_slli_epi16(qh, 2));
+    out[2] = join(_mm256_srli_epi16(ql0, 4), qh);
+    out[3] = join(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2));
+  }
+  // acc += half h's dots x its 8 scales x d x the activation scales, for one token: a, off and lane_d its
+  // super-block's activations, offset terms and scales. Two vpmaddubsw pair sums (each at most 2 x 63 x 127) add in
+  // 16 bits before widening: 32004 fits.
+  static __m256 half(__m256 acc, const BlockQ6_KR& b, int h, const __m256i q[4], __m256 d, const int8_t* a,
+                     const int32_t* off, const float* lane_d) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h));
+    for (int k = 0; k < 4; k += 2) {
+      const __m256i s16 = _mm256_add_epi16(
+          _mm256_maddubs_epi16(q[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 * k + 32 * h))),
+          _mm256_maddubs_epi16(q[k + 1],
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 * (k + 1) + 32 * h))));
+      is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, ones16));
+    }
+    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * h)));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)),
+                           _mm256_mul_ps(d, _mm256_loadu_ps(lane_d + 8 * h)), acc);
+  }
+
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t K = in.K, nsb = K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* row = w.row_ptr(n0);
+    prefetch_span(in.q6r.data(), K);
+    prefetch_span(in.q6r_off.data(), K / 16 * 4);
+    prefetch_span(in.q6r_d.data(), K / 16 * 4);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      const auto* blk = reinterpret_cast<const BlockQ6_KR*>(row);
+      __m256 y = _mm256_setzero_ps();
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const BlockQ6_KR& b = blk[sb];
+        prefetch_block<1, PrefetchTo::Stream>(&b, sizeof(BlockQ6_KR), kStreamAheadBlocks);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          codes(b, h, q);
+          y = half(y, b, h, q, d, in.q6r.data() + sb * kQKBlock, in.q6r_off.data() + 16 * sb,
+                   in.q6r_d.data() + 16 * sb);
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum8(y);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K, nsb = K / kQKBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* w0 = w.row_ptr(n);
+    const int64_t ahead = prefetch_distance(R * stride);
+    __m256 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+    }
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      for (int r = 0; r < R; ++r) {
+        const auto& b = reinterpret_cast<const BlockQ6_KR*>(w0 + r * stride)[sb];
+        prefetch_block<TT>(&b, sizeof(BlockQ6_KR), ahead);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          codes(b, h, q);
+          for (int j = 0; j < TT; ++j) {
+            const int64_t s = (t + j) * (K / 16) + 16 * sb;
+            acc[r][j] = half(acc[r][j], b, h, q, d, in.q6r.data() + (t + j) * K + sb * kQKBlock, in.q6r_off.data() + s,
+                             in.q6r_d.data() + s);
           }
         }
       }
@@ -553,6 +754,8 @@ void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1
   if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q4_KR) return drive_tiles<Q4KRKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q6_KR) return drive_tiles<Q6KRKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, FloatKern<DType::BF16>, I8Kern, I4Kern, Q80Kern,
                    Q40Kern>(in, w, n0, n1, out);
 }

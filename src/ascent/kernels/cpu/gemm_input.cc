@@ -215,7 +215,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q6r_ready = w.dtype == DType::Q6_KR;
       const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
       const bool q4r = in.q4r_ready && repacked_kernel_runs(w.dtype);
-      const bool q6r = in.q6r_ready && avx512_kernel_runs(w.dtype);
+      const bool q6r = in.q6r_ready && repacked_kernel_runs(w.dtype);
       const int64_t Kq = (K + 127) / 128 * 128;
       if (q4) {
         in.q4_quads.resize(static_cast<size_t>(T * Kq));

@@ -52,7 +52,8 @@ bool avx512_kernel_runs(DType weight) {
 }
 
 bool repacked_kernel_runs(DType repacked) {
-  return avx512_kernel_runs(repacked) || (repacked == DType::Q4_0R && active_isa() != Isa::Ref);
+  const bool avx2_kernel = repacked == DType::Q4_0R || repacked == DType::Q4_KR || repacked == DType::Q6_KR;
+  return avx512_kernel_runs(repacked) || (avx2_kernel && active_isa() != Isa::Ref);
 }
 
 const char* isa_name(Isa isa) {
