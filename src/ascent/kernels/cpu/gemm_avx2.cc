@@ -48,7 +48,13 @@ inline __m256i s8_16(const int8_t* p) {
 // f32, f16 and bf16 weights: 8 columns per step, the tail through a zero-padded copy.
 template <DType WT>
 struct FloatKern {
-  static constexpr int kDecodeRows = 1;
+  // Decode takes 4 rows at a time, not one: each output is one chain of dependent FMAs (the tile's arithmetic, kept
+  // for batch invariance), and one chain ran at one FMA latency per 8 columns, 13 GB/s of bf16 or f16 from L2 on a
+  // Zen 3 core against the ~20 a core must stream; four chains run 33-37 (f32 25 -> 43). tl16 bf16 tg64 --no-mmap,
+  // three alternated rounds: 15.2 -> 20.5-24.7 t/s, 55-63% -> 88% of the read; two rows gave 84-86%. (int8 and
+  // q8_0, whose one-row loops are not latency-bound, lost 5-13 points of the read with four rows: interleaved
+  // streams.)
+  static constexpr int kDecodeRows = 4;
   // 4 rows x 3 tokens: 12 accumulators + 3 activations + 1 weight fill AVX2's 16 registers (4 x 4 spilled;
   // measured +55% f16 prefill over 4 tokens, +11% bf16 over 2).
   static constexpr int64_t kTokens = 3;

@@ -218,8 +218,9 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
 // Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
 // rows by tile_tokens<Kern>() tokens at a time. A single token (decode) takes one row at a time instead: each thread
 // then reads its weights as one sequential stream, which the prefetchers follow best (measured: +30-50% bandwidth over
-// four interleaved row streams for int8, f16, bf16, q8_0). The AVX2 4-bit and K-quant kernels do more work per byte
-// and run faster sharing each step's activation work over four rows: Kern::kDecodeRows says which. (So did the
+// four interleaved row streams for int8, f16, bf16, q8_0). Kernels that one row cannot keep busy run several:
+// Kern::kDecodeRows says which (the AVX2 float kernel, one FMA chain per row; the AVX2 4-bit and K-quant kernels on the
+// file's layouts, which share each step's activation work over four rows). (So did the
 // AVX-512 ones, until their decode_rows did the unpacking in lane-local 256-bit halves with the activation side
 // formed once per call: then one row at a time, one stream per thread, was 1.3-1.8x faster on Zen 4.)
 template <class Kern>
