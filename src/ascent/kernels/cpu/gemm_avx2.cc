@@ -454,13 +454,15 @@ struct Q6KKern {
 
 // The 4-bit codes of the repacked GGUF formats (Q4_0R's 8-block halves, Q4_KR's super-blocks: dtype.h): 4 chunks of
 // 32 bytes at p, 4 bytes of each block (sub-block) i in lane i, as bytes: the low nibbles of chunk j in lo[j], the
-// high ones in hi[j].
+// high ones in hi[j]. GCC folds the first mask's load into vpand, so each chunk is loaded twice. Pinning one load
+// per chunk (an empty asm on raw) ran faster from L2 on a Zen 3 core (q4_kr 21.5 -> 23.3 GB/s, q4_0r 32 -> 33.4)
+// but slower from DRAM: tl16 tg64 --no-mmap, five alternated rounds each, q4_k 58.6-65.6 against 69.0-77.6 t/s
+// (all five), q4_0 64-75 against 67-79 t/s (4 of 5), the same pattern session 33 found in the AVX-512 int4 loop,
+// where what the lines' loads feed decides how well they stream.
 inline void unpack_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   for (int j = 0; j < 4; ++j) {
-    __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * j));
-    // One load for both nibbles: without this GCC folds the first mask's load into vpand and loads the chunk twice.
-    asm("" : "+x"(raw));
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * j));
     lo[j] = _mm256_and_si256(raw, low4);
     hi[j] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
   }
