@@ -485,6 +485,20 @@ inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a
   return is;
 }
 
+// The prefill tile of the repacked kernels: R rows x TT tokens of accumulators, zeroed, then body(acc) adds each
+// step in the kernel's order, then each output is its accumulator's lane sum, as the kernel's decode_rows ends.
+template <int R, int TT, class Body>
+inline void repacked_tile(float out[4][4], Body body) {
+  __m256 acc[R][TT];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+  }
+  body(acc);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+  }
+}
+
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads, as for the AVX-512 kernel: per 16 blocks their f16
 // scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
 // block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), no nibble moves across lanes, and the
@@ -536,28 +550,23 @@ struct Q40RKern {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    __m256 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
-    }
-    for (int64_t g = 0; g < G; ++g) {
-      for (int h = 0; h < 2; ++h) {
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* grp = w0 + r * stride + g * kQ4RGroupBytes;
-          if (h == 0) prefetch_block<TT>(grp, kQ4RGroupBytes, ahead);
-          __m256i lo[4], hi[4];
-          unpack_q4r(grp + 32 + 128 * h, lo, hi);
-          for (int j = 0; j < TT; ++j) {
-            const int64_t b = (t + j) * B + 16 * g;
-            acc[r][j] = half(acc[r][j], lo, hi, grp, h, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup,
-                             in.q4r_off.data() + b, in.d.data() + b);
+    repacked_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+      for (int64_t g = 0; g < G; ++g) {
+        for (int h = 0; h < 2; ++h) {
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* grp = w0 + r * stride + g * kQ4RGroupBytes;
+            if (h == 0) prefetch_block<TT>(grp, kQ4RGroupBytes, ahead);
+            __m256i lo[4], hi[4];
+            unpack_q4r(grp + 32 + 128 * h, lo, hi);
+            for (int j = 0; j < TT; ++j) {
+              const int64_t b = (t + j) * B + 16 * g;
+              acc[r][j] = half(acc[r][j], lo, hi, grp, h, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup,
+                               in.q4r_off.data() + b, in.d.data() + b);
+            }
           }
         }
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
-    }
+    });
   }
 };
 
@@ -629,26 +638,21 @@ struct Q4KRKern {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    __m256 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
-    }
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      for (int r = 0; r < R; ++r) {
-        const auto& blk = reinterpret_cast<const BlockQ4_KR*>(w0 + r * stride)[sb];
-        prefetch_block<TT>(&blk, sizeof(BlockQ4_KR), ahead);
-        __m256i lo[4], hi[4];
-        unpack_q4r(blk.qs, lo, hi);
-        for (int j = 0; j < TT; ++j) {
-          const int64_t b = (t + j) * B + 8 * sb;
-          acc[r][j] = step(acc[r][j], blk, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
-                           in.d.data() + b, in.q4r_dsa.data() + b);
+    repacked_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int r = 0; r < R; ++r) {
+          const auto& blk = reinterpret_cast<const BlockQ4_KR*>(w0 + r * stride)[sb];
+          prefetch_block<TT>(&blk, sizeof(BlockQ4_KR), ahead);
+          __m256i lo[4], hi[4];
+          unpack_q4r(blk.qs, lo, hi);
+          for (int j = 0; j < TT; ++j) {
+            const int64_t b = (t + j) * B + 8 * sb;
+            acc[r][j] = step(acc[r][j], blk, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
+                             in.d.data() + b, in.q4r_dsa.data() + b);
+          }
         }
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
-    }
+    });
   }
 };
 
@@ -730,29 +734,24 @@ struct Q6KRKern {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    __m256 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
-    }
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      for (int r = 0; r < R; ++r) {
-        const auto& b = reinterpret_cast<const BlockQ6_KR*>(w0 + r * stride)[sb];
-        prefetch_block<TT>(&b, sizeof(BlockQ6_KR), ahead);
-        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
-        for (int h = 0; h < 2; ++h) {
-          __m256i q[4];
-          codes(b, h, q);
-          for (int j = 0; j < TT; ++j) {
-            const int64_t s = (t + j) * (K / 16) + 16 * sb;
-            acc[r][j] = half(acc[r][j], b, h, q, d, in.q6r.data() + (t + j) * K + sb * kQKBlock, in.q6r_off.data() + s,
-                             in.q6r_d.data() + s);
+    repacked_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int r = 0; r < R; ++r) {
+          const auto& b = reinterpret_cast<const BlockQ6_KR*>(w0 + r * stride)[sb];
+          prefetch_block<TT>(&b, sizeof(BlockQ6_KR), ahead);
+          const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+          for (int h = 0; h < 2; ++h) {
+            __m256i q[4];
+            codes(b, h, q);
+            for (int j = 0; j < TT; ++j) {
+              const int64_t s = (t + j) * (K / 16) + 16 * sb;
+              acc[r][j] = half(acc[r][j], b, h, q, d, in.q6r.data() + (t + j) * K + sb * kQKBlock,
+                               in.q6r_off.data() + s, in.q6r_d.data() + s);
+            }
           }
         }
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
-    }
+    });
   }
 };
 
