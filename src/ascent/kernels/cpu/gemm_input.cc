@@ -82,8 +82,8 @@ float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t
   return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
 }
 
-// q4r_codes_avx512 without AVX-512 (the AVX2 Q4_0R kernel's input): per 512-column group, block i's bytes 4c..4c+3
-// (c = 0-7) at dword 32 (c % 4) + 16 (c / 4) + i, GemmInput::q4r's order.
+// q4r_codes_avx512 without AVX-512 (the AVX2 Q4_0R and Q4_KR kernels' input): per 512-column group, block i's bytes
+// 4c..4c+3 (c = 0-7) at dword 32 (c % 4) + 16 (c / 4) + i, GemmInput::q4r's order.
 void q4r_codes(const int8_t* q, int64_t Kp, int8_t* out) {
   for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
     const int8_t* src = q + g * kQ4RGroup;
@@ -208,8 +208,8 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
         in.kq_pairs.resize(static_cast<size_t>(T * K));
       }
-      // Only the SIMD kernels read those layouts (q4r: also the AVX2 Q4_0R one); the flags say the input was prepared
-      // for the format.
+      // Only the SIMD kernels read those layouts (q4_*: the AVX-512 Q4_0 kernel; q4r*, q6r*: the AVX-512 and AVX2
+      // repacked ones); the flags say the input was prepared for the format.
       in.q4_ready = w.dtype == DType::Q4_0;
       in.q4r_ready = reads_q4r(w.dtype);
       in.q6r_ready = w.dtype == DType::Q6_KR;

@@ -25,9 +25,9 @@ bool avx512_matmul_supports(DType weight, const CpuFeatures& f);
 bool avx512_kernel_runs(DType weight);
 
 // Whether a SIMD kernel runs matmuls with `repacked` (Q4_0R, Q4_KR, Q6_KR, Q8_0R): every one where the AVX-512
-// kernel runs, and all but Q8_0R under the AVX2 kernels too (Q8_0's AVX2 kernel on the file's layout is not bound by
-// per-block work the way the 4- and 6-bit ones were). Model::load repacks a matrix only when this holds for the type
-// it would become, and GemmInput builds the q4r activations only for such a weight.
+// kernel runs, and all but Q8_0R under the AVX2 kernels too (an AVX2 Q8_0R kernel ran faster from cache than Q8_0's
+// on the file's layout but streamed worse in decode: bench/RESULTS.md, session 34). Model::load repacks a matrix only
+// when this holds for the type it would become, and GemmInput builds the q4r activations only for such a weight.
 bool repacked_kernel_runs(DType repacked);
 
 }  // namespace ascent::kernels
