@@ -173,14 +173,14 @@ void run(Options& o) {
     }
   }
   o.roofline.remeasure();
-  // Prefill is judged against the peak of the instruction its matmuls use: int8 dot products (VNNI) for the
-  // integer formats (GGUF block and K-quants included), bf16 dot products for bf16, FP32 FMA otherwise (and
-  // whenever the CPU lacks the former).
+  // Prefill is judged against the peak of the instruction its matmuls use: int8 dot products (VNNI, else AVX2's
+  // vpmaddubsw: prof::Roofline::int8_isa) for the integer formats (GGUF block and K-quants included), bf16 dot
+  // products for bf16, FP32 FMA otherwise (and whenever the CPU lacks the former).
   std::string peak_name = "fp32 FMA";
   double peak = o.roofline.gflops;
   const bool integer = is_int_weight(main_type) || is_quantized(main_type) || is_kquant(main_type);
   if (integer && o.roofline.int8_gops > 0) {
-    peak_name = "int8 dot (VNNI)";
+    peak_name = "int8 dot";
     peak = o.roofline.int8_gops;
   } else if (main_type == DType::BF16 && o.roofline.bf16_gflops > 0) {
     peak_name = "bf16 dot";

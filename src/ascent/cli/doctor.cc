@@ -36,7 +36,7 @@ void run(int threads) {
   std::printf("fp32 peak         %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s FMA\n", r.fp32_gflops_1t,
               r.fp32_gflops_all, r.threads, r.fma_isa.c_str());
   if (r.int8_gops_all > 0)
-    std::printf("int8 dot peak     %.1f GOP/s (%d threads), AVX-512 VNNI vpdpbusd\n", r.int8_gops_all, r.threads);
+    std::printf("int8 dot peak     %.1f GOP/s (%d threads), %s\n", r.int8_gops_all, r.threads, r.int8_isa.c_str());
   if (r.bf16_gflops_all > 0)
     std::printf("bf16 dot peak     %.1f GFLOP/s (%d threads), AVX-512 BF16 vdpbf16ps\n", r.bf16_gflops_all, r.threads);
 }

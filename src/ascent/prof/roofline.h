@@ -11,8 +11,10 @@ struct Roofline {
   double read_gbps_1t = 0, read_gbps_all = 0;  // GB/s (1e9 bytes per second), best of several passes
   double fp32_gflops_1t = 0, fp32_gflops_all = 0;
   // Peak of the dot-product instructions the quantized kernels use (all threads; 0 when the CPU lacks them):
-  // int8 vpdpbusd (AVX-512 VNNI) in GOP/s and bf16 vdpbf16ps in GFLOP/s.
+  // int8 in GOP/s, vpdpbusd with AVX-512 VNNI, else AVX2's vpmaddubsw (what the AVX2 integer and GGUF kernels use),
+  // named by int8_isa; bf16 vdpbf16ps in GFLOP/s.
   double int8_gops_all = 0, bf16_gflops_all = 0;
+  std::string int8_isa;
   int threads = 1;
   std::string fma_isa;  // which instruction set the FLOP/s loop used
 };
