@@ -91,6 +91,16 @@ def main():
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1, "--roofline-int8-gops", -5] + ROOF[:4])
     check(r.returncode == 1 and "--roofline-" in r.stderr and r.stderr.count("\n") == 1,
           f"a negative roofline figure refused: {r.stderr.strip()}")
+    # doctor measures the int8 dot peak of the instruction the integer kernels use on this CPU, named after the
+    # flags /proc/cpuinfo lists: AVX-512 VNNI's vpdpbusd, else AVX2's vpmaddubsw (before, AVX2-only CPUs had none, and
+    # bench judged their integer prefill against FP32 FMA, reading above 100%).
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    want = "vpdpbusd" if {"avx512f", "avx512_vnni"} <= set(flags) else "vpmaddubsw" if "avx2" in flags else None
+    r = run(["doctor", "-t", 1])
+    m = re.search(r"int8 dot peak +([0-9.]+) GOP/s \(1 threads\), .*(vpdpbusd|vpmaddubsw)", r.stdout)
+    check(want is None or (r.returncode == 0 and m is not None and float(m.group(1)) > 0 and m.group(2) == want),
+          f"doctor's int8 dot peak names {want}: {m.group(0) if m else r.stdout.strip()[-200:]}")
     finish()
 
 
