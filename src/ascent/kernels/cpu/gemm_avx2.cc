@@ -511,12 +511,15 @@ struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators beside a half's 8 code registers
 
+  // Half h's 8 block scales, from the group's f16 scales at grp.
+  static __m256 scales(const uint8_t* grp, int h) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + 16 * h)));
+  }
   // acc += half h's dots (from its offset terms, minus 8 x each block's activation sum) x (the 8 blocks' weight
-  // scales x their activation scales), for one token: a its group's activations, off and da its group's 16 terms.
-  static __m256 half(__m256 acc, const __m256i lo[4], const __m256i hi[4], const uint8_t* grp, int h, const int8_t* a,
+  // scales dw x their activation scales), for one token: a its group's activations, off and da its group's 16 terms.
+  static __m256 half(__m256 acc, const __m256i lo[4], const __m256i hi[4], __m256 dw, int h, const int8_t* a,
                      const int32_t* off, const float* da) {
     const __m256i is = dot_q4r(lo, hi, a + 32 * h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h)));
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + 16 * h)));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 8 * h)), acc);
   }
 
@@ -535,7 +538,8 @@ struct Q40RKern {
         for (int h = 0; h < 2; ++h) {
           __m256i lo[4], hi[4];
           unpack_q4r(grp + 32 + 128 * h, lo, hi);
-          y = half(y, lo, hi, grp, h, in.q4r.data() + g * kQ4RGroup, in.q4r_off.data() + 16 * g, in.d.data() + 16 * g);
+          y = half(y, lo, hi, scales(grp, h), h, in.q4r.data() + g * kQ4RGroup, in.q4r_off.data() + 16 * g,
+                   in.d.data() + 16 * g);
         }
       }
       float res[4][4];
@@ -558,9 +562,10 @@ struct Q40RKern {
             if (h == 0) prefetch_block<TT>(grp, kQ4RGroupBytes, ahead);
             __m256i lo[4], hi[4];
             unpack_q4r(grp + 32 + 128 * h, lo, hi);
+            const __m256 dw = scales(grp, h);
             for (int j = 0; j < TT; ++j) {
               const int64_t b = (t + j) * B + 16 * g;
-              acc[r][j] = half(acc[r][j], lo, hi, grp, h, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup,
+              acc[r][j] = half(acc[r][j], lo, hi, dw, h, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup,
                                in.q4r_off.data() + b, in.d.data() + b);
             }
           }
@@ -581,10 +586,14 @@ struct Q4KRKern {
   static constexpr int64_t kTokens = 2;
 
   // A super-block's 8 scales (int32), d in every lane, and dmin x minimum i in lane i (dtype.h's scale bytes:
-  // two widenings, a variable shift and a select).
-  static void factors(const BlockQ4_KR& b, __m256i& sc, __m256& d, __m256& wm) {
+  // two widenings, a variable shift and a select): formed once per super-block, for every token.
+  struct Factors {
+    __m256i sc;
+    __m256 d, wm;
+  };
+  static Factors factors(const BlockQ4_KR& b) {
     const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)));
-    sc = _mm256_and_si256(s32, _mm256_set1_epi32(63));
+    const __m256i sc = _mm256_and_si256(s32, _mm256_set1_epi32(63));
     int low_mins;  // scales[8..11]: minimums 0-3's low 4 bits in the low nibbles, 4-7's in the high
     std::memcpy(&low_mins, b.scales + 8, 4);
     const __m256i lows =
@@ -593,19 +602,17 @@ struct Q4KRKern {
     // Bits 0-3 from lows, bits 4-5 from scales[i] >> 2 (minimum i's top 2 bits).
     const __m256i m =
         _mm256_or_si256(_mm256_and_si256(lows, low4), _mm256_andnot_si256(low4, _mm256_srli_epi32(s32, 2)));
-    d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
-    wm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.dmin))), _mm256_cvtepi32_ps(m));
+    const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
+    return {sc, d, _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.dmin))), _mm256_cvtepi32_ps(m))};
   }
-  // acc += super-block b's contribution for one token: a its activations (q4r order, group + 32 x its half), da and
-  // dsa its 8 blocks' activation scales and scale x sum.
-  static __m256 step(__m256 acc, const BlockQ4_KR& b, const __m256i lo[4], const __m256i hi[4], const int8_t* a,
+  // acc += a super-block's contribution (its factors f) for one token: a its activations (q4r order, group + 32 x
+  // its half), da and dsa its 8 blocks' activation scales and scale x sum.
+  static __m256 step(__m256 acc, const Factors& f, const __m256i lo[4], const __m256i hi[4], const int8_t* a,
                      const float* da, const float* dsa) {
-    __m256i sc;
-    __m256 d, wm;
-    factors(b, sc, d, wm);
     const __m256i is = dot_q4r(lo, hi, a, _mm256_setzero_si256());
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)), _mm256_mul_ps(d, _mm256_loadu_ps(da)), acc);
-    return _mm256_fnmadd_ps(wm, _mm256_loadu_ps(dsa), acc);
+    acc =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, f.sc)), _mm256_mul_ps(f.d, _mm256_loadu_ps(da)), acc);
+    return _mm256_fnmadd_ps(f.wm, _mm256_loadu_ps(dsa), acc);
   }
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
@@ -623,7 +630,7 @@ struct Q4KRKern {
         __m256i lo[4], hi[4];
         unpack_q4r(blk[sb].qs, lo, hi);
         // Super-block sb is half sb % 2 of 512-column group sb / 2; its 8 blocks' scales at 8 sb.
-        y = step(y, blk[sb], lo, hi, in.q4r.data() + sb / 2 * kQ4RGroup + 32 * (sb % 2), in.d.data() + 8 * sb,
+        y = step(y, factors(blk[sb]), lo, hi, in.q4r.data() + sb / 2 * kQ4RGroup + 32 * (sb % 2), in.d.data() + 8 * sb,
                  in.q4r_dsa.data() + 8 * sb);
       }
       float res[4][4];
@@ -645,9 +652,10 @@ struct Q4KRKern {
           prefetch_block<TT>(&blk, sizeof(BlockQ4_KR), ahead);
           __m256i lo[4], hi[4];
           unpack_q4r(blk.qs, lo, hi);
+          const Factors f = factors(blk);
           for (int j = 0; j < TT; ++j) {
             const int64_t b = (t + j) * B + 8 * sb;
-            acc[r][j] = step(acc[r][j], blk, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
+            acc[r][j] = step(acc[r][j], f, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
                              in.d.data() + b, in.q4r_dsa.data() + b);
           }
         }
@@ -682,11 +690,15 @@ struct Q6KRKern {
     out[2] = join(_mm256_srli_epi16(ql0, 4), qh);
     out[3] = join(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2));
   }
-  // acc += half h's dots x its 8 scales x d x the activation scales, for one token: a, off and lane_d its
+  // Half h's 8 sub-block scales (int32).
+  static __m256i scales(const BlockQ6_KR& b, int h) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * h)));
+  }
+  // acc += half h's dots x its 8 scales sc x d x the activation scales, for one token: a, off and lane_d its
   // super-block's activations, offset terms and scales. Two vpmaddubsw pair sums (each at most 2 x 63 x 127) add in
   // 16 bits before widening: 32004 fits.
-  static __m256 half(__m256 acc, const BlockQ6_KR& b, int h, const __m256i q[4], __m256 d, const int8_t* a,
-                     const int32_t* off, const float* lane_d) {
+  static __m256 half(__m256 acc, int h, const __m256i q[4], __m256i sc, __m256 d, const int8_t* a, const int32_t* off,
+                     const float* lane_d) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256i is = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h));
     for (int k = 0; k < 4; k += 2) {
@@ -696,7 +708,6 @@ struct Q6KRKern {
                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 64 * (k + 1) + 32 * h))));
       is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, ones16));
     }
-    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * h)));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, sc)),
                            _mm256_mul_ps(d, _mm256_loadu_ps(lane_d + 8 * h)), acc);
   }
@@ -718,7 +729,7 @@ struct Q6KRKern {
         for (int h = 0; h < 2; ++h) {
           __m256i q[4];
           codes(b, h, q);
-          y = half(y, b, h, q, d, in.q6r.data() + sb * kQKBlock, in.q6r_off.data() + 16 * sb,
+          y = half(y, h, q, scales(b, h), d, in.q6r.data() + sb * kQKBlock, in.q6r_off.data() + 16 * sb,
                    in.q6r_d.data() + 16 * sb);
         }
       }
@@ -743,9 +754,10 @@ struct Q6KRKern {
           for (int h = 0; h < 2; ++h) {
             __m256i q[4];
             codes(b, h, q);
+            const __m256i sc = scales(b, h);
             for (int j = 0; j < TT; ++j) {
               const int64_t s = (t + j) * (K / 16) + 16 * sb;
-              acc[r][j] = half(acc[r][j], b, h, q, d, in.q6r.data() + (t + j) * K + sb * kQKBlock,
+              acc[r][j] = half(acc[r][j], h, q, sc, d, in.q6r.data() + (t + j) * K + sb * kQKBlock,
                                in.q6r_off.data() + s, in.q6r_d.data() + s);
             }
           }
