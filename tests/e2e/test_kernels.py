@@ -45,11 +45,14 @@ def round_bf16(x):
 
 
 def quant_rows(x, width):
-    """Symmetric int8 per span of `width` columns: d = amax / 127, q = round-half-even(x * (1 / d))."""
+    """Symmetric int8 per span of `width` columns: d = amax / 127, q = round-half-even(x * (1 / d)), where 1 / d
+    counts as 0 when it is not finite (d = 0, or d subnormal below 1 / FLT_MAX: every code 0)."""
     T, K = x.shape
     xs = x.astype(f32).reshape(T, K // width, width)
     d = (np.abs(xs).max(axis=2) / f32(127)).astype(f32)
-    inv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+    with np.errstate(over="ignore"):
+        inv = (f32(1) / np.where(d != 0, d, f32(1))).astype(f32)
+    inv = np.where((d != 0) & np.isfinite(inv), inv, f32(0)).astype(f32)
     q = np.clip(np.rint(xs * inv[:, :, None]), -127, 127).astype(np.int64)
     return q.reshape(T, K), d.astype(np.float64)
 
@@ -320,6 +323,50 @@ def main():
     outs = [run([x, w], isa, wtype="int8") for isa in supported]
     check(all(o is not None and np.array_equal(o, outs[0]) for o in outs),
           f"int8: {', '.join(supported)} bitwise equal on quantizer edge cases (ties, zeros, 1e30 range)")
+    # The activation quantizers themselves, per token (int8/int4 weights) and per 32 columns (GGUF weights): each
+    # ISA's codes and scales bitwise quant_rows', over every tail length and the edge cases above, plus spans too
+    # small for a finite 1 / d (largest magnitude under ~3.7e-37) and a row's input_scale.
+    def act_quant(x, isa, s=None, blocks=False):
+        out = os.path.join(DIR, "aq.npy")
+        args = [OP_RUNNER, "act_quant", out, save(x)] + ([save(s), "input_scale=1"] if s is not None else [])
+        r = subprocess.run(args + (["blocks=1"] if blocks else []), capture_output=True, text=True,
+                           env=dict(os.environ, ASCENT_ISA=isa))
+        if r.returncode != 0:
+            print(r.stderr.strip())
+            return None
+        return np.load(out).astype(np.float64)
+
+    def edge_rows(K):
+        x = np.zeros((8, K), f32)
+        x[0] = (np.arange(K) % 255 - 127) / 2.0  # codes at exact halves
+        x[2] = rng.standard_normal(K) * np.where(np.arange(K) % 7 == 0, 1e15, 1e-15)
+        x[3] = 0.25
+        x[4] = rng.standard_normal(K)
+        x[4, ::11] = 0.0
+        x[5] = rng.standard_normal(K) * 1e-38  # subnormal d: no finite inverse
+        x[6] = rng.standard_normal(K) * np.where(np.arange(K) % 64 < 32, 1.0, 1e-38)
+        x[7] = rng.standard_normal(K) * 1e3
+        return x
+
+    bad = []
+    for K in (1, 7, 8, 9, 31, 32, 33, 45, 64, 100, 333):
+        x, s = edge_rows(K), rng.uniform(0.25, 4.0, K).astype(f32)
+        for isa in supported:
+            for scale in (None, s):
+                got = act_quant(x, isa, scale)
+                q, d = quant_rows((x * scale).astype(f32) if scale is not None else x, K)
+                if got is None or not (np.array_equal(got[:, :K], q) and np.array_equal(got[:, K:], d)):
+                    bad.append(f"{isa} per token K={K}{' input_scale' if scale is not None else ''}")
+    for K in (32, 96, 2112):
+        x = edge_rows(K)
+        q, d = quant_rows(x, 32)
+        for isa in supported:
+            got = act_quant(x, isa, blocks=True)
+            if got is None or not (np.array_equal(got[:, :K], q) and np.array_equal(got[:, K:], d)):
+                bad.append(f"{isa} per block K={K}")
+    check(not bad, f"activation int8 codes and scales bitwise the NumPy reference in {', '.join(supported)}, per token "
+          f"(K = 1..333, with and without input_scale) and per 32 columns (ties, zeros, 1e30 range, d subnormal)"
+          + (f"; differ: {bad}" if bad else ""))
     # Activation-aware scaling: the input_scale multiplies activations and divides weight columns.
     s = rng.uniform(0.25, 4.0, 200).astype(f32)
     x, w = rng.standard_normal((4, 200)).astype(f32), rng.standard_normal((6, 200)).astype(f32)

@@ -8,6 +8,8 @@
 // wtype=q4_kr (q6_kr) takes Q4_K (Q6_K) blocks and repacks them as models load them for the AVX-512 kernel.
 // attention's k and v are rows (positions, Hkv*D); kv_block=B (k_tiles=1) copies them into that cache layout first
 // (ops.h), kv_f16=1 (with k_tiles=1) into f16 caches, each value rounded as kv_store's f16 form does.
+// act_quant writes the matmul engine's int8 activations for x (codes, then scales; blocks=1: per 32 columns), so
+// test_kernels.py can check each ISA's quantizer bitwise.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "ascent/base/error.h"
+#include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/tensor/npy.h"
 #include "ascent/tensor/quantize.h"
@@ -101,6 +104,30 @@ int run(int argc, char** argv) {
       kernels::embedding_forward(w, ids, y.data());
       yshape = {static_cast<int64_t>(ids.size()), w.shape[1]};
     }
+  } else if (op == "act_quant") {
+    // The matmul engine's int8 activations for x: per token (an int8 weight's; input_scale=1 takes the second input
+    // as its input_scale) or, with blocks=1, per 32 columns (a GGUF weight's). Row t holds its K codes, then its
+    // scale(s) d: one per token, or K / 32.
+    const bool blocks = attr.count("blocks") != 0;
+    std::vector<float> input_scale;
+    if (attr.count("input_scale") != 0) input_scale = as_f32(in.at(1));
+    Tensor w;  // only its type, shape and input_scale are read
+    w.dtype = blocks ? DType::Q8_0 : DType::I8;
+    w.shape = {1, cols};
+    w.input_scale = input_scale.empty() ? nullptr : input_scale.data();
+    const auto xv = as_f32(x);
+    kernels::GemmInput gi;
+    kernels::prepare_gemm_input(xv.data(), rows, w, gi);
+    const int64_t m = blocks ? cols / 32 : 1, width = cols + m;
+    y.resize(static_cast<size_t>(rows * width));
+    for (int64_t t = 0; t < rows; ++t) {
+      for (int64_t k = 0; k < cols; ++k)
+        y[static_cast<size_t>(t * width + k)] = gi.q[static_cast<size_t>(t * gi.Kp + k)];
+      for (int64_t b = 0; b < m; ++b) {
+        y[static_cast<size_t>(t * width + cols + b)] = gi.d[static_cast<size_t>(blocks ? t * gi.Kp / 32 + b : t)];
+      }
+    }
+    yshape = {rows, width};
   } else if (op == "rms_norm") {
     const auto xv = as_f32(x), w = as_f32(in.at(1));
     y.resize(xv.size());

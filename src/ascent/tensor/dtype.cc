@@ -374,7 +374,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         float amax = 0.0f;
         for (int j = 0; j < kQBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = inverse_scale(d);
         b[i].d = f32_to_f16(d);
         for (int j = 0; j < kQBlock; ++j) b[i].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
       }
@@ -394,7 +394,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
           }
         }
         const float d = vmax / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = inverse_scale(d);
         b[i].d = f32_to_f16(d);
         for (int j = 0; j < kQBlock / 2; ++j) {
           const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));

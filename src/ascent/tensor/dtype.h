@@ -12,6 +12,7 @@
 // I32 holds token ids and positions.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -193,6 +194,16 @@ inline float bf16_to_f32(uint16_t h) {
   return f;
 }
 uint16_t f32_to_bf16(float f);  // round to nearest even; NaN stays NaN
+
+// The multiplier that turns values into codes for a quantization scale d: 1 / d, or 0 where that is not finite (d = 0,
+// or a subnormal d below 1 / FLT_MAX, i.e. a span whose largest magnitude is under ~3.7e-37 for int8), so every value
+// codes as 0 rather than as x * inf (NaN for a zero value: code -127 in the SIMD quantizers, an undefined integer
+// conversion in scalar code).
+inline float inverse_scale(float d) {
+  if (d == 0.0f) return 0.0f;
+  const float id = 1.0f / d;
+  return std::isinf(id) ? 0.0f : id;
+}
 
 // Block b's f16 scale in a Q4_0R or Q8_0R row (groups of 16 blocks of group_bytes, the scales first).
 inline uint16_t r_group_scale(const uint8_t* row, int64_t b, int64_t group_bytes) {

@@ -68,7 +68,7 @@ Tensor quantize_int8(const Tensor& w, std::span<const float> input_scale) {
     float amax = 0.0f;
     for (float v : row) amax = std::max(amax, std::fabs(v));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = inverse_scale(d);
     scales[r] = d;
     auto* q = const_cast<uint8_t*>(out.row_ptr(r));
     for (int64_t k = 0; k < K; ++k) {
@@ -90,7 +90,7 @@ float quantize_int4_group(const float* x, int64_t n, float clip, uint8_t* codes)
     }
   }
   const float d = vmax * clip / -8.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = inverse_scale(d);
   for (int64_t j = 0; j < n; ++j) {
     codes[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(x[j] * id)), -8, 7) + 8);
   }

@@ -112,18 +112,22 @@ struct GemmOut {
 void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
 
 // Quantizes n values (times s where given) to int8 with d = amax / 127, rounding to nearest even; returns d and,
-// with sum, the codes' sum. The AVX-512 variant (gemm_input_avx512.cc) gives the same bits.
+// with sum, the codes' sum. The AVX-512 and AVX2 variants (gemm_input_avx512.cc, gemm_input_avx2.cc) give the scalar
+// code's bits (gemm_input.cc); so do the block and q4r functions below.
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
+float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 
 // quantize_span_avx512 over nb consecutive 32-value blocks of x (no s) in one loop, so that one block's reductions
 // and divisions overlap the next one's: block b's codes at q + 32 b, its d at d[b] and its codes' sum at sum[b], the
 // same bits as a call per block (gemm_input_avx512.cc).
 void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
+void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
 
 // GemmInput::q4r's codes for one token from its per-block quantized row q (Kp columns, a whole number of 512): per
 // 512 columns, 4-byte column group c of block i goes to lane i of chunk c % 4, half c / 4 (gemm.h's order), by
-// 32-bit gathers. Data movement only (gemm_input_avx512.cc).
+// 32-bit gathers (AVX2: 8 x 8 transposes of 32-bit words). Data movement only.
 void q4r_codes_avx512(const int8_t* q, int64_t Kp, int8_t* out);
+void q4r_codes_avx2(const int8_t* q, int64_t Kp, int8_t* out);
 
 // Per-ISA implementations (gemm_ref.cc, gemm_avx2.cc, gemm_avx512.cc).
 void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);

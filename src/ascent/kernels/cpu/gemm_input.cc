@@ -1,12 +1,11 @@
 // Activation preparation for the matmul engine (gemm.h): int8 quantization per token or per 32-element block, and
 // bf16 rounding. Scalar where it touches T * K values once per matmul (against T * K * N multiply-adds), threaded
-// over tokens; under AVX-512 the int8 quantization and the q4r code placement run in gemm_input_avx512.cc (same
-// bits), since a decode step prepares its single token on one thread while the other waits. Buffers are resized, not
-// reassigned, and only the padding is zeroed: callers keep a GemmInput across calls, so prefill does not fault in (and
-// clear) megabytes of fresh pages for every matmul.
+// over tokens; under AVX-512 and AVX2 the int8 quantization and the q4r code placement run in gemm_input_avx512.cc
+// and gemm_input_avx2.cc (same bits), since a decode step prepares its single token on one thread while the other
+// waits. Buffers are resized, not reassigned, and only the padding is zeroed: callers keep a GemmInput across calls,
+// so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -22,7 +21,7 @@ float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_
   float amax = 0.0f;
   for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(s != nullptr ? x[k] * s[k] : x[k]));
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = inverse_scale(d);
   // Adding and subtracting 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even, as nearbyint does
   // in the default rounding mode, without a libm call per value (v is at most 127 here).
   constexpr float kRound = 12582912.0f;
@@ -79,19 +78,28 @@ void q6r_layout(const int8_t* q, const float* d, int64_t K, int8_t* out, int32_t
 }
 
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
-  return active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span(x, s, n, q, sum);
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return quantize_span_avx512(x, s, n, q, sum);
+    case Isa::Avx2:
+      return quantize_span_avx2(x, s, n, q, sum);
+    case Isa::Ref:
+      break;
+  }
+  return quantize_span(x, s, n, q, sum);
 }
 
-// q4r_codes_avx512 without AVX-512 (the AVX2 Q4_0R and Q4_KR kernels' input): per 512-column group, block i's bytes
-// 4c..4c+3 (c = 0-7) at dword 32 (c % 4) + 16 (c / 4) + i, GemmInput::q4r's order.
-void q4r_codes(const int8_t* q, int64_t Kp, int8_t* out) {
-  for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
-    const int8_t* src = q + g * kQ4RGroup;
-    int8_t* dst = out + g * kQ4RGroup;
-    for (int c = 0; c < 8; ++c) {
-      for (int i = 0; i < 16; ++i) std::memcpy(dst + 4 * (32 * (c % 4) + 16 * (c / 4) + i), src + 32 * i + 4 * c, 4);
-    }
+// nb blocks of 32 values, each quantized as quantize_span does one: codes at q + 32 b, d[b], sum[b].
+void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return quantize_blocks32_avx512(x, nb, q, d, sum);
+    case Isa::Avx2:
+      return quantize_blocks32_avx2(x, nb, q, d, sum);
+    case Isa::Ref:
+      break;
   }
+  for (int64_t b = 0; b < nb; ++b) d[b] = quantize_span(x + b * kQBlock, nullptr, kQBlock, q + b * kQBlock, &sum[b]);
 }
 
 // The weight formats whose SIMD kernels read the activations in GemmInput::q4r's order.
@@ -238,14 +246,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         const int64_t nb = K / kQBlock;
         thread_local std::vector<int32_t> sums;  // each block's codes' sum; per thread, kept (no allocation per call)
         sums.resize(static_cast<size_t>(nb));
-        if (active_isa() == Isa::Avx512) {
-          quantize_blocks32_avx512(x + t * K, nb, row, d, sums.data());
-        } else {
-          for (int64_t b = 0; b < nb; ++b) {
-            d[b] = quantize_span(x + t * K + b * kQBlock, nullptr, kQBlock, row + b * kQBlock,
-                                 &sums[static_cast<size_t>(b)]);
-          }
-        }
+        quantize_blocks(x + t * K, nb, row, d, sums.data());
         for (int64_t b = 0; b < nb; ++b) {
           const int32_t sum = sums[static_cast<size_t>(b)];
           if (super_blocks) {
@@ -271,10 +272,11 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         if (q4r) {  // the padding blocks past K: sum 0, d 0
           std::fill(in.q4r_off.begin() + t * B + K / kQBlock, in.q4r_off.begin() + (t + 1) * B, 0);
           std::fill(in.q4r_dsa.begin() + t * B + K / kQBlock, in.q4r_dsa.begin() + (t + 1) * B, 0.0f);
+          // Only the SIMD kernels read these codes (repacked_kernel_runs: AVX2 at least).
           if (active_isa() == Isa::Avx512) {
             q4r_codes_avx512(row, in.Kp, in.q4r.data() + t * in.Kp);
           } else {
-            q4r_codes(row, in.Kp, in.q4r.data() + t * in.Kp);
+            q4r_codes_avx2(row, in.Kp, in.q4r.data() + t * in.Kp);
           }
         }
         if (q6r)

@@ -35,7 +35,7 @@ float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q,
     amax = _mm512_max_ps(_mm512_and_ps(load_scaled(x, s, n, k), abs_mask), amax);
   }
   const float d = _mm512_reduce_max_ps(amax) / 127.0f;
-  const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  const __m512 id = _mm512_set1_ps(inverse_scale(d));
   const __m512 round = _mm512_set1_ps(12582912.0f);
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   __m512i total = _mm512_setzero_si512();
@@ -61,7 +61,7 @@ void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, i
     const __m512 amax =
         _mm512_max_ps(_mm512_and_ps(v1, abs_mask), _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps()));
     const float db = _mm512_reduce_max_ps(amax) / 127.0f;
-    const __m512 id = _mm512_set1_ps(db != 0.0f ? 1.0f / db : 0.0f);
+    const __m512 id = _mm512_set1_ps(inverse_scale(db));
     const __m512i c0 = _mm512_min_epi32(
         _mm512_max_epi32(_mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v0, id), round), round)), lo),
         hi);
