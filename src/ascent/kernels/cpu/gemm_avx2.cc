@@ -485,8 +485,38 @@ inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a
   return is;
 }
 
-// The prefill tile of the repacked kernels: R rows x TT tokens of accumulators, zeroed, then body(acc) adds each
-// step in the kernel's order, then each output is its accumulator's lane sum, as the kernel's decode_rows ends.
+// Q4_KR's and Q6_KR's prefill (their RowCache: each 4-row tile's codes and factors, formed once into L1 for all the
+// token block's tiles, as the AVX-512 kernels do; formed per row and token pair in 4 x 2 register tiles, they held
+// tl16 pp512 on a Zen 3 to 118-122 and 103-111 t/s, against 153-169 and 142-149 so): a row at a time, its TT
+// accumulators in registers beside the codes, zeroed, then body(r, acc) adds row r's steps in the kernel's order
+// (decode_rows' order, so the same bits), then each output is its accumulator's lane sum. (Q4_0R's unpacking is
+// lighter: cached, its pp512 ran 1-5% slower in four alternated rounds, so it keeps its 4 x 2 tile below.)
+template <int R, int TT, class Body>
+inline void cached_rows(float out[4][4], Body body) {
+  for (int r = 0; r < R; ++r) {
+    __m256 acc[TT];
+    for (int j = 0; j < TT; ++j) acc[j] = _mm256_setzero_ps();
+    body(r, acc);
+    for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[j]);
+  }
+}
+
+// unpack_q4r's registers to and from a RowCache (256 bytes: lo[0..3], then hi[0..3]).
+inline void store_q4r(const __m256i lo[4], const __m256i hi[4], uint8_t* p) {
+  for (int q = 0; q < 4; ++q) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p) + q, lo[q]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p) + 4 + q, hi[q]);
+  }
+}
+inline void load_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
+  for (int q = 0; q < 4; ++q) {
+    lo[q] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p) + q);
+    hi[q] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p) + 4 + q);
+  }
+}
+
+// Q40RKern's prefill tile: R rows x TT tokens of accumulators, zeroed, then body(acc) adds each step in the kernel's
+// order, then each output is its accumulator's lane sum, as the kernel's decode_rows ends.
 template <int R, int TT, class Body>
 inline void repacked_tile(float out[4][4], Body body) {
   __m256 acc[R][TT];
@@ -583,7 +613,7 @@ struct Q40RKern {
 // prefill give the same bits.
 struct Q4KRKern {
   static constexpr int kDecodeRows = 1;
-  static constexpr int64_t kTokens = 2;
+  static constexpr int64_t kTokens = 4;
 
   // A super-block's 8 scales (int32), d in every lane, and dmin x minimum i in lane i (dtype.h's scale bytes:
   // two widenings, a variable shift and a select): formed once per super-block, for every token.
@@ -639,25 +669,51 @@ struct Q4KRKern {
     }
   }
 
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t Kp = in.Kp, B = Kp / kQBlock, nsb = in.K / kQKBlock;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* w0 = w.row_ptr(n);
-    const int64_t ahead = prefetch_distance(R * stride);
-    repacked_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+  // Prefill (cached_rows): per super-block, its codes and factors.
+  struct StoredFactors {
+    alignas(32) int32_t sc[8];
+    float d[8], wm[8];
+  };
+  struct RowCache {
+    AlignedVector<uint8_t> codes;    // (R, nsb, 256): store_q4r
+    AlignedVector<StoredFactors> f;  // (R, nsb)
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock, stride = row_bytes(w.dtype, w.shape[1]);
+    c.codes.resize(static_cast<size_t>(R * nsb * 256));
+    c.f.resize(static_cast<size_t>(R * nsb));
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_KR*>(w.row_ptr(n) + r * stride);
       for (int64_t sb = 0; sb < nsb; ++sb) {
-        for (int r = 0; r < R; ++r) {
-          const auto& blk = reinterpret_cast<const BlockQ4_KR*>(w0 + r * stride)[sb];
-          prefetch_block<TT>(&blk, sizeof(BlockQ4_KR), ahead);
-          __m256i lo[4], hi[4];
-          unpack_q4r(blk.qs, lo, hi);
-          const Factors f = factors(blk);
-          for (int j = 0; j < TT; ++j) {
-            const int64_t b = (t + j) * B + 8 * sb;
-            acc[r][j] = step(acc[r][j], f, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
-                             in.d.data() + b, in.q4r_dsa.data() + b);
-          }
+        __m256i lo[4], hi[4];
+        unpack_q4r(blk[sb].qs, lo, hi);
+        store_q4r(lo, hi, c.codes.data() + (r * nsb + sb) * 256);
+        const Factors f = factors(blk[sb]);
+        StoredFactors& sf = c.f[static_cast<size_t>(r * nsb + sb)];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sf.sc), f.sc);
+        _mm256_store_ps(sf.d, f.d);
+        _mm256_store_ps(sf.wm, f.wm);
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    (void)w;
+    (void)n;
+    const int64_t Kp = in.Kp, B = Kp / kQBlock, nsb = in.K / kQKBlock;
+    cached_rows<R, TT>(out, [&](int r, __m256(&acc)[TT]) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        __m256i lo[4], hi[4];
+        load_q4r(c.codes.data() + (r * nsb + sb) * 256, lo, hi);
+        const StoredFactors& sf = c.f[static_cast<size_t>(r * nsb + sb)];
+        const Factors f{_mm256_load_si256(reinterpret_cast<const __m256i*>(sf.sc)), _mm256_load_ps(sf.d),
+                        _mm256_load_ps(sf.wm)};
+        for (int j = 0; j < TT; ++j) {
+          const int64_t b = (t + j) * B + 8 * sb;
+          acc[j] = step(acc[j], f, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
+                        in.d.data() + b, in.q4r_dsa.data() + b);
         }
       }
     });
@@ -672,7 +728,7 @@ struct Q4KRKern {
 // scale), in decode and prefill alike, so the same bits.
 struct Q6KRKern {
   static constexpr int kDecodeRows = 1;
-  static constexpr int64_t kTokens = 2;
+  static constexpr int64_t kTokens = 4;
 
   // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (dtype.h),
   // each a byte of 0..63.
@@ -739,27 +795,54 @@ struct Q6KRKern {
     }
   }
 
-  template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t K = in.K, nsb = K / kQKBlock;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* w0 = w.row_ptr(n);
-    const int64_t ahead = prefetch_distance(R * stride);
-    repacked_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+  // Prefill (cached_rows): per super-block, its d, and per half its 6-bit codes and 8 scales.
+  struct RowCache {
+    AlignedVector<uint8_t> codes;  // (R, nsb, 2, 4, 32)
+    AlignedVector<int32_t> sc;     // (R, nsb, 2, 8)
+    AlignedVector<float> d;        // (R, nsb, 8): d in every lane
+  };
+  template <int R>
+  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock, stride = row_bytes(w.dtype, w.shape[1]);
+    c.codes.resize(static_cast<size_t>(R * nsb * 256));
+    c.sc.resize(static_cast<size_t>(R * nsb * 16));
+    c.d.resize(static_cast<size_t>(R * nsb * 8));
+    for (int r = 0; r < R; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_KR*>(w.row_ptr(n) + r * stride);
       for (int64_t sb = 0; sb < nsb; ++sb) {
-        for (int r = 0; r < R; ++r) {
-          const auto& b = reinterpret_cast<const BlockQ6_KR*>(w0 + r * stride)[sb];
-          prefetch_block<TT>(&b, sizeof(BlockQ6_KR), ahead);
-          const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
-          for (int h = 0; h < 2; ++h) {
-            __m256i q[4];
-            codes(b, h, q);
-            const __m256i sc = scales(b, h);
-            for (int j = 0; j < TT; ++j) {
-              const int64_t s = (t + j) * (K / 16) + 16 * sb;
-              acc[r][j] = half(acc[r][j], h, q, sc, d, in.q6r.data() + (t + j) * K + sb * kQKBlock,
-                               in.q6r_off.data() + s, in.q6r_d.data() + s);
-            }
+        const int64_t i = r * nsb + sb;
+        _mm256_store_ps(c.d.data() + i * 8, _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(blk[sb].d))));
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          codes(blk[sb], h, q);
+          for (int k = 0; k < 4; ++k) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(c.codes.data() + (2 * i + h) * 128) + k, q[k]);
+          }
+          _mm256_store_si256(reinterpret_cast<__m256i*>(c.sc.data() + (2 * i + h) * 8), scales(blk[sb], h));
+        }
+      }
+    }
+  }
+  template <int R, int TT>
+  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+                          float out[4][4]) {
+    (void)w;
+    (void)n;
+    const int64_t K = in.K, nsb = K / kQKBlock;
+    cached_rows<R, TT>(out, [&](int r, __m256(&acc)[TT]) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const int64_t i = r * nsb + sb;
+        const __m256 d = _mm256_load_ps(c.d.data() + i * 8);
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          for (int k = 0; k < 4; ++k) {
+            q[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(c.codes.data() + (2 * i + h) * 128) + k);
+          }
+          const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(c.sc.data() + (2 * i + h) * 8));
+          for (int j = 0; j < TT; ++j) {
+            const int64_t s = (t + j) * (K / 16) + 16 * sb;
+            acc[j] = half(acc[j], h, q, sc, d, in.q6r.data() + (t + j) * K + sb * kQKBlock, in.q6r_off.data() + s,
+                          in.q6r_d.data() + s);
           }
         }
       }

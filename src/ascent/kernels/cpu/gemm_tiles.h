@@ -192,17 +192,18 @@ inline void with_tile_size(int64_t v, Fn&& fn) {
 }
 
 // One row tile (R rows at n) against tokens [t0, t1). A kernel with a RowCache (a per-thread buffer it fills once
-// per row tile, e.g. weights unpacked into L1) uses it for every token tile when there are several tokens; its
-// cached tile must compute the same bits as its plain one, which decode (one token) keeps using.
+// per row tile, e.g. weights unpacked into L1) uses it for every token tile (tile_tokens<Kern>() tokens each) when
+// there are several tokens; its cached tile must compute the same bits as its plain one (or its decode_rows), which
+// decode (one token) keeps using.
 template <class Kern, int R>
 void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, int64_t t1, const GemmOut& o) {
   if constexpr (requires { typename Kern::RowCache; }) {
     if (in.T > 1) {
       thread_local typename Kern::RowCache cache;
       Kern::template fill<R>(in, w, n, cache);
-      for (int64_t t = t0; t < t1; t += 4) {
+      for (int64_t t = t0; t < t1; t += tile_tokens<Kern>()) {
         float res[4][4];
-        const int64_t tt = tile_min(4, t1 - t);
+        const int64_t tt = tile_min(tile_tokens<Kern>(), t1 - t);
         with_tile_size(tt, [&]<int TT>() { Kern::template cached_tile<R, TT>(in, w, cache, n, t, res); });
         store_tile<R>(o, t, tt, n, res);
       }
