@@ -613,7 +613,7 @@ struct Q40RKern {
 // prefill give the same bits.
 struct Q4KRKern {
   static constexpr int kDecodeRows = 1;
-  static constexpr int64_t kTokens = 4;
+  static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
   // A super-block's 8 scales (int32), d in every lane, and dmin x minimum i in lane i (dtype.h's scale bytes:
   // two widenings, a variable shift and a select): formed once per super-block, for every token.
@@ -728,7 +728,7 @@ struct Q4KRKern {
 // scale), in decode and prefill alike, so the same bits.
 struct Q6KRKern {
   static constexpr int kDecodeRows = 1;
-  static constexpr int64_t kTokens = 4;
+  static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
   // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (dtype.h),
   // each a byte of 0..63.
