@@ -58,8 +58,9 @@ def main():
 
     # config.json values of the wrong shape: one line naming the file and the field (an empty eos_token_id list was
     # read past its end, 1.5 was truncated to 1, a string rope_scaling and a negative window were not caught).
-    for key, value, needle in [("eos_token_id", [], "field eos_token_id must be an integer or a list of integers"),
-                               ("eos_token_id", ["a"], "field eos_token_id must be an integer or a list of integers"),
+    eos_msg = "field eos_token_id must be an integer or a non-empty list of integers"
+    for key, value, needle in [("eos_token_id", [], eos_msg),
+                               ("eos_token_id", ["a"], eos_msg),
                                ("intermediate_size", 1.5, "field intermediate_size must be an integer, got 1.5"),
                                ("rope_scaling", "bad", "field rope_scaling must be an object or null"),
                                ("sliding_window", -5, "sliding_window -5 must be 0 (none) or positive")]:

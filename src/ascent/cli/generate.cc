@@ -58,10 +58,12 @@ void run(Options& o) {
   o.runtime.after_load(*m);
   tokenizer::Utf8Stream stream;
   int32_t prev = prompt.back();
-  const int32_t eos = tok ? tok->eos() : m->config().eos_id;
+  // The tokenizer's eos, and every end id the model's files list (Llama 3.x Instruct ends turns with <|eot_id|>).
+  std::vector<int32_t> stop{tok ? tok->eos() : m->config().eos_id};
+  stop.insert(stop.end(), m->config().end_ids.begin(), m->config().end_ids.end());
   engine::GenerateStats stats;
   auto out = engine::generate(
-      *m, prompt, o.n_predict, sampler, eos,
+      *m, prompt, o.n_predict, sampler, stop,
       [&](int32_t id) {
         if (o.print_ids || !tok) return;
         const bool strip = prev == tok->bos() && tok->vocab().kind == tokenizer::VocabKind::Spm;

@@ -1,5 +1,6 @@
 #include "ascent/engine/generator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "ascent/base/error.h"
@@ -7,7 +8,8 @@
 namespace ascent::engine {
 
 std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
-                              int32_t eos_id, const std::function<void(int32_t)>& on_token, GenerateStats* stats) {
+                              std::span<const int32_t> stop_ids, const std::function<void(int32_t)>& on_token,
+                              GenerateStats* stats) {
   using Clock = std::chrono::steady_clock;
   ASCENT_CHECK(!prompt.empty(), "the prompt is empty: give -p TEXT or --prompt-ids");
   ASCENT_CHECK(static_cast<int64_t>(prompt.size()) <= m.context(),
@@ -21,7 +23,7 @@ std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, 
   bool context_full = false;
   for (int64_t i = 0; i < n_predict; ++i) {
     const int32_t tok = sampler.sample(logits, history);
-    if (tok == eos_id) break;
+    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) break;
     out.push_back(tok);
     history.push_back(tok);
     on_token(tok);

@@ -18,8 +18,10 @@ struct GenerateStats {
   bool context_full = false;  // stopped because the context was full, before n_predict tokens or EOS
 };
 
-// Calls on_token for each generated id (EOS excluded) as soon as it is sampled. Returns the generated ids.
+// Calls on_token for each generated id as soon as it is sampled, and stops before any of stop_ids (the end-of-text
+// ids: eos and the model's other end ids, none of them passed on). Returns the generated ids.
 std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
-                              int32_t eos_id, const std::function<void(int32_t)>& on_token, GenerateStats* stats);
+                              std::span<const int32_t> stop_ids, const std::function<void(int32_t)>& on_token,
+                              GenerateStats* stats);
 
 }  // namespace ascent::engine

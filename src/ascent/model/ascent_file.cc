@@ -49,6 +49,7 @@ json config_json(const ModelConfig& c) {
   j["tied_embeddings"] = c.tied_embeddings;
   j["bos_id"] = c.bos_id;
   j["eos_id"] = c.eos_id;
+  j["end_ids"] = c.end_ids;
   return j;
 }
 
@@ -86,6 +87,8 @@ ModelConfig config_from_json(const json& j) {
   c.tied_embeddings = j.at("tied_embeddings").get<bool>();
   c.bos_id = j.at("bos_id").get<int32_t>();
   c.eos_id = j.at("eos_id").get<int32_t>();
+  // Absent from files written before it existed.
+  if (j.contains("end_ids")) c.end_ids = j.at("end_ids").get<std::vector<int32_t>>();
   return c;
 }
 

@@ -31,6 +31,10 @@ struct ModelConfig {
   std::vector<float> rope_freq_factors;  // GGUF rope_freqs.weight: inv_freq[i] is divided by factor i
   bool tied_embeddings = false;
   int32_t bos_id = 1, eos_id = 2;
+  // Every id the model's files name as ending generation where they name more than eos_id: an HF eos_token_id list
+  // (Llama 3.1 Instruct's <|end_of_text|>, <|eom_id|>, <|eot_id|>; eos_id is its first) and generation_config.json's
+  // ids, as transformers stops on any of them. Empty for a single eos.
+  std::vector<int32_t> end_ids;
 
   bool uses_layer_norm() const { return arch == Arch::Gpt2; }
   bool uses_rope() const { return arch != Arch::Gpt2; }

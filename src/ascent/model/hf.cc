@@ -2,6 +2,7 @@
 // the shards listed in model.safetensors.index.json, renamed to canonical GGUF-style names on the way in.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -47,6 +48,34 @@ T field_or(const json& j, const std::string& path, const char* key, T dflt) {
   return field<T>(j, path, key);
 }
 
+// An eos_token_id list: a non-empty list of integers (an empty one was once read past its end).
+std::vector<int32_t> eos_list(const json& ids, const std::string& path) {
+  bool ok = !ids.empty();
+  for (const json& id : ids) ok = ok && id.is_number_integer();
+  ASCENT_CHECK(ok, "{}: field eos_token_id must be an integer or a non-empty list of integers, got {}", path,
+               ids.dump());
+  return ids.get<std::vector<int32_t>>();
+}
+
+// generation_config.json's end ids (an integer or a list), where the folder has one, added to the config's: what
+// transformers' generate stops on.
+void add_generation_eos(const std::string& dir, ModelConfig& c) {
+  const std::string path = (fs::path(dir) / "generation_config.json").string();
+  if (!fs::exists(path)) return;
+  const json j = read_json(path);
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
+  const json& e = j["eos_token_id"];
+  std::vector<int32_t> ids;
+  if (e.is_array()) {
+    ids = eos_list(e, path);
+  } else {
+    ids.push_back(field<int32_t>(j, path, "eos_token_id"));
+  }
+  for (int32_t id : ids) {
+    if (std::find(c.end_ids.begin(), c.end_ids.end(), id) == c.end_ids.end()) c.end_ids.push_back(id);
+  }
+}
+
 void parse_config(const json& j, const std::string& path, ModelConfig& c) {
   const std::string type = field<std::string>(j, path, "model_type");
   if (type == "llama") {
@@ -65,11 +94,9 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
   c.vocab = field<int64_t>(j, path, "vocab_size");
   c.bos_id = field_or<int32_t>(j, path, "bos_token_id", c.arch == Arch::Gpt2 ? 50256 : 1);
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
-    // A list (Llama 3's several end tokens): the first. An empty list was read past its end.
-    const json& ids = j["eos_token_id"];
-    ASCENT_CHECK(!ids.empty() && ids[0].is_number_integer(),
-                 "{}: field eos_token_id must be an integer or a list of integers, got {}", path, ids.dump());
-    c.eos_id = ids[0].get<int32_t>();
+    // A list (Llama 3's several end tokens): the first is eos_id, every one ends generation.
+    c.end_ids = eos_list(j["eos_token_id"], path);
+    c.eos_id = c.end_ids[0];
   } else {
     c.eos_id = field_or<int32_t>(j, path, "eos_token_id", c.arch == Arch::Gpt2 ? 50256 : 2);
   }
@@ -212,6 +239,7 @@ void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
   ASCENT_CHECK(fs::exists(config_path), "{}: not a model folder: config.json is missing", dir);
   try {
     parse_config(read_json(config_path), config_path, cfg);
+    add_generation_eos(dir, cfg);
   } catch (const json::exception& e) {  // a field of an unexpected shape the checks above did not foresee
     fail("{}: {}", config_path, e.what());
   }

@@ -1,0 +1,88 @@
+"""Generation stops on every end id a model's files name, not only the first: an HF config's eos_token_id list
+(Llama 3.1 Instruct lists <|end_of_text|>, <|eom_id|>, <|eot_id|> and ends chat turns with the last) and
+generation_config.json's ids, as transformers' generate does; the list survives `ascent quantize`. The expected
+output is the same model's greedy run without the extra id, cut before that id's first occurrence; bad lists fail
+naming the file and field."""
+import json
+import os
+
+from common import SHARED, check, finish, run, tmpdir
+
+SRC = os.path.join(SHARED, "models", "story-656K")
+DIR = tmpdir()
+PROMPT = "Once upon a time"
+
+
+def folder(name, config_eos=None, generation_eos=None):
+    """story-656K with its config's (generation config's) eos_token_id replaced where given."""
+    d = os.path.join(DIR, name)
+    os.makedirs(d)
+    for f in ("model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"):
+        os.symlink(os.path.join(SRC, f), os.path.join(d, f))
+    for f, eos in (("config.json", config_eos), ("generation_config.json", generation_eos)):
+        with open(os.path.join(SRC, f)) as src:
+            j = json.load(src)
+        if eos is not None:
+            j["eos_token_id"] = eos
+        with open(os.path.join(d, f), "w") as dst:
+            json.dump(j, dst)
+    return d
+
+
+def greedy(model, n=16):
+    r = run(["generate", "-m", model, "-p", PROMPT, "-n", n, "--temp", 0, "--print-ids"])
+    if r.returncode != 0:
+        print(r.stderr.strip())
+        return None
+    return [int(v) for v in r.stdout.split()]
+
+
+def cut_before(ids, n_prompt, stop):
+    gen = ids[n_prompt:]
+    return ids[:n_prompt + gen.index(stop)] if stop in gen else ids
+
+
+def main():
+    plain, prompt = greedy(folder("plain")), greedy(folder("prompt_only"), n=0)
+    check(plain is not None and prompt is not None and len(plain) > len(prompt) + 4,
+          f"story-656K greedy run: {plain} (prompt {prompt})")
+    if plain is None or prompt is None:
+        finish()
+    n_prompt = len(prompt)
+    stop = plain[n_prompt + 3]  # the 4th generated token, to be named as an end id
+    want = cut_before(plain, n_prompt, stop)
+    check(len(want) == n_prompt + plain[n_prompt:].index(stop), f"the run is cut before id {stop}: {len(want)} ids")
+
+    got = greedy(folder("config_list", config_eos=[2, stop]))
+    check(got == want, f"config.json eos_token_id [2, {stop}]: stops before {stop} ({got})")
+    got = greedy(folder("generation_list", generation_eos=[2, stop]))
+    check(got == want, f"generation_config.json eos_token_id [2, {stop}]: stops there too ({got})")
+    got = greedy(folder("generation_int", generation_eos=stop))
+    check(got == want, f"generation_config.json eos_token_id {stop} (an integer) adds it ({got})")
+
+    # Ascent's quantized file keeps the list: its greedy run, cut before the listed id, as the same file made from
+    # the plain folder gives uncut.
+    q_plain, q_list = os.path.join(DIR, "plain.safetensors"), os.path.join(DIR, "list.safetensors")
+    ok = run(["quantize", "-m", folder("q_plain"), "-o", q_plain, "--type", "int8"]).returncode == 0
+    ids_q = greedy(q_plain) if ok else None
+    check(ids_q is not None and len(ids_q) > n_prompt + 4, f"int8 quantized greedy run: {ids_q}")
+    if ids_q is not None:
+        q_stop = ids_q[n_prompt + 3]
+        ok = run(["quantize", "-m", folder("q_list", config_eos=[2, q_stop]), "-o", q_list, "--type", "int8"])
+        got = greedy(q_list) if ok.returncode == 0 else None
+        check(got == cut_before(ids_q, n_prompt, q_stop),
+              f"int8 file from a config listing [2, {q_stop}] stops before {q_stop} ({got})")
+
+    # Bad lists: a clear error naming the file and field.
+    for name, cfg_eos, gen_eos in (("empty", [], None), ("text", [2, "x"], None), ("gen_text", None, [2, 1.5])):
+        d = folder("bad_" + name, config_eos=cfg_eos, generation_eos=gen_eos)
+        r = run(["generate", "-m", d, "-p", PROMPT, "-n", 2])
+        bad_file = "generation_config.json" if gen_eos is not None else "config.json"
+        check(r.returncode != 0 and bad_file in r.stderr and "eos_token_id" in r.stderr,
+              f"eos_token_id {cfg_eos if gen_eos is None else gen_eos} in {bad_file}: "
+              f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no error'}")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
