@@ -1,10 +1,12 @@
 """Generation stops on every end id a model's files name, not only the first: an HF config's eos_token_id list
 (Llama 3.1 Instruct lists <|end_of_text|>, <|eom_id|>, <|eot_id|> and ends chat turns with the last) and
-generation_config.json's ids, as transformers' generate does; the list survives `ascent quantize`. The expected
+generation_config.json's ids, as transformers' generate does; the list survives `ascent quantize`; a GGUF's
+eot/eom ids (llama.cpp's keys) end it as well. The expected
 output is the same model's greedy run without the extra id, cut before that id's first occurrence; bad lists fail
 naming the file and field."""
 import json
 import os
+import struct
 
 from common import SHARED, check, finish, run, tmpdir
 
@@ -29,12 +31,62 @@ def folder(name, config_eos=None, generation_eos=None):
     return d
 
 
-def greedy(model, n=16):
-    r = run(["generate", "-m", model, "-p", PROMPT, "-n", n, "--temp", 0, "--print-ids"])
+def greedy(model, n=16, prompt_ids=None):
+    prompt = ["--prompt-ids", " ".join(map(str, prompt_ids))] if prompt_ids else ["-p", PROMPT]
+    r = run(["generate", "-m", model] + prompt + ["-n", n, "--temp", 0, "--print-ids"])
     if r.returncode != 0:
         print(r.stderr.strip())
         return None
     return [int(v) for v in r.stdout.split()]
+
+
+def gguf_with_u32(src, dst, key, value):
+    """A copy of GGUF file src with one more uint32 metadata key (from the format: magic, version, tensor and
+    key/value counts, the key/values, the tensor infos, then the data at the next multiple of general.alignment)."""
+    with open(src, "rb") as f:
+        data = f.read()
+    pos = 24
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    align = 32
+
+    def skip_string():
+        nonlocal pos
+        pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+
+    def skip_value(t):
+        nonlocal pos
+        if t in sizes:
+            pos += sizes[t]
+        elif t == 8:
+            skip_string()
+        else:  # array: element type, count, elements
+            et, n = struct.unpack_from("<IQ", data, pos)
+            pos += 12
+            for _ in range(n):
+                skip_value(et)
+
+    for _ in range(n_kv):
+        k_start = pos
+        skip_string()
+        name = data[k_start + 8:pos].decode()
+        t = struct.unpack_from("<I", data, pos)[0]
+        pos += 4
+        if name == "general.alignment":
+            align = struct.unpack_from("<I", data, pos)[0]
+        skip_value(t)
+    kv_end = pos
+    for _ in range(n_tensors):
+        skip_string()
+        nd = struct.unpack_from("<I", data, pos)[0]
+        pos += 4 + 8 * nd + 4 + 8
+    data_start = (pos + align - 1) // align * align
+    kb = key.encode()
+    head = (data[:16] + struct.pack("<Q", n_kv + 1) + data[24:kv_end] + struct.pack("<Q", len(kb)) + kb +
+            struct.pack("<II", 4, value) + data[kv_end:pos])
+    head += b"\0" * ((-len(head)) % align)
+    with open(dst, "wb") as f:
+        f.write(head + data[data_start:])
 
 
 def cut_before(ids, n_prompt, stop):
@@ -72,6 +124,18 @@ def main():
         got = greedy(q_list) if ok.returncode == 0 else None
         check(got == cut_before(ids_q, n_prompt, q_stop),
               f"int8 file from a config listing [2, {q_stop}] stops before {q_stop} ({got})")
+
+    # GGUF: llama.cpp's tokenizer.ggml.eot_token_id (Llama 3 Instruct's <|eot_id|>) and eom_token_id end it too.
+    # (ascent convert writes no vocabulary: the prompt goes in as ids.)
+    gguf = os.path.join(DIR, "plain.gguf")
+    ok = run(["convert", "-m", folder("g_plain"), "-o", gguf, "--type", "f32"]).returncode == 0
+    ids_g = greedy(gguf, prompt_ids=prompt) if ok else None
+    check(ids_g == plain, f"f32 GGUF of it: the same greedy run ({ids_g})")
+    for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
+        tagged = os.path.join(DIR, key + ".gguf")
+        gguf_with_u32(gguf, tagged, key, stop)
+        got = greedy(tagged, prompt_ids=prompt)
+        check(got == want, f"GGUF with {key} = {stop}: stops before it ({got})")
 
     # Bad lists: a clear error naming the file and field.
     for name, cfg_eos, gen_eos in (("empty", [], None), ("text", [2, "x"], None), ("gen_text", None, [2, 1.5])):

@@ -1,4 +1,5 @@
 // GGUF <-> (ModelConfig, WeightSet): reading llama.cpp's metadata keys and tensor names, and writing them back.
+#include <algorithm>
 #include <cmath>
 
 #include "ascent/base/error.h"
@@ -91,6 +92,15 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   cfg.sliding_window = f.get_int(p + "attention.sliding_window", 0);
   cfg.bos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", cfg.arch == Arch::Gpt2 ? 50256 : 1));
   cfg.eos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", cfg.arch == Arch::Gpt2 ? 50256 : 2));
+  // llama.cpp's converter names Llama 3 Instruct's <|eot_id|> (3.1's <|eom_id|>) in these keys; generation ends on
+  // them as on eos (config.h: end_ids).
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    const auto id = static_cast<int32_t>(f.get_int(key, -1));
+    if (id < 0 || id == cfg.eos_id || std::find(cfg.end_ids.begin(), cfg.end_ids.end(), id) != cfg.end_ids.end())
+      continue;
+    if (cfg.end_ids.empty()) cfg.end_ids.push_back(cfg.eos_id);
+    cfg.end_ids.push_back(id);
+  }
 
   for (const auto& info : f.tensors()) {
     if (info.name == "rope_freqs.weight") {
