@@ -120,6 +120,20 @@ struct FloatKern {
   }
 };
 
+// A prefill tile's R x TT accumulators in registers: zeroed, then body(acc) adds each step in the kernel's order,
+// then each output is its accumulator's lane sum (as the kernel's decode ends).
+template <int R, int TT, class Body>
+inline void register_tile(float out[4][4], Body body) {
+  __m256 acc[R][TT];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
+  }
+  body(acc);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
+  }
+}
+
 // bf16 prefill: each 4-row tile's weights widened to f32 once (zero past K, to a whole number of 8) for all the token
 // block's tiles, instead of once per row and token triple (two instructions per 8 weights: tl16 pp512 on a Zen 3,
 // three alternated rounds, 70 -> 91-93 t/s). The cached tile runs tile's FMAs in tile's order (its zero-padded tail
@@ -151,21 +165,16 @@ struct Bf16Kern : FloatKern<DType::BF16> {
     (void)w;
     (void)n;
     const int64_t K8 = (in.K + 7) / 8 * 8;
-    __m256 acc[R][TT];
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
-    }
-    for (int64_t k = 0; k < K8; k += 8) {  // xb's rows are zero-padded to Kp (a multiple of 64)
-      __m256 xv[TT];
-      for (int j = 0; j < TT; ++j) xv[j] = widen_x(in, t + j, k);
-      for (int r = 0; r < R; ++r) {
-        const __m256 wv = _mm256_load_ps(c.w.data() + r * K8 + k);
-        for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
+    register_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+      for (int64_t k = 0; k < K8; k += 8) {  // xb's rows are zero-padded to Kp (a multiple of 64)
+        __m256 xv[TT];
+        for (int j = 0; j < TT; ++j) xv[j] = widen_x(in, t + j, k);
+        for (int r = 0; r < R; ++r) {
+          const __m256 wv = _mm256_load_ps(c.w.data() + r * K8 + k);
+          for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
+        }
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
-    }
+    });
   }
 };
 
@@ -564,20 +573,6 @@ inline void load_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   }
 }
 
-// Q40RKern's prefill tile: R rows x TT tokens of accumulators, zeroed, then body(acc) adds each step in the kernel's
-// order, then each output is its accumulator's lane sum, as the kernel's decode_rows ends.
-template <int R, int TT, class Body>
-inline void repacked_tile(float out[4][4], Body body) {
-  __m256 acc[R][TT];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
-  }
-  body(acc);
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < TT; ++j) out[r][j] = hsum8(acc[r][j]);
-  }
-}
-
 // GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads, as for the AVX-512 kernel: per 16 blocks their f16
 // scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
 // block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), no nibble moves across lanes, and the
@@ -633,7 +628,7 @@ struct Q40RKern {
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
-    repacked_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
+    register_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
       for (int64_t g = 0; g < G; ++g) {
         for (int h = 0; h < 2; ++h) {
           for (int r = 0; r < R; ++r) {
@@ -719,13 +714,9 @@ struct Q4KRKern {
   }
 
   // Prefill (cached_rows): per super-block, its codes and factors.
-  struct StoredFactors {
-    alignas(32) int32_t sc[8];
-    float d[8], wm[8];
-  };
   struct RowCache {
-    AlignedVector<uint8_t> codes;    // (R, nsb, 256): store_q4r
-    AlignedVector<StoredFactors> f;  // (R, nsb)
+    AlignedVector<uint8_t> codes;  // (R, nsb, 256): store_q4r
+    AlignedVector<Factors> f;      // (R, nsb)
   };
   template <int R>
   static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
@@ -738,11 +729,7 @@ struct Q4KRKern {
         __m256i lo[4], hi[4];
         unpack_q4r(blk[sb].qs, lo, hi);
         store_q4r(lo, hi, c.codes.data() + (r * nsb + sb) * 256);
-        const Factors f = factors(blk[sb]);
-        StoredFactors& sf = c.f[static_cast<size_t>(r * nsb + sb)];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sf.sc), f.sc);
-        _mm256_store_ps(sf.d, f.d);
-        _mm256_store_ps(sf.wm, f.wm);
+        c.f[static_cast<size_t>(r * nsb + sb)] = factors(blk[sb]);
       }
     }
   }
@@ -756,9 +743,7 @@ struct Q4KRKern {
       for (int64_t sb = 0; sb < nsb; ++sb) {
         __m256i lo[4], hi[4];
         load_q4r(c.codes.data() + (r * nsb + sb) * 256, lo, hi);
-        const StoredFactors& sf = c.f[static_cast<size_t>(r * nsb + sb)];
-        const Factors f{_mm256_load_si256(reinterpret_cast<const __m256i*>(sf.sc)), _mm256_load_ps(sf.d),
-                        _mm256_load_ps(sf.wm)};
+        const Factors& f = c.f[static_cast<size_t>(r * nsb + sb)];
         for (int j = 0; j < TT; ++j) {
           const int64_t b = (t + j) * B + 8 * sb;
           acc[j] = step(acc[j], f, lo, hi, in.q4r.data() + (t + j) * Kp + sb / 2 * kQ4RGroup + 32 * (sb % 2),
