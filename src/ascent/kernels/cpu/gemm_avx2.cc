@@ -19,13 +19,6 @@
 namespace ascent::kernels {
 namespace {
 
-inline int32_t hsum8_epi32(__m256i v) {
-  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
-  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
-  return _mm_cvtsi128_si32(b);
-}
-
 inline __m256i load16(const void* p) {
   return _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }

@@ -13,6 +13,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
+#include "ascent/kernels/cpu/simd_avx2.h"
+
 namespace ascent::kernels {
 namespace {
 
@@ -38,20 +40,6 @@ inline __m256 load_scaled(const float* x, const float* s, int64_t n, int64_t k) 
 // max(|v|, amax): with |v| first a NaN value is skipped, as std::max(amax, |v|) skips it, so amax never turns NaN.
 inline __m256 max_abs(__m256 v, __m256 amax) {
   return _mm256_max_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), amax);
-}
-
-inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  return _mm_cvtss_f32(m);
-}
-
-inline int32_t hsum8_epi32(__m256i v) {
-  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
-  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
-  return _mm_cvtsi128_si32(b);
 }
 
 // One vector's codes: v x id rounded to nearest even, clamped to [-127, 127] (a NaN converts to INT_MIN and clamps

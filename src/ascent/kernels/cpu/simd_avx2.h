@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace ascent::kernels {
 namespace {
 
@@ -38,6 +40,14 @@ inline float hsum8(__m256 v) {
   b = _mm_add_ps(b, _mm_movehl_ps(b, b));
   b = _mm_add_ss(b, _mm_movehdup_ps(b));
   return _mm_cvtss_f32(b);
+}
+
+// Sum of the 8 int32 lanes (exact, so in any order).
+inline int32_t hsum8_epi32(__m256i v) {
+  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
+  return _mm_cvtsi128_si32(b);
 }
 
 inline float hmax8(__m256 v) {
