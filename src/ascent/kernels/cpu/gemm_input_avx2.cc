@@ -20,10 +20,9 @@ namespace {
 
 constexpr float kRound = 12582912.0f;  // 1.5 x 2^23: adding and subtracting it rounds to nearest even (gemm_input.cc)
 
-// Lanes set where k + lane < n: the valid part of a tail vector (maskload zeroes the others).
+// Lanes below left (< 8) set: the valid part of a tail vector (maskload zeroes the others).
 inline __m256i tail_mask(int64_t left) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left < 8 ? left : 8)), lane);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Elements k..k+7 of x (times s where given), zero past n.
@@ -106,7 +105,7 @@ void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int
 void q4r_codes_avx2(const int8_t* q, int64_t Kp, int8_t* out) {
   // Per 512-column group and half h (blocks 8h..8h+7): row i of an 8 x 8 matrix of 32-bit words is block 8h + i's
   // 32 codes; its transpose's row c (word c of each block: bytes 4c..4c+3) goes to chunk c % 4, part c / 4, lanes
-  // 8h..8h+7 (gemm.h's order, as q4r_codes in gemm_input.cc).
+  // 8h..8h+7 (gemm.h's order, where q4r_codes_avx512 gathers them).
   for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
     for (int h = 0; h < 2; ++h) {
       const int8_t* src = q + g * kQ4RGroup + 256 * h;
