@@ -19,6 +19,30 @@
 namespace ascent::kernels {
 namespace {
 
+// The prefetch of the AVX2 decode loops that read one row at a time (int8, int4, Q8_0 and the repacked GGUF formats),
+// so that each thread's weights are one run (Tensor::parts, model/weight_layout.h): a non-temporal prefetch
+// kAvx2StreamAhead bytes ahead for every 32 bytes they load (Q8_0: every 34-byte block), so each line is asked for
+// about twice. On a Zen 3 (bench/ab_decode.py, tl16 tg64 --no-mmap, 6-8 rounds each against the loops before;
+// bench/RESULTS.md, session 36; the same binary against itself moved -2 points and x0.95 t/s):
+// - int4 85% -> 90% of the read (x1.07 t/s), int8 (with its decode_rows) 85% -> 91%, q8_0 +5 points (x1.04): these
+//   had prefetched into L1 4 KiB or a tile ahead;
+// - q4_0 74% -> 87% (x1.16 t/s, faster in 6 of 6 rounds), q6_k +5 points, q4_k level (+1 point, x1.05 t/s): these had
+//   prefetched each line once, 8 KiB ahead (kStreamAheadBlocks, the AVX-512 loops' distance).
+// Once per line lost: int4's old L1 prefetch a block ahead read 5 points less once its second (same-line) request
+// was dropped, int8 at 2 KiB read 2-4 points less, q4_0 8 points less. 1 KiB and 3 KiB ahead read 1-4 points below
+// 2 KiB, 8 KiB (twice per line) 6 points below for q4_0. The float kernels keep their L1 prefetch a tile ahead: they
+// decode four rows at a time (FloatKern), and bf16 with this prefetch on each row read 20 points less.
+constexpr int64_t kAvx2StreamAhead = 2048;
+
+inline void avx2_stream_prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kAvx2StreamAhead, _MM_HINT_NTA);
+}
+
+// avx2_stream_prefetch for each 32 bytes of a block of `bytes` at p (the repacked formats' groups and super-blocks).
+inline void avx2_stream_prefetch_block(const void* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 32) avx2_stream_prefetch(static_cast<const uint8_t*>(p) + o);
+}
+
 inline __m256i load16(const void* p) {
   return _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }
@@ -172,8 +196,37 @@ struct Bf16Kern : FloatKern<DType::BF16> {
 };
 
 struct I8Kern {
-  static constexpr int kDecodeRows = 1;
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   static constexpr int64_t kTokens = 2;  // 4 x 2 tiles: +28% int8 prefill over 4 x 4 (spills), +5% over 4 x 3
+
+  // Decode: one row at a time (each thread's rows are one stream), 64 bytes a step into two accumulators, with
+  // avx2_stream_prefetch. The int32 sums are exact, so tile<1, 1>'s bits. Through tile<1, 1> (its L1 prefetch 4 KiB
+  // ahead for every 16 bytes, one accumulator) int8 read 85% of the read where this reads 90-91% (Zen 3, see
+  // avx2_stream_prefetch); this loop with no prefetch read 78-83%.
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t Kp = in.Kp;  // a multiple of 64 (I8 rows are padded so)
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int8_t* a = in.q.data();  // (Kp,)
+    prefetch_span(a, Kp);
+    const uint8_t* row = w.row_ptr(n0);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+      for (int64_t k = 0; k < Kp; k += 64) {
+        for (int64_t u = k; u < k + 64; u += 32) {
+          avx2_stream_prefetch(row + u);
+          const __m256i w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + u)));
+          const __m256i w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + u + 16)));
+          acc0 = madd16(acc0, w0, s8_16(a + u));
+          acc1 = madd16(acc1, w1, s8_16(a + u + 16));
+        }
+      }
+      float res[4][4];
+      const int32_t s = hsum8_epi32(_mm256_add_epi32(acc0, acc1)) - 128 * in.qsum[0];
+      res[0][0] = static_cast<float>(s) * w.scales[n] * in.d[0];
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
   template <int R, int TT>
   static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
@@ -232,7 +285,11 @@ struct I4Kern {
       for (int64_t st = g * kSteps; st < (g + 1) * kSteps; ++st) {
         __m256i lo[NH], hi[NH];
         for (int h = 0; h < NH; ++h) {
-          prefetch_ahead<TT>(p + st * 64 + 32 * h, ahead);
+          if constexpr (NH == 2 && TT == 1) {  // decode
+            avx2_stream_prefetch(p + st * 64 + 32 * h);
+          } else {
+            prefetch_ahead<TT>(p + st * 64 + 32 * h, ahead);
+          }
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + st * 64 + 32 * h));
           lo[h] = _mm256_and_si256(raw, low4);
           hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
@@ -321,7 +378,11 @@ struct Q80Kern {
       for (int r = 0; r < R; ++r) {
         __m256i w0, w1;
         float dw;
-        prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(sizeof(BlockQ8_0)), ahead);
+        if constexpr (R == 1 && TT == 1) {  // decode
+          avx2_stream_prefetch(rows[r] + b * static_cast<int64_t>(sizeof(BlockQ8_0)));
+        } else {
+          prefetch_ahead<TT>(rows[r] + b * static_cast<int64_t>(sizeof(BlockQ8_0)), ahead);
+        }
         load_w(rows[r], b, w0, w1, dw);
         for (int j = 0; j < TT; ++j) {
           const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, a0[j]), _mm256_madd_epi16(w1, a1[j]));
@@ -601,7 +662,7 @@ struct Q40RKern {
       __m256 y = _mm256_setzero_ps();
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* grp = row + g * kQ4RGroupBytes;
-        prefetch_block<1, PrefetchTo::Stream>(grp, kQ4RGroupBytes, kStreamAheadBlocks);
+        avx2_stream_prefetch_block(grp, kQ4RGroupBytes);
         for (int h = 0; h < 2; ++h) {
           __m256i lo[4], hi[4];
           unpack_q4r(grp + 32 + 128 * h, lo, hi);
@@ -693,7 +754,7 @@ struct Q4KRKern {
       __m256 y = _mm256_setzero_ps();
       const auto* blk = reinterpret_cast<const BlockQ4_KR*>(row);
       for (int64_t sb = 0; sb < nsb; ++sb) {
-        prefetch_block<1, PrefetchTo::Stream>(blk + sb, sizeof(BlockQ4_KR), kStreamAheadBlocks);
+        avx2_stream_prefetch_block(blk + sb, sizeof(BlockQ4_KR));
         __m256i lo[4], hi[4];
         unpack_q4r(blk[sb].qs, lo, hi);
         // Super-block sb is half sb % 2 of 512-column group sb / 2; its 8 blocks' scales at 8 sb.
@@ -807,7 +868,7 @@ struct Q6KRKern {
       __m256 y = _mm256_setzero_ps();
       for (int64_t sb = 0; sb < nsb; ++sb) {
         const BlockQ6_KR& b = blk[sb];
-        prefetch_block<1, PrefetchTo::Stream>(&b, sizeof(BlockQ6_KR), kStreamAheadBlocks);
+        avx2_stream_prefetch_block(&b, sizeof(BlockQ6_KR));
         const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
         for (int h = 0; h < 2; ++h) {
           __m256i q[4];

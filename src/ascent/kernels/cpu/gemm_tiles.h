@@ -118,6 +118,8 @@ inline void with_int4_group(const Tensor& w, Fn&& fn) {
 // four favourable; q8_0 x1.08-1.10; in decode_ceiling --dram the T0 and T1 hints no better than NTA), while the heavier
 // loops still lost without theirs (int4 x0.90, q4_k x0.87, q6_k x0.88; bf16 and q4_0 neutral: bench/RESULTS.md, session
 // 30). In session 21 int8 had streamed best 8 KiB ahead (84 -> 86-91% of the read against 4 KiB).
+// The AVX2 decode loops that read one row at a time take their own prefetch instead (gemm_avx2.cc's
+// avx2_stream_prefetch: non-temporal, 2 KiB ahead, every 32 bytes; measured on a Zen 3 in session 36).
 enum class PrefetchTo { L1, L2, Stream };
 constexpr int64_t kStreamAhead = 4096;
 constexpr int64_t kStreamAheadBlocks = 8192;
