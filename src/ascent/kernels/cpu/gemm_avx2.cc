@@ -34,8 +34,9 @@ namespace {
 // decode four rows at a time (FloatKern), and bf16 with this prefetch on each row read 20 points less.
 constexpr int64_t kAvx2StreamAhead = 2048;
 
+// gemm_tiles.h's stream_prefetch at this loop family's distance.
 inline void avx2_stream_prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p) + kAvx2StreamAhead, _MM_HINT_NTA);
+  prefetch_ahead<1, PrefetchTo::Stream>(p, kAvx2StreamAhead);
 }
 
 // avx2_stream_prefetch for each 32 bytes of a block of `bytes` at p (the repacked formats' groups and super-blocks).
