@@ -174,6 +174,17 @@ def main():
     t["blk.0.attn_k.weight"]["type"] = "int3"
     h["__metadata__"]["ascent.tensors"] = json.dumps(t)
     cases.append(("unknown type", variant("type", rewrite(h)), "int3"))
+    # The metadata's labels are checked too: the tokenizer's reader is picked by its kind, and every linear layer is
+    # in the file's one format.
+    for tag, key, value, needle in [
+            ("quant-label", "ascent.quant", "int5", "metadata ascent.quant: 'int5' is not int8, int4 or bf16"),
+            ("quant-mixed", "ascent.quant", "int4", "type int8 in a file whose ascent.quant is int4"),
+            ("tok-kind", "ascent.tokenizer_kind", "sentencepiece",
+             "metadata ascent.tokenizer_kind: 'sentencepiece' is not tokenizer.json, tokenizer.bin, gguf or empty"),
+            ("tensors-array", "ascent.tensors", "[]", "metadata ascent.tensors: expected a JSON object")]:
+        h = json.loads(json.dumps(header))
+        h["__metadata__"][key] = value
+        cases.append((f"{key} {value}", variant(tag, rewrite(h)), needle))
     # A group size past int's range is reported as written, not narrowed; a field of the wrong JSON type is named.
     good4 = open(q4, "rb").read()
     for tag, group, needle in [("group-huge", 10 ** 12, "int4 group size 1000000000000 is not 32, 64 or 128"),

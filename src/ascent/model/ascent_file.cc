@@ -215,10 +215,17 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
     cfg = config_from_json(json::parse(meta.at(field).get<std::string>()));
     field = "ascent.quant";
     info.quant = meta.at(field).get<std::string>();
+    ASCENT_CHECK(info.quant == "int8" || info.quant == "int4" || info.quant == "bf16", "'{}' is not int8, int4 or bf16",
+                 info.quant);
     field = "ascent.tokenizer_kind";
     info.tokenizer_kind = meta.at(field).get<std::string>();
+    // The loader picks the tokenizer's reader by this name: an unknown one would be read as the wrong format.
+    ASCENT_CHECK(info.tokenizer_kind.empty() || info.tokenizer_kind == "tokenizer.json" ||
+                     info.tokenizer_kind == "tokenizer.bin" || info.tokenizer_kind == "gguf",
+                 "'{}' is not tokenizer.json, tokenizer.bin, gguf or empty", info.tokenizer_kind);
     field = "ascent.tensors";
     tensors = json::parse(meta.at(field).get<std::string>());
+    ASCENT_CHECK(tensors.is_object(), "expected a JSON object of tensors, got {}", tensors.type_name());
   } catch (const json::exception& e) {
     fail("{}: metadata {}: {}", path, field, e.what());
   } catch (const Error& e) {
@@ -284,6 +291,8 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       const int64_t group = d.at(key).get<int64_t>();
       key = "";
       ASCENT_CHECK(type == "int8" || type == "int4", "type '{}' is not int8 or int4", type);
+      // quantize writes every linear layer in the file's one format, so a mixed file is a corrupted one.
+      ASCENT_CHECK(type == info.quant, "type {} in a file whose ascent.quant is {}", type, info.quant);
       ASCENT_CHECK(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, "shape {} is not a matrix", shape_str(shape));
       const DType dt = type == "int8" ? DType::I8 : DType::I4;
       const int64_t N = shape[0], K = shape[1];

@@ -6,8 +6,9 @@
 //   - the tokenizer's own file as the U8 tensor "ascent.tokenizer";
 //   - __metadata__ strings: "format" = "ascent", "ascent.version" (2; 1 before int4 took blocks of 16 rows, read unless
 //   it holds int4), "ascent.config" (the model config as JSON),
-//     "ascent.quant" (int8, int4, bf16), "ascent.tensors" (JSON: name -> {type, shape, group}),
-//     "ascent.tokenizer_kind" (tokenizer.json, tokenizer.bin, gguf).
+//     "ascent.quant" (int8, int4, bf16: the one format of every linear layer, so each ascent.tensors type is it),
+//     "ascent.tensors" (JSON: name -> {type, shape, group}), "ascent.tokenizer_kind" (tokenizer.json, tokenizer.bin,
+//     gguf; empty without a tokenizer: the loader picks the tokenizer's reader by it).
 // Loading maps the file and uses every tensor in place. Every field is checked: a corrupted or truncated file
 // fails naming the file and the tensor or field at fault.
 #pragma once
