@@ -81,6 +81,34 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0],
               f"malformed tokenizer.json ({name}): {lines[0] if lines else r.stdout[:80]!r}")
+    # A normalizer or pre-tokenizer step the encoder does not carry out is refused by name (it was skipped, and the
+    # text encoded as if it were absent), as is an id given to two pieces (the first was left unreachable).
+    pre = good["pre_tokenizer"]
+    split = pre["pretokenizers"][0]
+    unsupported = {
+        "normalizer-lowercase": (dict(good, normalizer={"type": "Lowercase"}), "normalizer type 'Lowercase'"),
+        "normalizer-replace": (dict(good, normalizer={"type": "Sequence", "normalizers": [
+            {"type": "NFC"}, {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}]}),
+            "normalizer Replace 'a' -> 'b'"),
+        "pre-digits": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[{"type": "Digits", "individual_digits": True}]
+                                                     + pre["pretokenizers"])), "pre_tokenizer type 'Digits'"),
+        "pre-two-splits": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[split] + pre["pretokenizers"])),
+                           "2 Split steps"),
+        "pre-split-string": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[dict(split, pattern={"String": " "})]
+                                                           + pre["pretokenizers"][1:])), "Split on a plain string"),
+        "vocab-duplicate-id": (dict(good, model=dict(good["model"], vocab=dict(good["model"]["vocab"], zzzq=5))),
+                               "share id 5"),
+        "pre-prefix-space": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[split, dict(
+            pre["pretokenizers"][1], add_prefix_space=True)])), "add_prefix_space true"),
+    }
+    for name, (content, needle) in unsupported.items():
+        path = os.path.join(D, f"{name}.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(content))
+        r = run(["tokenize", "--vocab", path, "-p", "hello"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
+              f"unsupported tokenizer.json step ({name}): {lines[0] if lines else r.stdout[:80]!r}")
     for name, src, cut in (("tokenizer.model", VOCABS["tokenizer.model"], 5000),
                            ("tok512.bin", os.path.join(SHARED, "models", "stories260K", "tok512.bin"), 3001)):
         data = open(src, "rb").read()[:cut]

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
@@ -103,6 +104,89 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
   return v;
 }
 
+namespace {
+
+// Refuses a normalizer or pre-tokenizer step that the encoder does not carry out, naming it: before, an unknown
+// step was skipped and the text encoded as if it were absent, so the ids differed from the tokenizer's own without a
+// word. What the encoder does: Unicode normalization (NFC, NFKC, NFD, NFKD); SentencePiece-style space handling
+// (Prepend "▁", Replace " " -> "▁", Metaspace "▁"); one regex Split (Isolated, not inverted) before a ByteLevel that
+// adds no prefix space and splits by that regex only (or, without a Split, by GPT-2's).
+void check_pipeline(const nlohmann::json& j, const std::string& path) {
+  using nlohmann::json;
+  const std::string space = "\u2581";
+  auto field = [](const json& p, const char* key) {
+    return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string("(missing)");
+  };
+  auto normalizer = [&](const json& p, auto& self) -> void {
+    ASCENT_CHECK(p.is_object(), "{}: normalizer: expected an object, got {}", path, p.type_name());
+    const std::string t = field(p, "type");
+    if (t == "NFC" || t == "NFKC" || t == "NFD" || t == "NFKD") return;
+    if (t == "Sequence") {
+      ASCENT_CHECK(p.contains("normalizers") && p["normalizers"].is_array(),
+                   "{}: normalizer Sequence: normalizers must be a list", path);
+      for (const auto& q : p["normalizers"]) self(q, self);
+      return;
+    }
+    if (t == "Prepend") {
+      ASCENT_CHECK(field(p, "prepend") == space, "{}: normalizer Prepend '{}' is not supported (only '{}')", path,
+                   field(p, "prepend"), space);
+      return;
+    }
+    if (t == "Replace") {
+      const std::string from =
+          p.contains("pattern") && p["pattern"].is_object() ? field(p["pattern"], "String") : std::string("(regex)");
+      ASCENT_CHECK(from == " " && field(p, "content") == space,
+                   "{}: normalizer Replace '{}' -> '{}' is not supported (only ' ' -> '{}')", path, from,
+                   field(p, "content"), space);
+      return;
+    }
+    fail("{}: normalizer type '{}' is not supported (NFC, NFKC, NFD, NFKD, Prepend, Replace, Sequence)", path, t);
+  };
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) normalizer(j["normalizer"], normalizer);
+
+  int splits = 0;
+  bool byte_level_regex = false;
+  auto pre = [&](const json& p, auto& self) -> void {
+    ASCENT_CHECK(p.is_object(), "{}: pre_tokenizer: expected an object, got {}", path, p.type_name());
+    const std::string t = field(p, "type");
+    if (t == "Sequence") {
+      ASCENT_CHECK(p.contains("pretokenizers") && p["pretokenizers"].is_array(),
+                   "{}: pre_tokenizer Sequence: pretokenizers must be a list", path);
+      for (const auto& q : p["pretokenizers"]) self(q, self);
+      return;
+    }
+    if (t == "Split") {
+      ASCENT_CHECK(p.contains("pattern") && p["pattern"].is_object() && p["pattern"].contains("Regex"),
+                   "{}: pre_tokenizer Split on a plain string is not supported (only a Regex)", path);
+      ASCENT_CHECK(field(p, "behavior") == "Isolated" && !p.value("invert", false),
+                   "{}: pre_tokenizer Split with behavior {}{} is not supported (only Isolated)", path,
+                   field(p, "behavior"), p.value("invert", false) ? ", inverted" : "");
+      ++splits;
+      return;
+    }
+    if (t == "ByteLevel") {
+      ASCENT_CHECK(!p.value("add_prefix_space", false),
+                   "{}: pre_tokenizer ByteLevel with add_prefix_space true is not supported", path);
+      byte_level_regex = byte_level_regex || p.value("use_regex", true);
+      return;
+    }
+    if (t == "Metaspace") {
+      ASCENT_CHECK(field(p, "replacement") == space, "{}: pre_tokenizer Metaspace replacement '{}' is not supported",
+                   path, field(p, "replacement"));
+      return;
+    }
+    fail("{}: pre_tokenizer type '{}' is not supported (ByteLevel, Split, Metaspace, Sequence)", path, t);
+  };
+  if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) pre(j["pre_tokenizer"], pre);
+  ASCENT_CHECK(splits <= 1, "{}: pre_tokenizer has {} Split steps; one is supported", path, splits);
+  // HF splits by each in turn; the encoder splits once, by the Split's regex or else by GPT-2's.
+  ASCENT_CHECK(
+      splits == 0 || !byte_level_regex,
+      "{}: pre_tokenizer Split followed by a ByteLevel with use_regex true (two regex splits) is not supported", path);
+}
+
+}  // namespace
+
 Vocab read_tokenizer_json(const std::string& path) {
   using nlohmann::json;
   std::ifstream in(path);
@@ -123,6 +207,7 @@ Vocab read_tokenizer_json(const std::string& path) {
     v.ignore_merges = m.value("ignore_merges", false);
     bool byte_level = false;
     std::string split_pattern;
+    check_pipeline(j, path);
     auto scan_pre = [&](const json& p, auto& self) -> void {
       if (!p.is_object()) return;
       const std::string t = p.value("type", std::string());
@@ -150,9 +235,14 @@ Vocab read_tokenizer_json(const std::string& path) {
     ASCENT_CHECK(n > 0 && n < (1 << 24), "{}: vocabulary size {} out of range", path, n);
     v.pieces.assign(static_cast<size_t>(n), std::string());
     v.types.assign(static_cast<size_t>(n), TokenType::Unused);
+    std::vector<bool> taken(static_cast<size_t>(n), false);
     for (const auto& [piece, id] : vocab.items()) {
       const int64_t i = id.get<int64_t>();
       ASCENT_CHECK(i >= 0, "{}: token '{}' has negative id", path, piece);
+      // One id for two pieces left the first unreachable by decoding, without a word.
+      ASCENT_CHECK(!taken[static_cast<size_t>(i)], "{}: model.vocab: tokens '{}' and '{}' share id {}", path,
+                   v.pieces[static_cast<size_t>(i)], piece, i);
+      taken[static_cast<size_t>(i)] = true;
       v.pieces[static_cast<size_t>(i)] = piece;
       const bool is_byte = byte_piece_value(piece) >= 0;
       v.types[static_cast<size_t>(i)] = is_byte && byte_fallback ? TokenType::Byte : TokenType::Normal;
