@@ -63,7 +63,10 @@ def main():
                                ("eos_token_id", ["a"], eos_msg),
                                ("intermediate_size", 1.5, "field intermediate_size must be an integer, got 1.5"),
                                ("rope_scaling", "bad", "field rope_scaling must be an object or null"),
-                               ("sliding_window", -5, "sliding_window -5 must be 0 (none) or positive")]:
+                               ("sliding_window", -5, "sliding_window -5 must be 0 (none) or positive"),
+                               # Ids outside the vocabulary: bos failed first at the embedding, an end id never.
+                               ("bos_token_id", 10 ** 6, "bos_token_id 1000000 is not a token id"),
+                               ("eos_token_id", [2, -1], "eos_token_id -1 is not a token id")]:
         folder, cfg, w = fresh_hf("config-value")
         c = dict(cfg, **{key: value})
         if key == "sliding_window":

@@ -137,6 +137,20 @@ def main():
         got = greedy(tagged, prompt_ids=prompt)
         check(got == want, f"GGUF with {key} = {stop}: stops before it ({got})")
 
+    # An end id outside the vocabulary (it could never be sampled, so generation ran on without a word): refused.
+    for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.bos_token_id"):
+        tagged = os.path.join(DIR, key + "-out.gguf")
+        gguf_with_u32(gguf, tagged, key, 5000)
+        r = run(["generate", "-m", tagged, "-p", PROMPT, "-n", 2])
+        err = r.stderr.strip()
+        check(r.returncode == 1 and tagged in err and f"{key} 5000 is not a token id" in err,
+              f"GGUF with {key} = 5000 (vocabulary of 2048): {err.splitlines()[-1] if err else 'no error'}")
+    d = folder("gen_out", generation_eos=[2, 5000])
+    r = run(["generate", "-m", d, "-p", PROMPT, "-n", 2])
+    err = r.stderr.strip()
+    check(r.returncode == 1 and "generation_config.json: eos_token_id 5000 is not a token id" in err,
+          f"generation_config.json eos_token_id [2, 5000]: {err.splitlines()[-1] if err else 'no error'}")
+
     # Bad lists: a clear error naming the file and field.
     for name, cfg_eos, gen_eos in (("empty", [], None), ("text", [2, "x"], None), ("gen_text", None, [2, 1.5])):
         d = folder("bad_" + name, config_eos=cfg_eos, generation_eos=gen_eos)

@@ -52,6 +52,11 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
   return inv;
 }
 
+void check_token_id(const ModelConfig& c, int64_t id, const char* field, const std::string& source) {
+  ASCENT_CHECK(id >= 0 && id < c.vocab, "{}: {} {} is not a token id (the vocabulary has {})", source, field, id,
+               c.vocab);
+}
+
 void validate_config(const ModelConfig& c, const std::string& source) {
   auto positive = [&](int64_t v, const char* field) {
     ASCENT_CHECK(v > 0 && v < (int64_t{1} << 31), "{}: {} must be a positive integer, got {}", source, field, v);

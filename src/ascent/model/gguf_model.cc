@@ -117,6 +117,12 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   cfg.vocab = embd->shape[0];
   cfg.tied_embeddings = !w.has("output.weight");
   validate_config(cfg, f.path());
+  for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    // Read as the loader reads them (int32); -1 (0xffffffff) is llama.cpp's "no such token".
+    const auto id = static_cast<int32_t>(f.get_int(key, -1));
+    if (id != -1) check_token_id(cfg, id, key, f.path());
+  }
   w.keep_file(f.file());
 }
 
@@ -181,8 +187,12 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
     out.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(cfg.head_dim));
   }
   if (cfg.sliding_window > 0) out.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(cfg.sliding_window));
-  out.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(cfg.bos_id));
-  out.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(cfg.eos_id));
+  // Only ids the vocabulary holds (a GGUF's are checked when it loads): a small GPT-2 whose config names none has
+  // the default 50256, past its vocabulary, and the file then names none either.
+  for (const auto& [key, id] :
+       {std::pair{"tokenizer.ggml.bos_token_id", cfg.bos_id}, std::pair{"tokenizer.ggml.eos_token_id", cfg.eos_id}}) {
+    if (id >= 0 && id < cfg.vocab) out.set_u32(key, static_cast<uint32_t>(id));
+  }
 
   const bool permute = arch == "llama" && cfg.rope_style == kernels::RopeStyle::Half;
   std::vector<Tensor> keep;  // converted tensors must outlive the writer's write()

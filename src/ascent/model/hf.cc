@@ -72,6 +72,7 @@ void add_generation_eos(const std::string& dir, ModelConfig& c) {
     ids.push_back(field<int32_t>(j, path, "eos_token_id"));
   }
   for (int32_t id : ids) {
+    check_token_id(c, id, "eos_token_id", path);
     if (std::find(c.end_ids.begin(), c.end_ids.end(), id) == c.end_ids.end()) c.end_ids.push_back(id);
   }
 }
@@ -146,6 +147,10 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
   }
   c.rope_style = kernels::RopeStyle::Half;
   validate_config(c, path);
+  for (const char* key : {"bos_token_id", "eos_token_id"}) {
+    if (j.contains(key) && !j[key].is_null()) check_token_id(c, key[0] == 'b' ? c.bos_id : c.eos_id, key, path);
+  }
+  for (int32_t id : c.end_ids) check_token_id(c, id, "eos_token_id", path);
 }
 
 // Splits "PREFIX<digits>.<rest>" into layer index and rest; false when n has another form.
