@@ -3,6 +3,7 @@ in SentencePiece-style vocabularies, a one-line error in byte-level ones, as lla
 too), empty text, a 10 MB line (round-trips exactly), and malformed tokenizer files."""
 import json
 import os
+import struct
 
 from common import SHARED, check, finish, run, tmpdir
 
@@ -109,6 +110,20 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
               f"unsupported tokenizer.json step ({name}): {lines[0] if lines else r.stdout[:80]!r}")
+    # A GGUF's pre-tokenizer name picks the split; one not known is refused (it was split by GPT-2's regex). The file
+    # holds no tensors, so its metadata may change length: the string value's length prefix is rewritten with it.
+    data = open(VOCABS["llama-bpe.gguf"], "rb").read()
+    key = b"tokenizer.ggml.pre"
+    at = data.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+    kind, n = struct.unpack_from("<IQ", data, at)
+    assert kind == 8, "tokenizer.ggml.pre is a string"
+    at += 12
+    path = write("pre-deepseek.gguf", data[:at - 8] + struct.pack("<Q", 12) + b"deepseek-llm" + data[at + n:])
+    r = run(["tokenize", "--vocab", path, "-p", "hello 123"])
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 1 and len(lines) == 1 and "pre-deepseek.gguf" in lines[0] and
+          "tokenizer.ggml.pre 'deepseek-llm' is not supported" in lines[0],
+          f"GGUF with tokenizer.ggml.pre deepseek-llm: {lines[0] if lines else r.stdout[:80]!r}")
     for name, src, cut in (("tokenizer.model", VOCABS["tokenizer.model"], 5000),
                            ("tok512.bin", os.path.join(SHARED, "models", "stories260K", "tok512.bin"), 3001)):
         data = open(src, "rb").read()[:cut]

@@ -58,6 +58,12 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
     } else if (p == "qwen2") {
       v.pre_pattern =
           R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    } else {
+      // Each other name is its own split (llama.cpp's list): encoding by GPT-2's instead gave other ids silently.
+      ASCENT_CHECK(p == "default" || p == "gpt-2",
+                   "{}: metadata tokenizer.ggml.pre '{}' is not supported (default, gpt-2, "
+                   "llama-bpe, llama3, qwen2)",
+                   f.path(), p);
     }
   } else {
     fail("{}: tokenizer.ggml.model '{}' is not supported (llama, gpt2)", f.path(), kind);
