@@ -704,6 +704,99 @@ struct Q40RKern {
   }
 };
 
+// GGUF Q8_0 repacked as Q8_0R (dtype.h) when the model loads, as for the AVX-512 kernel: per 16 blocks their f16
+// scales, then the codes (+128) in GemmInput::q4r's activation order, 4 bytes of block 8h + i in lane i of each
+// 32-byte chunk of half h. Q80Kern on the file's layout pays a scale product, a convert and a multiply-add per
+// block, row and token, and widens both sides to 16 bits; here a block's dot builds up in one 32-bit lane and the
+// float work runs once per 8 blocks. vpmaddubsw takes unsigned times signed bytes, and code + 128 times an
+// activation overflows its 16-bit pair sums, so each chunk runs signed: |code| (back from +128) times the
+// activation with the code's sign (at most 2 x 128 x 127 = 32512 per pair: exact), widened at once (two such
+// sums would not fit). Decode and prefill take each half's 8 lanes in the same order (y += sums x (scale x
+// activation scale), half 0 then half 1 per group, hsum at the end), so the same bits.
+struct Q80RKern {
+  static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
+  static constexpr int64_t kTokens = 4;  // a row at a time: its 4 tokens' sums and accumulators in registers
+
+  // The 8 chunks of half h (codes at grp + 32, activations at a, the same offsets): (j, p) at 128 j + 64 p + 32 h.
+  static constexpr int64_t chunk(int c, int h) { return 128 * (c / 2) + 64 * (c % 2) + 32 * h; }
+  // Chunk c's codes back to signed bytes, and their magnitudes (vpmaddubsw's unsigned side; -128 gives 128).
+  static void codes(const uint8_t* grp, int c, int h, __m256i& w, __m256i& mag) {
+    w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + 32 + chunk(c, h))),
+                         _mm256_set1_epi8(static_cast<char>(0x80)));
+    mag = _mm256_abs_epi8(w);
+  }
+  // Lane i's running dot (block 8h + i) plus chunk c's 4 products for one token's activations a (its group).
+  static __m256i add_chunk(__m256i is, __m256i w, __m256i mag, const int8_t* a, int c, int h) {
+    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + chunk(c, h)));
+    return _mm256_add_epi32(
+        is, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, w)), _mm256_set1_epi16(1)));
+  }
+  // acc += half h's 8 dots is x (their weight scales dw x activation scales da).
+  static __m256 scale_add(__m256 acc, __m256i is, __m256 dw, const float* da) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da)), acc);
+  }
+
+  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    const int64_t G = in.Kp / kQ4RGroup;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const uint8_t* row = w.row_ptr(n0);
+    prefetch_span(in.q4r.data(), in.Kp);
+    prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
+    for (int64_t n = n0; n < n1; ++n, row += stride) {
+      __m256 y = _mm256_setzero_ps();
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* grp = row + g * kQ8RGroupBytes;
+        const int8_t* a = in.q4r.data() + g * kQ4RGroup;
+        avx2_stream_prefetch_block(grp, kQ8RGroupBytes);
+        // Both halves' sums at once, so the group's lines are read in order (chunk c of half 0, then of half 1:
+        // one line); the integer sums are exact, so the same values as prefill's half by half.
+        __m256i is[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int c = 0; c < 8; ++c) {
+          for (int h = 0; h < 2; ++h) {
+            __m256i wc, mag;
+            codes(grp, c, h, wc, mag);
+            is[h] = add_chunk(is[h], wc, mag, a, c, h);
+          }
+        }
+        for (int h = 0; h < 2; ++h) {
+          y = scale_add(y, is[h], Q40RKern::scales(grp, h), in.d.data() + 16 * g + 8 * h);
+        }
+      }
+      float res[4][4];
+      res[0][0] = hsum8(y);
+      store_tile<1>(o, 0, 1, n, res);
+    }
+  }
+
+  // Prefill: a row at a time against TT tokens, each chunk's codes formed once for all of them.
+  template <int R, int TT>
+  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t Kp = in.Kp, G = Kp / kQ4RGroup, B = Kp / kQBlock;
+    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t ahead = prefetch_distance(R * stride);
+    cached_rows<R, TT>(out, [&](int r, __m256(&acc)[TT]) {
+      const uint8_t* row = w.row_ptr(n) + r * stride;
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* grp = row + g * kQ8RGroupBytes;
+        prefetch_block<TT>(grp, kQ8RGroupBytes, ahead);
+        for (int h = 0; h < 2; ++h) {
+          __m256i is[TT];
+          for (int j = 0; j < TT; ++j) is[j] = _mm256_setzero_si256();
+          for (int c = 0; c < 8; ++c) {
+            __m256i wc, mag;
+            codes(grp, c, h, wc, mag);
+            for (int j = 0; j < TT; ++j)
+              is[j] = add_chunk(is[j], wc, mag, in.q4r.data() + (t + j) * Kp + g * kQ4RGroup, c, h);
+          }
+          const __m256 dw = Q40RKern::scales(grp, h);
+          for (int j = 0; j < TT; ++j)
+            acc[j] = scale_add(acc[j], is[j], dw, in.d.data() + (t + j) * B + 16 * g + 8 * h);
+        }
+      }
+    });
+  }
+};
+
 // GGUF Q4_K repacked as Q4_KR (dtype.h) when the model loads, as for the AVX-512 kernel: a super-block's 8
 // sub-blocks in the 8 lanes, so each sub-block's integer dot builds up in its lane and its scale, minimum and the
 // super-block's d and dmin apply lane-wise once per super-block, where Q4KKern on the file's layout moves them per
@@ -946,6 +1039,7 @@ void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1
   if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q4_KR) return drive_tiles<Q4KRKern>(in, w, n0, n1, out);
+  if (w.dtype == DType::Q8_0R) return drive_tiles<Q80RKern>(in, w, n0, n1, out);
   if (w.dtype == DType::Q6_KR) return drive_tiles<Q6KRKern>(in, w, n0, n1, out);
   dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,
                                                                                                              n1, out);

@@ -52,7 +52,8 @@ bool avx512_kernel_runs(DType weight) {
 }
 
 bool repacked_kernel_runs(DType repacked) {
-  const bool avx2_kernel = repacked == DType::Q4_0R || repacked == DType::Q4_KR || repacked == DType::Q6_KR;
+  const bool avx2_kernel =
+      repacked == DType::Q4_0R || repacked == DType::Q4_KR || repacked == DType::Q6_KR || repacked == DType::Q8_0R;
   return avx512_kernel_runs(repacked) || (avx2_kernel && active_isa() != Isa::Ref);
 }
 
