@@ -328,13 +328,14 @@ def reference_logits(cfg, w, ids, dtype=torch.float64, act=None, kv=None):
     freqs = pos[:, None].float() * inv_freq[None, :]
     e = torch.cat((freqs, freqs), dim=-1)
     cos, sin = e.cos().to(dtype), e.sin().to(dtype)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
     window = cfg.get("sliding_window") if cfg["model_type"] == "mistral" or cfg.get("use_sliding_window") else None
-    if window:
-        mask &= (pos[:, None] - pos[None, :]) < window
+    # Qwen2/Qwen3 (transformers' layer_types): layers from max_window_layers (default 28) on slide, the rest do not.
+    first = cfg.get("max_window_layers", 28) if cfg["model_type"] in ("qwen2", "qwen3") else 0
     h = emb[ids]
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
+        mask = causal & ((pos[:, None] - pos[None, :]) < window) if window and l >= first else causal
         x = rms_norm(h, w[p + "input_layernorm.weight"], eps)
 
         def proj(n):

@@ -203,6 +203,35 @@ def main():
             rel = ((q - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
             check(rel < bound, f"{name}: GGUF {qtype} within {bound:.1%} RMS of the f32 reference ({rel:.4f})")
 
+    # Qwen2/Qwen3 with use_sliding_window: only layers from max_window_layers on slide (transformers' layer_types);
+    # this model's first layer attends fully, its second over the last 5 positions. The window was applied to every
+    # layer before. GGUF has one window for every layer, so convert refuses it, naming the field.
+    for model_type, extra in (("qwen2", {"bias": True}), ("qwen3", {"D": 32, "qk_norm": True})):
+        cfg, w = llama_like(model_type, **extra, extra={"use_sliding_window": True, "sliding_window": 5,
+                                                        "max_window_layers": 1})
+        folder = os.path.join(root, f"{model_type}-window")
+        write_hf(folder, cfg, w)
+        ref = reference_logits(cfg, w, ids)
+        every = reference_logits(dict(cfg, max_window_layers=0), w, ids)
+        ours = ascent_logits(folder, ids, os.path.join(root, f"{model_type}-window.npy"))
+        diff = (ours - ref).abs().max().item() if ours is not None else float("inf")
+        apart = (every - ref).abs().max().item()
+        check(diff < 1e-4 and apart > 1e-2, f"{model_type} window from layer 1: logits match PyTorch (max abs diff "
+                                            f"{diff:.2e} < 1e-4; windowing every layer moves them {apart:.2e})")
+        inc = ascent_logits(folder, ids, os.path.join(root, f"{model_type}-window-step1.npy"), step=1)
+        check(inc is not None and ours is not None and torch.equal(inc, ours),
+              f"{model_type} window from layer 1: fed 1 token at a time, logits are bitwise identical")
+        r = run(["info", "-m", folder])
+        check("sliding window    5 (layers 1 on)" in r.stdout, f"{model_type} window from layer 1: info says so")
+        gguf = os.path.join(root, f"{model_type}-window.gguf")
+        r = run(["convert", "-m", folder, "-o", gguf, "--type", "f16"])
+        check(r.returncode == 1 and "max_window_layers" in r.stderr and not os.path.exists(gguf),
+              f"{model_type} window from layer 1: convert to GGUF refused ({r.stderr.strip()[:160]})")
+        q8 = os.path.join(root, f"{model_type}-window-int8.safetensors")
+        r = run(["quantize", "-m", folder, "-o", q8, "--type", "int8"])
+        r = run(["info", "-m", q8])
+        check("sliding window    5 (layers 1 on)" in r.stdout, f"{model_type} window from layer 1: kept by quantize")
+
     # Sharded checkpoints, and f16/bf16 safetensors.
     cfg, w = MODELS["qwen2"]
     ref = reference_logits(cfg, w, ids)

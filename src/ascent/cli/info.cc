@@ -35,7 +35,11 @@ void run(const std::string& path, bool no_mmap, bool no_repack, bool no_thread_l
                 c.rope_style == kernels::RopeStyle::Half ? "rotate-half" : "interleaved",
                 c.rope_scaling.enabled || !c.rope_freq_factors.empty() ? ", llama3 scaling" : "");
   }
-  if (c.sliding_window > 0) std::printf("sliding window    %lld\n", static_cast<long long>(c.sliding_window));
+  if (c.sliding_window > 0) {
+    std::printf("sliding window    %lld", static_cast<long long>(c.sliding_window));
+    if (c.sliding_from_layer > 0) std::printf(" (layers %lld on)", static_cast<long long>(c.sliding_from_layer));
+    std::printf("\n");
+  }
   std::printf("tied embeddings   %s\n", c.tied_embeddings ? "yes" : "no");
   std::printf("parameters        %lld\n", static_cast<long long>(m->parameter_count()));
   std::map<std::string, std::pair<int, int64_t>> by_type;

@@ -45,6 +45,7 @@ json config_json(const ModelConfig& c) {
                        {"high_freq_factor", c.rope_scaling.high_freq_factor},
                        {"original_max_position", c.rope_scaling.original_max_position}};
   j["sliding_window"] = c.sliding_window;
+  j["sliding_from_layer"] = c.sliding_from_layer;
   j["rope_freq_factors"] = c.rope_freq_factors;
   j["tied_embeddings"] = c.tied_embeddings;
   j["bos_id"] = c.bos_id;
@@ -83,6 +84,7 @@ ModelConfig config_from_json(const json& j) {
   c.rope_scaling.high_freq_factor = rs.at("high_freq_factor").get<double>();
   c.rope_scaling.original_max_position = rs.at("original_max_position").get<double>();
   c.sliding_window = j.at("sliding_window").get<int64_t>();
+  c.sliding_from_layer = j.value("sliding_from_layer", int64_t{0});  // absent from files written before it existed
   c.rope_freq_factors = j.at("rope_freq_factors").get<std::vector<float>>();
   c.tied_embeddings = j.at("tied_embeddings").get<bool>();
   c.bos_id = j.at("bos_id").get<int32_t>();

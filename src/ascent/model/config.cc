@@ -75,6 +75,9 @@ void validate_config(const ModelConfig& c, const std::string& source) {
                c.head_dim);
   ASCENT_CHECK(c.norm_eps > 0 && c.norm_eps < 1, "{}: norm epsilon {} is out of range", source, c.norm_eps);
   ASCENT_CHECK(c.sliding_window >= 0, "{}: sliding_window {} must be 0 (none) or positive", source, c.sliding_window);
+  ASCENT_CHECK(c.sliding_from_layer == 0 || (c.sliding_from_layer > 0 && c.sliding_from_layer < c.n_layers),
+               "{}: the sliding window's first layer {} is not one of the {} layers", source, c.sliding_from_layer,
+               c.n_layers);
   ASCENT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta {} must be positive and finite", source,
                c.rope_theta);
 }

@@ -28,6 +28,7 @@ struct ModelConfig {
   kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
   Llama3RopeScaling rope_scaling;
   int64_t sliding_window = 0;            // 0: full causal attention
+  int64_t sliding_from_layer = 0;        // layers before it attend fully (Qwen2/Qwen3's max_window_layers)
   std::vector<float> rope_freq_factors;  // GGUF rope_freqs.weight: inv_freq[i] is divided by factor i
   bool tied_embeddings = false;
   int32_t bos_id = 1, eos_id = 2;
@@ -37,6 +38,8 @@ struct ModelConfig {
   std::vector<int32_t> end_ids;
 
   bool uses_layer_norm() const { return arch == Arch::Gpt2; }
+  // Layer l's attention window (0: full causal).
+  int64_t window_of(int64_t l) const { return l >= sliding_from_layer ? sliding_window : 0; }
   bool uses_rope() const { return arch != Arch::Gpt2; }
 };
 

@@ -186,6 +186,11 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
     out.set_f32(p + "rope.freq_base", static_cast<float>(cfg.rope_theta));
     out.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(cfg.head_dim));
   }
+  // GGUF's key gives every layer the window: a model whose first layers attend fully has no way to say so.
+  ASCENT_CHECK(cfg.sliding_from_layer == 0,
+               "{}: the sliding window applies from layer {} on (max_window_layers); GGUF's attention.sliding_window "
+               "would apply it to every layer",
+               path, cfg.sliding_from_layer);
   if (cfg.sliding_window > 0) out.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(cfg.sliding_window));
   // Only ids the vocabulary holds (a GGUF's are checked when it loads): a small GPT-2 whose config names none has
   // the default 50256, past its vocabulary, and the file then names none either.

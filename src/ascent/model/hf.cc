@@ -129,9 +129,16 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
     c.head_dim = field_or<int64_t>(j, path, "head_dim", c.dim / c.n_heads);
     const std::string act = field_or<std::string>(j, path, "hidden_act", "silu");
     ASCENT_CHECK(act == "silu", "{}: hidden_act '{}' is not supported (silu)", path, act);
-    if (c.arch == Arch::Mistral || c.arch == Arch::Qwen2) {
-      const bool use_sw = c.arch == Arch::Mistral || field_or<bool>(j, path, "use_sliding_window", false);
-      if (use_sw) c.sliding_window = field_or<int64_t>(j, path, "sliding_window", 0);
+    if (c.arch == Arch::Mistral) {
+      c.sliding_window = field_or<int64_t>(j, path, "sliding_window", 0);
+    } else if ((c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3) &&
+               field_or<bool>(j, path, "use_sliding_window", false)) {
+      // As transformers: layers from max_window_layers on slide (its default 28), those before attend fully.
+      c.sliding_window = field_or<int64_t>(j, path, "sliding_window", 0);
+      c.sliding_from_layer = field_or<int64_t>(j, path, "max_window_layers", 28);
+      ASCENT_CHECK(c.sliding_from_layer >= 0, "{}: max_window_layers {} must not be negative", path,
+                   c.sliding_from_layer);
+      if (c.sliding_from_layer >= c.n_layers) c.sliding_window = c.sliding_from_layer = 0;  // no layer slides
     }
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
       const json& s = j["rope_scaling"];

@@ -44,7 +44,7 @@ graph::Graph build_transformer(const ModelConfig& c, const WeightSet& w, const s
       k = g.rope(k, pos, c.n_kv_heads, D, inv_freq, c.rope_style, b + "rope_k");
     }
     graph::Value a =
-        g.attention(q, k, v, static_cast<int>(l), c.n_heads, c.n_kv_heads, D, scale, c.sliding_window, b + "attn");
+        g.attention(q, k, v, static_cast<int>(l), c.n_heads, c.n_kv_heads, D, scale, c.window_of(l), b + "attn");
     a = g.matmul(a, w.get(b + "attn_output.weight", {C, qd}), opt_vec(b + "attn_output.bias", C), b + "attn_output");
     x = g.add(x, a, b + "attn_residual");
 
