@@ -132,6 +132,16 @@ FEATURES = {
                " {{ range(0, 10, 9223372036854775807)|list }} {{ range(5, 0, -2)|list }} {{ range(100000)|length }}"
                " {{ " + "(" * 40 + "1" + ")" * 40 + " }} {{ " + "- " * 40 + "1 }} {{ " + "not " * 41 + "true }}"
                + "{% if true %}" * 40 + "deep" + "{% endif %}" * 40,
+    # jinja2's round (Python's round: ties to even on the exact binary value, so 2.675 -> 2.67), its ceil and floor
+    # methods, keyword arguments, and int()/float()'s underscores between digits.
+    "round": "{{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 1.25|round(1) }} {{ -0.5|round }} {{ 7|round }}"
+             " {{ 7|round(1, 'floor') }} {{ 3.14159|round(2, 'ceil') }} {{ 3.14159|round(3, method='floor') }}"
+             " {{ -2.5|round(0, 'ceil') }} {{ 1e300|round(2) }} {{ 0.1|round(20) }} {{ 1.5|round|int }}"
+             " {{ (10 / 3)|round(precision=4) }} {{ '1_000'|int + 1 }} {{ '1_0.5'|float }} {{ '1__0'|int(7) }}"
+             " {{ '_1'|int(8) }} {{ '1_'|float(9.5) }} {{ '1_e5'|float(2.5) }} {{ '1e1_0'|float }}"
+             # Python's float repr: fixed for decimal exponents -4..15, else d.ddde+XX
+             " {{ 1e15 }} {{ 1e16 }} {{ 1.5e16 }} {{ 0.0001 }} {{ 0.00001 }} {{ 123456789.125 }} {{ -0.0 }}"
+             " {{ 1e-300 }} {{ 2.5e-7 }} {{ 1e999 }} {{ 0.1 + 0.2 }} {{ [1e20, 3.0] }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}

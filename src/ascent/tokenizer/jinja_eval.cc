@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -135,14 +136,30 @@ void Value::set(const std::string& key, Value v) {
 
 namespace {
 
+// Python's repr of a float: the shortest digits that read back to it, written fixed where the decimal exponent is
+// -4..15 (10000000000.0, 0.0001) and as d.ddde+XX otherwise (1e+16, 1e-05). to_chars alone picks whichever is
+// shorter (1e+10).
 std::string float_repr(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
   char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), f);
-  std::string s(buf, res.ptr);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
+  const auto res = std::to_chars(buf, buf + sizeof(buf), std::fabs(f), std::chars_format::scientific);
+  const std::string sci(buf, res.ptr);  // d[.ddd]e±XX
+  const size_t e = sci.find('e');
+  std::string digits = sci.substr(0, e);
+  std::erase(digits, '.');
+  const int exp10 = std::stoi(sci.substr(e + 1));
+  std::string out = std::signbit(f) ? "-" : "";
+  if (exp10 >= -4 && exp10 < 16) {
+    if (exp10 < 0) return out + "0." + std::string(static_cast<size_t>(-exp10 - 1), '0') + digits;
+    const auto whole = static_cast<size_t>(exp10) + 1;
+    if (digits.size() <= whole) return out + digits + std::string(whole - digits.size(), '0') + ".0";
+    return out + digits.substr(0, whole) + "." + digits.substr(whole);
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  const int mag = exp10 < 0 ? -exp10 : exp10;
+  return out + (exp10 < 0 ? "e-" : "e+") + (mag < 10 ? "0" : "") + std::to_string(mag);
 }
 
 std::string py_quote(const std::string& s) {
@@ -428,8 +445,25 @@ int64_t normalize_index(int64_t i, int64_t n) {
 }
 
 // A string's number as Python's float() reads it: surrounding whitespace allowed, the whole rest consumed.
+// Python's int() and float() take single underscores between digits ('1_000'): the text without them, or nothing
+// where one stands elsewhere (the reference raises there, and the filters take their default).
+std::optional<std::string> without_digit_underscores(const std::string& t) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::string out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '_') {
+      out += t[i];
+    } else if (i == 0 || i + 1 == t.size() || !digit(t[i - 1]) || !digit(t[i + 1])) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 std::optional<double> parse_float(const std::string& text) {
-  const std::string t = strip(text, nullptr, true, true);
+  const auto plain = without_digit_underscores(strip(text, nullptr, true, true));
+  if (!plain) return std::nullopt;
+  const std::string& t = *plain;
   if (t.empty()) return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(t.c_str(), &end);
@@ -455,7 +489,9 @@ Value int_filter(const Value& v, const Value& fallback, int line) {
     case K::Float:
       return truncate(v.f);
     case K::String: {
-      std::string t = strip(v.s, nullptr, true, true);
+      const auto plain = without_digit_underscores(strip(v.s, nullptr, true, true));
+      if (!plain) return fallback;
+      std::string t = *plain;
       if (!t.empty() && t[0] == '+') t.erase(0, 1);
       int64_t i = 0;
       const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), i);
@@ -478,6 +514,40 @@ Value float_filter(const Value& v, const Value& fallback) {
     if (const auto d = parse_float(v.s)) return Value::number(*d);
   }
   return fallback;
+}
+
+// jinja2's round(value, precision=0, method='common'): 'common' is Python's round (to nearest, ties to even, on the
+// exact binary value; an integer stays one), 'ceil' and 'floor' scale by 10^precision, round that way and divide
+// back (a float).
+Value round_filter(const Value& v, const Args& a, const Kwargs& kw, int line) {
+  int64_t precision = a.empty() ? 0 : as_int(a[0], line);
+  std::string method = a.size() < 2 ? "common" : as_str(a[1], line, "round");
+  for (const auto& [k, x] : kw) {
+    if (k == "precision") {
+      precision = as_int(x, line);
+    } else if (k == "method") {
+      method = as_str(x, line, "round");
+    } else {
+      fail("template line {}: round has no argument '{}'", line, k);
+    }
+  }
+  if (method != "common" && method != "ceil" && method != "floor") {
+    fail("template line {}: round method '{}' is not common, ceil or floor", line, method);
+  }
+  // Within what a double holds exactly as a power of ten; a template rounding to more places has no use for it.
+  if (precision < 0 || precision > 22) fail("template line {}: round precision {} is not 0-22", line, precision);
+  if (v.kind == K::Int && method == "common") return v;
+  const double x = as_number(v, line);
+  if (method == "common") {
+    if (!std::isfinite(x)) return Value::number(x);
+    // The shortest correctly rounded decimal of that many places, read back: Python rounds the same way (dtoa).
+    char text[400];  // 309 digits before the point at most, 22 after
+    std::snprintf(text, sizeof text, "%.*f", static_cast<int>(precision), x);
+    return Value::number(std::strtod(text, nullptr));
+  }
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  const double r = method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale);
+  return Value::number(r / scale);
 }
 
 class Evaluator {
@@ -907,6 +977,7 @@ class Evaluator {
     if (f == "items") return (*method(v, "items", e.line).fn)({}, {});
     if (f == "int") return int_filter(v, a.empty() ? Value::integer(0) : a[0], e.line);
     if (f == "float") return float_filter(v, a.empty() ? Value::number(0.0) : a[0]);
+    if (f == "round") return round_filter(v, a, kw, e.line);
     if (f == "abs")
       return v.kind == K::Int ? Value::integer(v.i < 0 ? checked(0, v.i, '-', e.line) : v.i)
                               : Value::number(std::fabs(as_number(v, e.line)));

@@ -141,11 +141,21 @@ std::vector<Token> tokenize(const std::string& s, int line) {
         is_float |= s[j] == '.';
         ++j;
       }
+      // An exponent (jinja2's float literals: 1e300, 2.5E-3), taken only where digits follow it.
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+        if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
+          while (k < s.size() && (std::isdigit(static_cast<unsigned char>(s[k])) || s[k] == '_')) ++k;
+          is_float = true;
+          j = k;
+        }
+      }
       std::string num = s.substr(i, j - i);
       std::erase(num, '_');
       Token t{is_float ? Token::Kind::Float : Token::Kind::Int, num};
       if (is_float) {
-        t.f = std::stod(num);
+        t.f = std::strtod(num.c_str(), nullptr);  // past a double's range: inf, as Python's literal
       } else {
         t.i = std::stoll(num);
       }
