@@ -131,6 +131,15 @@ def main():
     ok = run(["convert", "-m", folder("g_plain"), "-o", gguf, "--type", "f32"]).returncode == 0
     ids_g = greedy(gguf, prompt_ids=prompt) if ok else None
     check(ids_g == plain, f"f32 GGUF of it: the same greedy run ({ids_g})")
+    # convert keeps a config's end ids (in those two keys): the GGUF of a folder listing [2, stop] stops there too.
+    listed = os.path.join(DIR, "listed.gguf")
+    ok = run(["convert", "-m", folder("g_list", config_eos=[2, stop]), "-o", listed, "--type", "f32"]).returncode == 0
+    got = greedy(listed, prompt_ids=prompt) if ok else None
+    check(got == want, f"GGUF converted from a config listing [2, {stop}]: stops before {stop} ({got})")
+    many = os.path.join(DIR, "many.gguf")
+    r = run(["convert", "-m", folder("g_many", config_eos=[2, 3, 4, 5]), "-o", many, "--type", "f32"])
+    check(r.returncode == 1 and "3 ids besides eos 2" in r.stderr and not os.path.exists(many),
+          f"convert refuses end ids GGUF has no key for: {r.stderr.strip()[:120]}")
     for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
         tagged = os.path.join(DIR, key + ".gguf")
         gguf_with_u32(gguf, tagged, key, stop)

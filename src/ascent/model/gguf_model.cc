@@ -198,6 +198,20 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
        {std::pair{"tokenizer.ggml.bos_token_id", cfg.bos_id}, std::pair{"tokenizer.ggml.eos_token_id", cfg.eos_id}}) {
     if (id >= 0 && id < cfg.vocab) out.set_u32(key, static_cast<uint32_t>(id));
   }
+  // The other end ids (an eos_token_id list: Llama 3.1 Instruct's <|eom_id|> and <|eot_id|>) in llama.cpp's two keys
+  // for them, which its loader and ours both stop on. Which one is the turn's end the list does not say: the first
+  // goes to eot, the second to eom. A third has no key, so the file is refused rather than written without it.
+  std::vector<int32_t> extra;
+  for (int32_t id : cfg.end_ids) {
+    if (id != cfg.eos_id && std::find(extra.begin(), extra.end(), id) == extra.end()) extra.push_back(id);
+  }
+  ASCENT_CHECK(extra.size() <= 2,
+               "{}: the model ends generation on {} ids besides eos {}; GGUF has keys for two (eot, eom)", path,
+               extra.size(), cfg.eos_id);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    out.set_u32(i == 0 ? "tokenizer.ggml.eot_token_id" : "tokenizer.ggml.eom_token_id",
+                static_cast<uint32_t>(extra[i]));
+  }
 
   const bool permute = arch == "llama" && cfg.rope_style == kernels::RopeStyle::Half;
   std::vector<Tensor> keep;  // converted tensors must outlive the writer's write()
