@@ -604,6 +604,19 @@ inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a
 // accumulators in registers beside the codes, zeroed, then body(r, acc) adds row r's steps in the kernel's order
 // (decode_rows' order, so the same bits), then each output is its accumulator's lane sum. (Q4_0R's unpacking is
 // lighter: cached, its pp512 ran 1-5% slower in four alternated rounds, so it keeps its 4 x 2 tile below.)
+// The repacked formats' decode_rows: rows n0..n1 one after another (one stream per thread), row_dot(row) giving
+// each row's accumulator, whose lane sum is the output (as their prefill tiles end).
+template <class RowDot>
+inline void decode_each_row(const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, RowDot row_dot) {
+  const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+  const uint8_t* row = w.row_ptr(n0);
+  for (int64_t n = n0; n < n1; ++n, row += stride) {
+    float res[4][4];
+    res[0][0] = hsum8(row_dot(row));
+    store_tile<1>(o, 0, 1, n, res);
+  }
+}
+
 template <int R, int TT, class Body>
 inline void cached_rows(float out[4][4], Body body) {
   for (int r = 0; r < R; ++r) {
@@ -654,12 +667,10 @@ struct Q40RKern {
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / kQ4RGroup;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* row = w.row_ptr(n0);
     prefetch_span(in.q4r.data(), in.Kp);
     prefetch_span(in.q4r_off.data(), in.Kp / kQBlock * 4);
     prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
-    for (int64_t n = n0; n < n1; ++n, row += stride) {
+    decode_each_row(w, n0, n1, o, [&](const uint8_t* row) {
       __m256 y = _mm256_setzero_ps();
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* grp = row + g * kQ4RGroupBytes;
@@ -671,10 +682,8 @@ struct Q40RKern {
                    in.d.data() + 16 * g);
         }
       }
-      float res[4][4];
-      res[0][0] = hsum8(y);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+      return y;
+    });
   }
 
   template <int R, int TT>
@@ -738,11 +747,9 @@ struct Q80RKern {
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / kQ4RGroup;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* row = w.row_ptr(n0);
     prefetch_span(in.q4r.data(), in.Kp);
     prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
-    for (int64_t n = n0; n < n1; ++n, row += stride) {
+    decode_each_row(w, n0, n1, o, [&](const uint8_t* row) {
       __m256 y = _mm256_setzero_ps();
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* grp = row + g * kQ8RGroupBytes;
@@ -762,10 +769,8 @@ struct Q80RKern {
           y = scale_add(y, is[h], Q40RKern::scales(grp, h), in.d.data() + 16 * g + 8 * h);
         }
       }
-      float res[4][4];
-      res[0][0] = hsum8(y);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+      return y;
+    });
   }
 
   // Prefill: a row at a time against TT tokens, each chunk's codes formed once for all of them.
@@ -839,12 +844,10 @@ struct Q4KRKern {
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* row = w.row_ptr(n0);
     prefetch_span(in.q4r.data(), in.Kp);
     prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
     prefetch_span(in.q4r_dsa.data(), in.Kp / kQBlock * 4);
-    for (int64_t n = n0; n < n1; ++n, row += stride) {
+    decode_each_row(w, n0, n1, o, [&](const uint8_t* row) {
       __m256 y = _mm256_setzero_ps();
       const auto* blk = reinterpret_cast<const BlockQ4_KR*>(row);
       for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -855,10 +858,8 @@ struct Q4KRKern {
         y = step(y, factors(blk[sb]), lo, hi, in.q4r.data() + sb / 2 * kQ4RGroup + 32 * (sb % 2), in.d.data() + 8 * sb,
                  in.q4r_dsa.data() + 8 * sb);
       }
-      float res[4][4];
-      res[0][0] = hsum8(y);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+      return y;
+    });
   }
 
   // Prefill (cached_rows): per super-block, its codes and factors.
@@ -952,12 +953,10 @@ struct Q6KRKern {
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t K = in.K, nsb = K / kQKBlock;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
-    const uint8_t* row = w.row_ptr(n0);
     prefetch_span(in.q6r.data(), K);
     prefetch_span(in.q6r_off.data(), K / 16 * 4);
     prefetch_span(in.q6r_d.data(), K / 16 * 4);
-    for (int64_t n = n0; n < n1; ++n, row += stride) {
+    decode_each_row(w, n0, n1, o, [&](const uint8_t* row) {
       const auto* blk = reinterpret_cast<const BlockQ6_KR*>(row);
       __m256 y = _mm256_setzero_ps();
       for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -971,10 +970,8 @@ struct Q6KRKern {
                    in.q6r_d.data() + 16 * sb);
         }
       }
-      float res[4][4];
-      res[0][0] = hsum8(y);
-      store_tile<1>(o, 0, 1, n, res);
-    }
+      return y;
+    });
   }
 
   // Prefill (cached_rows): per super-block, its d, and per half its 6-bit codes and 8 scales.
