@@ -154,8 +154,8 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
   }
   c.rope_style = kernels::RopeStyle::Half;
   validate_config(c, path);
-  for (const char* key : {"bos_token_id", "eos_token_id"}) {
-    if (j.contains(key) && !j[key].is_null()) check_token_id(c, key[0] == 'b' ? c.bos_id : c.eos_id, key, path);
+  for (const auto& [key, id] : {std::pair{"bos_token_id", c.bos_id}, std::pair{"eos_token_id", c.eos_id}}) {
+    if (j.contains(key) && !j[key].is_null()) check_token_id(c, id, key, path);  // named by the file, not defaulted
   }
   for (int32_t id : c.end_ids) check_token_id(c, id, "eos_token_id", path);
 }

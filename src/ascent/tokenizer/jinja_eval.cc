@@ -444,7 +444,6 @@ int64_t normalize_index(int64_t i, int64_t n) {
   return i < 0 ? i + n : i;
 }
 
-// A string's number as Python's float() reads it: surrounding whitespace allowed, the whole rest consumed.
 // Python's int() and float() take single underscores between digits ('1_000'): the text without them, or nothing
 // where one stands elsewhere (the reference raises there, and the filters take their default).
 std::optional<std::string> without_digit_underscores(const std::string& t) {
@@ -460,6 +459,7 @@ std::optional<std::string> without_digit_underscores(const std::string& t) {
   return out;
 }
 
+// A string's number as Python's float() reads it: surrounding whitespace allowed, the whole rest consumed.
 std::optional<double> parse_float(const std::string& text) {
   const auto plain = without_digit_underscores(strip(text, nullptr, true, true));
   if (!plain) return std::nullopt;
@@ -534,7 +534,8 @@ Value round_filter(const Value& v, const Args& a, const Kwargs& kw, int line) {
   if (method != "common" && method != "ceil" && method != "floor") {
     fail("template line {}: round method '{}' is not common, ceil or floor", line, method);
   }
-  // Within what a double holds exactly as a power of ten; a template rounding to more places has no use for it.
+  // 0-22 places, where 10^precision is exact in a double; rounding to tens or hundreds (a negative precision), which
+  // no chat template does, is refused rather than approximated.
   if (precision < 0 || precision > 22) fail("template line {}: round precision {} is not 0-22", line, precision);
   if (v.kind == K::Int && method == "common") return v;
   const double x = as_number(v, line);
