@@ -106,30 +106,54 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
 
 namespace {
 
-// Refuses a normalizer or pre-tokenizer step that the encoder does not carry out, naming it: before, an unknown
-// step was skipped and the text encoded as if it were absent, so the ids differed from the tokenizer's own without a
-// word. What the encoder does: Unicode normalization (NFC, NFKC, NFD, NFKD); SentencePiece-style space handling
-// (Prepend "▁", Replace " " -> "▁", Metaspace "▁"); one regex Split (Isolated, not inverted) before a ByteLevel that
-// adds no prefix space and splits by that regex only (or, without a Split, by GPT-2's).
-void check_pipeline(const nlohmann::json& j, const std::string& path) {
+// What the normalizer and pre-tokenizer ask of the encoder, read in one walk of each.
+struct Pipeline {
+  bool byte_level = false;         // a ByteLevel step
+  std::string split_pattern;       // the Split step's regex, if any
+  bool has_normalization = false;  // a Unicode normalization step (the last one counts)
+  Normalization normalization = Normalization::None;
+  bool prepend = false;  // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
+};
+
+// Reads the pipeline, refusing a step the encoder does not carry out, naming it: before, an unknown step was skipped
+// and the text encoded as if it were absent, so the ids differed from the tokenizer's own without a word. What the
+// encoder does: Unicode normalization (NFC, NFKC, NFD, NFKD); SentencePiece-style space handling (Prepend "▁",
+// Replace " " -> "▁", Metaspace "▁"); one regex Split (Isolated, not inverted) before a ByteLevel that adds no
+// prefix space and splits by that regex only (or, without a Split, by GPT-2's).
+Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   using nlohmann::json;
   const std::string space = "\u2581";
+  Pipeline out;
   auto field = [](const json& p, const char* key) {
     return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string("(missing)");
   };
+  // Step p's type, after checking it is an object; a Sequence's steps (its list under `list`) go to self in order.
+  auto type_of = [&](const json& p, const char* what) {
+    ASCENT_CHECK(p.is_object(), "{}: {}: expected an object, got {}", path, what, p.type_name());
+    return field(p, "type");
+  };
+  auto each_step = [&](const json& p, const char* what, const char* list, auto& self) {
+    ASCENT_CHECK(p.contains(list) && p[list].is_array(), "{}: {} Sequence: {} must be a list", path, what, list);
+    for (const auto& q : p[list]) self(q, self);
+  };
   auto normalizer = [&](const json& p, auto& self) -> void {
-    ASCENT_CHECK(p.is_object(), "{}: normalizer: expected an object, got {}", path, p.type_name());
-    const std::string t = field(p, "type");
-    if (t == "NFC" || t == "NFKC" || t == "NFD" || t == "NFKD") return;
-    if (t == "Sequence") {
-      ASCENT_CHECK(p.contains("normalizers") && p["normalizers"].is_array(),
-                   "{}: normalizer Sequence: normalizers must be a list", path);
-      for (const auto& q : p["normalizers"]) self(q, self);
-      return;
+    const std::string t = type_of(p, "normalizer");
+    const std::pair<const char*, Normalization> forms[] = {{"NFC", Normalization::NFC},
+                                                           {"NFKC", Normalization::NFKC},
+                                                           {"NFD", Normalization::NFD},
+                                                           {"NFKD", Normalization::NFKD}};
+    for (const auto& [name, form] : forms) {
+      if (t == name) {
+        out.has_normalization = true;
+        out.normalization = form;
+        return;
+      }
     }
+    if (t == "Sequence") return each_step(p, "normalizer", "normalizers", self);
     if (t == "Prepend") {
       ASCENT_CHECK(field(p, "prepend") == space, "{}: normalizer Prepend '{}' is not supported (only '{}')", path,
                    field(p, "prepend"), space);
+      out.prepend = true;
       return;
     }
     if (t == "Replace") {
@@ -147,26 +171,22 @@ void check_pipeline(const nlohmann::json& j, const std::string& path) {
   int splits = 0;
   bool byte_level_regex = false;
   auto pre = [&](const json& p, auto& self) -> void {
-    ASCENT_CHECK(p.is_object(), "{}: pre_tokenizer: expected an object, got {}", path, p.type_name());
-    const std::string t = field(p, "type");
-    if (t == "Sequence") {
-      ASCENT_CHECK(p.contains("pretokenizers") && p["pretokenizers"].is_array(),
-                   "{}: pre_tokenizer Sequence: pretokenizers must be a list", path);
-      for (const auto& q : p["pretokenizers"]) self(q, self);
-      return;
-    }
+    const std::string t = type_of(p, "pre_tokenizer");
+    if (t == "Sequence") return each_step(p, "pre_tokenizer", "pretokenizers", self);
     if (t == "Split") {
       ASCENT_CHECK(p.contains("pattern") && p["pattern"].is_object() && p["pattern"].contains("Regex"),
                    "{}: pre_tokenizer Split on a plain string is not supported (only a Regex)", path);
       ASCENT_CHECK(field(p, "behavior") == "Isolated" && !p.value("invert", false),
                    "{}: pre_tokenizer Split with behavior {}{} is not supported (only Isolated)", path,
                    field(p, "behavior"), p.value("invert", false) ? ", inverted" : "");
+      out.split_pattern = p["pattern"]["Regex"].get<std::string>();
       ++splits;
       return;
     }
     if (t == "ByteLevel") {
       ASCENT_CHECK(!p.value("add_prefix_space", false),
                    "{}: pre_tokenizer ByteLevel with add_prefix_space true is not supported", path);
+      out.byte_level = true;
       byte_level_regex = byte_level_regex || p.value("use_regex", true);
       return;
     }
@@ -183,6 +203,7 @@ void check_pipeline(const nlohmann::json& j, const std::string& path) {
   ASCENT_CHECK(
       splits == 0 || !byte_level_regex,
       "{}: pre_tokenizer Split followed by a ByteLevel with use_regex true (two regex splits) is not supported", path);
+  return out;
 }
 
 }  // namespace
@@ -205,23 +226,10 @@ Vocab read_tokenizer_json(const std::string& path) {
     Vocab v;
     const bool byte_fallback = m.value("byte_fallback", false);
     v.ignore_merges = m.value("ignore_merges", false);
-    bool byte_level = false;
-    std::string split_pattern;
-    check_pipeline(j, path);
-    auto scan_pre = [&](const json& p, auto& self) -> void {
-      if (!p.is_object()) return;
-      const std::string t = p.value("type", std::string());
-      if (t == "ByteLevel") byte_level = true;
-      if (t == "Split" && p.contains("pattern") && p["pattern"].contains("Regex")) {
-        split_pattern = p["pattern"]["Regex"].get<std::string>();
-      }
-      if (t == "Sequence" && p.contains("pretokenizers")) {
-        for (const auto& q : p["pretokenizers"]) self(q, self);
-      }
-    };
-    if (j.contains("pre_tokenizer")) scan_pre(j["pre_tokenizer"], scan_pre);
+    const Pipeline pipe = read_pipeline(j, path);
+    const bool byte_level = pipe.byte_level;
     v.kind = byte_level ? VocabKind::ByteLevel : VocabKind::Spm;
-    v.pre_pattern = split_pattern;
+    v.pre_pattern = pipe.split_pattern;
     ASCENT_CHECK(byte_level || byte_fallback || j["normalizer"].is_object(),
                  "{}: BPE without byte-level pre-tokenizer or byte_fallback is not supported", path);
 
@@ -277,31 +285,9 @@ Vocab read_tokenizer_json(const std::string& path) {
         if (v.pieces[i] == u) v.unk_id = static_cast<int32_t>(i);
       }
     }
-    auto scan_unicode = [&](const json& p, auto& self) -> void {
-      if (!p.is_object()) return;
-      const std::string t = p.value("type", std::string());
-      if (t == "NFC") v.normalization = Normalization::NFC;
-      if (t == "NFKC") v.normalization = Normalization::NFKC;
-      if (t == "NFD") v.normalization = Normalization::NFD;
-      if (t == "NFKD") v.normalization = Normalization::NFKD;
-      if (t == "Sequence" && p.contains("normalizers")) {
-        for (const auto& q : p["normalizers"]) self(q, self);
-      }
-    };
-    if (j.contains("normalizer")) scan_unicode(j["normalizer"], scan_unicode);
+    if (pipe.has_normalization) v.normalization = pipe.normalization;
     // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"); without Prepend there is no prefix.
-    v.add_space_prefix = false;
-    if (!byte_level && j["normalizer"].is_object()) {
-      auto scan_norm = [&](const json& p, auto& self) -> void {
-        if (!p.is_object()) return;
-        const std::string t = p.value("type", std::string());
-        if (t == "Prepend") v.add_space_prefix = true;
-        if (t == "Sequence") {
-          for (const auto& q : p["normalizers"]) self(q, self);
-        }
-      };
-      scan_norm(j["normalizer"], scan_norm);
-    }
+    v.add_space_prefix = !byte_level && pipe.prepend;
     if (!byte_level && j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
         j["pre_tokenizer"].value("type", std::string()) == "Metaspace") {
       v.add_space_prefix = j["pre_tokenizer"].value("prepend_scheme", std::string("always")) != "never";
