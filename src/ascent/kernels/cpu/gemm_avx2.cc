@@ -662,7 +662,12 @@ struct Q40RKern {
   static __m256 half(__m256 acc, const __m256i lo[4], const __m256i hi[4], __m256 dw, int h, const int8_t* a,
                      const int32_t* off, const float* da) {
     const __m256i is = dot_q4r(lo, hi, a + 32 * h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off + 8 * h)));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da + 8 * h)), acc);
+    return scale_add(acc, is, dw, da + 8 * h);
+  }
+  // acc += a half's 8 integer dots is x (their weight scales dw x activation scales da): the float step, once per 8
+  // blocks (Q8_0R's too).
+  static __m256 scale_add(__m256 acc, __m256i is, __m256 dw, const float* da) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da)), acc);
   }
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
@@ -740,10 +745,6 @@ struct Q80RKern {
     return _mm256_add_epi32(
         is, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, w)), _mm256_set1_epi16(1)));
   }
-  // acc += half h's 8 dots is x (their weight scales dw x activation scales da).
-  static __m256 scale_add(__m256 acc, __m256i is, __m256 dw, const float* da) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da)), acc);
-  }
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / kQ4RGroup;
@@ -766,7 +767,7 @@ struct Q80RKern {
           }
         }
         for (int h = 0; h < 2; ++h) {
-          y = scale_add(y, is[h], Q40RKern::scales(grp, h), in.d.data() + 16 * g + 8 * h);
+          y = Q40RKern::scale_add(y, is[h], Q40RKern::scales(grp, h), in.d.data() + 16 * g + 8 * h);
         }
       }
       return y;
@@ -795,7 +796,7 @@ struct Q80RKern {
           }
           const __m256 dw = Q40RKern::scales(grp, h);
           for (int j = 0; j < TT; ++j)
-            acc[j] = scale_add(acc[j], is[j], dw, in.d.data() + (t + j) * B + 16 * g + 8 * h);
+            acc[j] = Q40RKern::scale_add(acc[j], is[j], dw, in.d.data() + (t + j) * B + 16 * g + 8 * h);
         }
       }
     });
