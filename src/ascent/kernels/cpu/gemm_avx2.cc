@@ -1,6 +1,6 @@
 // AVX2/FMA/F16C matmul engine for CPUs without AVX-512 (and tested on AVX-512 machines too): FMA for f32/f16/bf16;
-// for int8 weights 16-bit widening with vpmaddwd (vpmaddubsw would saturate), for 4- and 6-bit codes vpmaddubsw
-// (exact there, see dot_u8s8).
+// for int8 weights vpmaddubsw on the codes made signed again (add_signed_dot; int8 prefill widens both sides to 16
+// bits for vpmaddwd), for 4- and 6-bit codes vpmaddubsw (exact there, see dot_u8s8).
 // Same tiling and the same per-output arithmetic order for every tile shape as the AVX-512 variant.
 #include <immintrin.h>
 
@@ -57,6 +57,20 @@ inline __m256i madd16(__m256i acc, __m256i w16, __m256i a16) {
 // a pair of products fits int16, i.e. for codes of at most 6 bits (2 * 63 * 127 = 16002), not for int8 weights.
 inline __m256i dot_u8s8(__m256i codes, __m256i a, __m256i ones16) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), ones16);
+}
+
+// int8 weights stored as code + 128 (I8, Q8_0R) times s8 activations with vpmaddubsw, which would overflow its 16-bit
+// pair sums on the stored unsigned bytes (255 x 127 x 2): each chunk made signed again (xor 0x80) and multiplied as
+// |code| times the activation with the code's sign, at most 2 x 128 x 127 = 32512 per pair (activations are within
+// +-127), so exact, then widened at once (two such sums would not fit). signed_codes gives the signed codes and their
+// magnitudes from 32 stored bytes (-128 gives 128); add_signed_dot adds each lane's 4 products to is.
+inline void signed_codes(__m256i stored, __m256i& w, __m256i& mag) {
+  w = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
+  mag = _mm256_abs_epi8(w);
+}
+inline __m256i add_signed_dot(__m256i is, __m256i w, __m256i mag, __m256i a) {
+  return _mm256_add_epi32(is,
+                          _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1)));
 }
 
 inline __m256i s8_16(const int8_t* p) {
@@ -201,9 +215,12 @@ struct I8Kern {
   static constexpr int64_t kTokens = 2;  // 4 x 2 tiles: +28% int8 prefill over 4 x 4 (spills), +5% over 4 x 3
 
   // Decode: one row at a time (each thread's rows are one stream), 64 bytes a step into two accumulators, with
-  // avx2_stream_prefetch. The int32 sums are exact, so tile<1, 1>'s bits. Through tile<1, 1> (its L1 prefetch 4 KiB
-  // ahead for every 16 bytes, one accumulator) int8 read 85% of the read where this reads 90-91% (Zen 3, see
-  // avx2_stream_prefetch); this loop with no prefetch read 78-83%.
+  // avx2_stream_prefetch. Through tile<1, 1> (its L1 prefetch 4 KiB ahead for every 16 bytes, one accumulator) int8
+  // read 85% of the read where this reads 90-91% (Zen 3, see avx2_stream_prefetch); with no prefetch 78-83%. Each
+  // 32 bytes run signed through vpmaddubsw (add_signed_dot: 6 vector operations, against 8 with both sides widened to
+  // 16 bits as tile does, 4 of them widening shuffles): from L2 on a Zen 3 core 31-32 -> 43.5 GB/s, and in the model
+  // (tl16 tg64, 8 rounds) 85% -> 91% of the read, fast memory state included (84% -> 91% at reads of 38-45 GB/s;
+  // bench/RESULTS.md, session 38). The int32 sums are exact either way, so tile<1, 1>'s bits.
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;  // a multiple of 64 (I8 rows are padded so)
     const int64_t stride = row_bytes(w.dtype, w.shape[1]);
@@ -211,18 +228,17 @@ struct I8Kern {
     prefetch_span(a, Kp);
     const uint8_t* row = w.row_ptr(n0);
     for (int64_t n = n0; n < n1; ++n, row += stride) {
-      __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+      __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
       for (int64_t k = 0; k < Kp; k += 64) {
-        for (int64_t u = k; u < k + 64; u += 32) {
-          avx2_stream_prefetch(row + u);
-          const __m256i w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + u)));
-          const __m256i w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + u + 16)));
-          acc0 = madd16(acc0, w0, s8_16(a + u));
-          acc1 = madd16(acc1, w1, s8_16(a + u + 16));
+        for (int u = 0; u < 2; ++u) {
+          avx2_stream_prefetch(row + k + 32 * u);
+          __m256i wv, mag;
+          signed_codes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k + 32 * u)), wv, mag);
+          acc[u] = add_signed_dot(acc[u], wv, mag, _mm256_load_si256(reinterpret_cast<const __m256i*>(a + k + 32 * u)));
         }
       }
       float res[4][4];
-      const int32_t s = hsum8_epi32(_mm256_add_epi32(acc0, acc1)) - 128 * in.qsum[0];
+      const int32_t s = hsum8_epi32(_mm256_add_epi32(acc[0], acc[1]));
       res[0][0] = static_cast<float>(s) * w.scales[n] * in.d[0];
       store_tile<1>(o, 0, 1, n, res);
     }
@@ -722,11 +738,9 @@ struct Q40RKern {
 // scales, then the codes (+128) in GemmInput::q4r's activation order, 4 bytes of block 8h + i in lane i of each
 // 32-byte chunk of half h. Q80Kern on the file's layout pays a scale product, a convert and a multiply-add per
 // block, row and token, and widens both sides to 16 bits; here a block's dot builds up in one 32-bit lane and the
-// float work runs once per 8 blocks. vpmaddubsw takes unsigned times signed bytes, and code + 128 times an
-// activation overflows its 16-bit pair sums, so each chunk runs signed: |code| (back from +128) times the
-// activation with the code's sign (at most 2 x 128 x 127 = 32512 per pair: exact), widened at once (two such
-// sums would not fit). Decode and prefill take each half's 8 lanes in the same order (y += sums x (scale x
-// activation scale), half 0 then half 1 per group, hsum at the end), so the same bits.
+// float work runs once per 8 blocks, each chunk signed again for vpmaddubsw (add_signed_dot). Decode and prefill take
+// each half's 8 lanes in the same order (y += sums x (scale x activation scale), half 0 then half 1 per group, hsum at
+// the end), so the same bits.
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 4;  // a row at a time: its 4 tokens' sums and accumulators in registers
@@ -735,15 +749,11 @@ struct Q80RKern {
   static constexpr int64_t chunk(int c, int h) { return 128 * (c / 2) + 64 * (c % 2) + 32 * h; }
   // Chunk c's codes back to signed bytes, and their magnitudes (vpmaddubsw's unsigned side; -128 gives 128).
   static void codes(const uint8_t* grp, int c, int h, __m256i& w, __m256i& mag) {
-    w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + 32 + chunk(c, h))),
-                         _mm256_set1_epi8(static_cast<char>(0x80)));
-    mag = _mm256_abs_epi8(w);
+    signed_codes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + 32 + chunk(c, h))), w, mag);
   }
   // Lane i's running dot (block 8h + i) plus chunk c's 4 products for one token's activations a (its group).
   static __m256i add_chunk(__m256i is, __m256i w, __m256i mag, const int8_t* a, int c, int h) {
-    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + chunk(c, h)));
-    return _mm256_add_epi32(
-        is, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, w)), _mm256_set1_epi16(1)));
+    return add_signed_dot(is, w, mag, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + chunk(c, h))));
   }
 
   static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
