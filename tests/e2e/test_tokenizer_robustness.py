@@ -102,6 +102,21 @@ def main():
         "pre-prefix-space": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[split, dict(
             pre["pretokenizers"][1], add_prefix_space=True)])), "add_prefix_space true"),
     }
+    # So is a decoder step decode does not carry out (the decoder was not read: such files decoded to other text than
+    # the tokenizer's own), in a byte-level file and in a SentencePiece-style one (story-656K's: Replace, ByteFallback,
+    # Fuse, Strip).
+    story = json.load(open(os.path.join(SHARED, "models", "story-656K", "tokenizer.json")))
+    steps = story["decoder"]["decoders"]
+    without = lambda kind: dict(story, decoder=dict(story["decoder"], decoders=[d for d in steps if d["type"] != kind]))
+    unsupported.update({
+        "decoder-wordpiece": (dict(good, decoder={"type": "WordPiece", "prefix": "##"}), "decoder type 'WordPiece'"),
+        "decoder-ctc": (dict(story, decoder={"type": "CTC"}), "decoder type 'CTC'"),
+        "decoder-no-replace": (without("Replace"), "decoder leaves '\u2581' in the text"),
+        "decoder-no-bytefallback": (without("ByteFallback"), "decoder has no ByteFallback"),
+        "decoder-no-strip": (without("Strip"), "decoder keeps the leading space but the encoder prefixes one"),
+        "decoder-strip-2": (dict(story, decoder=dict(story["decoder"], decoders=steps[:-1] + [dict(steps[-1], start=2)])),
+                            "decoder Strip ' ' start 2 stop 0"),
+    })
     for name, (content, needle) in unsupported.items():
         path = os.path.join(D, f"{name}.json")
         with open(path, "w") as f:

@@ -206,6 +206,80 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   return out;
 }
 
+// Whether a Metaspace step (pre-tokenizer or decoder) adds (removes) a leading space: its prepend_scheme ("always",
+// "first" or "never"), or in files older than prepend_scheme its add_prefix_space.
+bool metaspace_prefix(const nlohmann::json& p) {
+  if (p.contains("prepend_scheme") && p["prepend_scheme"].is_string())
+    return p["prepend_scheme"].get<std::string>() != "never";
+  return p.value("add_prefix_space", true);
+}
+
+// Checks the decoder against what Tokenizer::decode does for this vocabulary, refusing a step it does not carry out,
+// by name: before, the decoder was not read at all, so a file whose decoder differed decoded to other text than the
+// tokenizer's own without a word. What decode does: byte-level vocabularies map each piece's characters back to
+// bytes (HF's ByteLevel decoder); the others turn "▁" into a space (Replace, or Metaspace), pieces <0xNN> into their
+// byte where the model has byte_fallback (ByteFallback), join the pieces (Fuse), and drop the first space exactly
+// where the encoder prefixes one (Strip of one leading space, or Metaspace with a prepend scheme). A file with no
+// decoder is taken as decoding so.
+void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_level, bool byte_fallback,
+                   bool space_prefix) {
+  using nlohmann::json;
+  if (!j.contains("decoder") || j["decoder"].is_null()) return;
+  const std::string space = "\u2581";
+  bool replaces = false, bytes = false, strips = false;
+  auto field = [](const json& p, const char* key) {
+    return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string("(missing)");
+  };
+  auto step = [&](const json& p, auto& self) -> void {
+    ASCENT_CHECK(p.is_object(), "{}: decoder: expected an object, got {}", path, p.type_name());
+    const std::string t = field(p, "type");
+    if (t == "Sequence") {
+      ASCENT_CHECK(p.contains("decoders") && p["decoders"].is_array(), "{}: decoder Sequence: decoders must be a list",
+                   path);
+      for (const auto& q : p["decoders"]) self(q, self);
+      return;
+    }
+    if (byte_level) {
+      ASCENT_CHECK(t == "ByteLevel",
+                   "{}: decoder type '{}' is not supported with a ByteLevel pre_tokenizer (ByteLevel)", path, t);
+      return;
+    }
+    if (t == "Replace") {
+      const std::string from =
+          p.contains("pattern") && p["pattern"].is_object() ? field(p["pattern"], "String") : std::string("(regex)");
+      ASCENT_CHECK(from == space && field(p, "content") == " ",
+                   "{}: decoder Replace '{}' -> '{}' is not supported (only '{}' -> ' ')", path, from,
+                   field(p, "content"), space);
+      replaces = true;
+    } else if (t == "ByteFallback") {
+      bytes = true;
+    } else if (t == "Fuse") {
+    } else if (t == "Strip") {
+      ASCENT_CHECK(field(p, "content") == " " && p.value("stop", 0) == 0 && p.value("start", 0) <= 1,
+                   "{}: decoder Strip '{}' start {} stop {} is not supported (only ' ', start 0 or 1, stop 0)", path,
+                   field(p, "content"), p.value("start", 0), p.value("stop", 0));
+      strips = strips || p.value("start", 0) == 1;
+    } else if (t == "Metaspace") {
+      ASCENT_CHECK(field(p, "replacement") == space, "{}: decoder Metaspace replacement '{}' is not supported", path,
+                   field(p, "replacement"));
+      replaces = true;
+      strips = strips || metaspace_prefix(p);
+    } else {
+      fail("{}: decoder type '{}' is not supported (Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)", path, t);
+    }
+  };
+  step(j["decoder"], step);
+  if (byte_level) return;
+  ASCENT_CHECK(replaces, "{}: decoder leaves '{}' in the text (no Replace '{}' -> ' ' or Metaspace); not supported",
+               path, space, space);
+  // (A ByteFallback step without model.byte_fallback would turn pieces <0xNN> into bytes that decode writes as they
+  // are; vocabularies shaped so carry no such pieces, so it is not refused.)
+  ASCENT_CHECK(bytes || !byte_fallback,
+               "{}: decoder has no ByteFallback but model.byte_fallback is true; not supported", path);
+  ASCENT_CHECK(strips == space_prefix, "{}: decoder {} the leading space but the encoder {} one; not supported", path,
+               strips ? "strips" : "keeps", space_prefix ? "prefixes" : "does not prefix");
+}
+
 }  // namespace
 
 Vocab read_tokenizer_json(const std::string& path) {
@@ -290,8 +364,9 @@ Vocab read_tokenizer_json(const std::string& path) {
     v.add_space_prefix = !byte_level && pipe.prepend;
     if (!byte_level && j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
         j["pre_tokenizer"].value("type", std::string()) == "Metaspace") {
-      v.add_space_prefix = j["pre_tokenizer"].value("prepend_scheme", std::string("always")) != "never";
+      v.add_space_prefix = metaspace_prefix(j["pre_tokenizer"]);
     }
+    check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix);
     // BOS from the post-processor template when there is one; EOS by the usual names.
     v.add_bos = false;
     if (j.contains("post_processor") && j["post_processor"].is_object()) {
