@@ -254,6 +254,7 @@ void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
     } else if (t == "ByteFallback") {
       bytes = true;
     } else if (t == "Fuse") {
+      return;  // decode joins the pieces' text as it goes
     } else if (t == "Strip") {
       ASCENT_CHECK(field(p, "content") == " " && p.value("stop", 0) == 0 && p.value("start", 0) <= 1,
                    "{}: decoder Strip '{}' start {} stop {} is not supported (only ' ', start 0 or 1, stop 0)", path,
