@@ -703,17 +703,19 @@ class Evaluator {
       if (++loop_steps_ > kMaxLoopSteps)
         fail("template line {}: loops ran more than {} iterations in one rendering", n.line, kMaxLoopSteps);
       frames.emplace_back();
-      Value loop = Value::make_dict();
-      loop.set("index0", Value::integer(k));
-      loop.set("index", Value::integer(k + 1));
-      loop.set("revindex0", Value::integer(len - k - 1));
-      loop.set("revindex", Value::integer(len - k));
-      loop.set("first", Value::boolean(k == 0));
-      loop.set("last", Value::boolean(k == len - 1));
-      loop.set("length", Value::integer(len));
-      loop.set("previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value{});
-      loop.set("nextitem", k + 1 < len ? items[static_cast<size_t>(k + 1)] : Value{});
-      frames.back()["loop"] = loop;
+      if (n.needs_loop) {
+        Value loop = Value::make_dict();
+        loop.set("index0", Value::integer(k));
+        loop.set("index", Value::integer(k + 1));
+        loop.set("revindex0", Value::integer(len - k - 1));
+        loop.set("revindex", Value::integer(len - k));
+        loop.set("first", Value::boolean(k == 0));
+        loop.set("last", Value::boolean(k == len - 1));
+        loop.set("length", Value::integer(len));
+        loop.set("previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value{});
+        loop.set("nextitem", k + 1 < len ? items[static_cast<size_t>(k + 1)] : Value{});
+        frames.back()["loop"] = loop;
+      }
       bind_targets(n, items[static_cast<size_t>(k)]);
       const Flow f = exec(n.branches[0]);
       frames.pop_back();

@@ -225,6 +225,36 @@ using ExprPtr = std::unique_ptr<Expr>;
 // indentation").
 constexpr int kMaxNesting = 100;
 
+// Whether an expression or a template body names `loop` or calls a function by name (Template::Node::needs_loop).
+// The parser's depth limits bound the recursion.
+bool reads_loop(const Expr* e) {
+  if (e == nullptr) return false;
+  if (e->kind == Expr::Kind::Name && e->name == "loop") return true;
+  if (e->kind == Expr::Kind::Call && e->args[0]->kind == Expr::Kind::Name) return true;
+  for (const auto& a : e->args) {
+    if (reads_loop(a.get())) return true;
+  }
+  for (const auto& [name, a] : e->kwargs) {
+    if (reads_loop(a.get())) return true;
+  }
+  return false;
+}
+bool reads_loop(const NodeList& body) {
+  for (const auto& n : body) {
+    if (reads_loop(n->expr.get()) || reads_loop(n->filter.get())) return true;
+    for (const auto& c : n->conditions) {
+      if (reads_loop(c.get())) return true;
+    }
+    for (const auto& b : n->branches) {
+      if (reads_loop(b)) return true;
+    }
+    for (const auto& [name, d] : n->params) {
+      if (reads_loop(d.get())) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 DepthGuard::DepthGuard(int& depth, int limit, int line, const char* what) : depth_(depth) {
@@ -626,6 +656,7 @@ class Parser {
         std::string end;
         n->branches.push_back(body_until({"else", "endfor"}, end));
         if (end.empty()) fail("template line {}: 'for' is never closed with endfor", s.line);
+        n->needs_loop = reads_loop(n->branches[0]);
         if (end == "else") {
           n->branches.push_back(body_until({"endfor"}, end));
           if (end.empty()) fail("template line {}: 'for' is never closed with endfor", s.line);
