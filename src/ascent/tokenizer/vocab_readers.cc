@@ -115,6 +115,29 @@ struct Pipeline {
   bool prepend = false;  // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
 };
 
+// The walk of a tokenizer.json pipeline (normalizer, pre_tokenizer, decoder), one step object at a time.
+constexpr std::string_view kSpace = "\u2581";  // SentencePiece's space
+// A step's string field, or "(missing)" for the error messages.
+std::string string_field(const nlohmann::json& p, const char* key) {
+  return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string("(missing)");
+}
+// A step's type, after checking it is an object (`what`: which pipeline).
+std::string step_type(const nlohmann::json& p, const char* what, const std::string& path) {
+  ASCENT_CHECK(p.is_object(), "{}: {}: expected an object, got {}", path, what, p.type_name());
+  return string_field(p, "type");
+}
+// A Sequence's steps (its list under `list`) to fn, in order.
+template <class Fn>
+void each_step(const nlohmann::json& p, const char* what, const char* list, const std::string& path, Fn&& fn) {
+  ASCENT_CHECK(p.contains(list) && p[list].is_array(), "{}: {} Sequence: {} must be a list", path, what, list);
+  for (const auto& q : p[list]) fn(q);
+}
+// A Replace step's pattern: its plain string, or "(regex)".
+std::string replaced(const nlohmann::json& p) {
+  return p.contains("pattern") && p["pattern"].is_object() ? string_field(p["pattern"], "String")
+                                                           : std::string("(regex)");
+}
+
 // Reads the pipeline, refusing a step the encoder does not carry out, naming it: before, an unknown step was skipped
 // and the text encoded as if it were absent, so the ids differed from the tokenizer's own without a word. What the
 // encoder does: Unicode normalization (NFC, NFKC, NFD, NFKD); SentencePiece-style space handling (Prepend "▁",
@@ -122,22 +145,9 @@ struct Pipeline {
 // prefix space and splits by that regex only (or, without a Split, by GPT-2's).
 Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   using nlohmann::json;
-  const std::string space = "\u2581";
   Pipeline out;
-  auto field = [](const json& p, const char* key) {
-    return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string("(missing)");
-  };
-  // Step p's type, after checking it is an object; a Sequence's steps (its list under `list`) go to self in order.
-  auto type_of = [&](const json& p, const char* what) {
-    ASCENT_CHECK(p.is_object(), "{}: {}: expected an object, got {}", path, what, p.type_name());
-    return field(p, "type");
-  };
-  auto each_step = [&](const json& p, const char* what, const char* list, auto& self) {
-    ASCENT_CHECK(p.contains(list) && p[list].is_array(), "{}: {} Sequence: {} must be a list", path, what, list);
-    for (const auto& q : p[list]) self(q, self);
-  };
   auto normalizer = [&](const json& p, auto& self) -> void {
-    const std::string t = type_of(p, "normalizer");
+    const std::string t = step_type(p, "normalizer", path);
     const std::pair<const char*, Normalization> forms[] = {{"NFC", Normalization::NFC},
                                                            {"NFKC", Normalization::NFKC},
                                                            {"NFD", Normalization::NFD},
@@ -149,19 +159,18 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
         return;
       }
     }
-    if (t == "Sequence") return each_step(p, "normalizer", "normalizers", self);
+    if (t == "Sequence") return each_step(p, "normalizer", "normalizers", path, [&](const json& q) { self(q, self); });
     if (t == "Prepend") {
-      ASCENT_CHECK(field(p, "prepend") == space, "{}: normalizer Prepend '{}' is not supported (only '{}')", path,
-                   field(p, "prepend"), space);
+      ASCENT_CHECK(string_field(p, "prepend") == kSpace, "{}: normalizer Prepend '{}' is not supported (only '{}')",
+                   path, string_field(p, "prepend"), kSpace);
       out.prepend = true;
       return;
     }
     if (t == "Replace") {
-      const std::string from =
-          p.contains("pattern") && p["pattern"].is_object() ? field(p["pattern"], "String") : std::string("(regex)");
-      ASCENT_CHECK(from == " " && field(p, "content") == space,
+      const std::string from = replaced(p);
+      ASCENT_CHECK(from == " " && string_field(p, "content") == kSpace,
                    "{}: normalizer Replace '{}' -> '{}' is not supported (only ' ' -> '{}')", path, from,
-                   field(p, "content"), space);
+                   string_field(p, "content"), kSpace);
       return;
     }
     fail("{}: normalizer type '{}' is not supported (NFC, NFKC, NFD, NFKD, Prepend, Replace, Sequence)", path, t);
@@ -171,14 +180,16 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   int splits = 0;
   bool byte_level_regex = false;
   auto pre = [&](const json& p, auto& self) -> void {
-    const std::string t = type_of(p, "pre_tokenizer");
-    if (t == "Sequence") return each_step(p, "pre_tokenizer", "pretokenizers", self);
+    const std::string t = step_type(p, "pre_tokenizer", path);
+    if (t == "Sequence") {
+      return each_step(p, "pre_tokenizer", "pretokenizers", path, [&](const json& q) { self(q, self); });
+    }
     if (t == "Split") {
       ASCENT_CHECK(p.contains("pattern") && p["pattern"].is_object() && p["pattern"].contains("Regex"),
                    "{}: pre_tokenizer Split on a plain string is not supported (only a Regex)", path);
-      ASCENT_CHECK(field(p, "behavior") == "Isolated" && !p.value("invert", false),
+      ASCENT_CHECK(string_field(p, "behavior") == "Isolated" && !p.value("invert", false),
                    "{}: pre_tokenizer Split with behavior {}{} is not supported (only Isolated)", path,
-                   field(p, "behavior"), p.value("invert", false) ? ", inverted" : "");
+                   string_field(p, "behavior"), p.value("invert", false) ? ", inverted" : "");
       out.split_pattern = p["pattern"]["Regex"].get<std::string>();
       ++splits;
       return;
@@ -191,8 +202,9 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
       return;
     }
     if (t == "Metaspace") {
-      ASCENT_CHECK(field(p, "replacement") == space, "{}: pre_tokenizer Metaspace replacement '{}' is not supported",
-                   path, field(p, "replacement"));
+      ASCENT_CHECK(string_field(p, "replacement") == kSpace,
+                   "{}: pre_tokenizer Metaspace replacement '{}' is not supported", path,
+                   string_field(p, "replacement"));
       return;
     }
     fail("{}: pre_tokenizer type '{}' is not supported (ByteLevel, Split, Metaspace, Sequence)", path, t);
@@ -225,44 +237,33 @@ void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
                    bool space_prefix) {
   using nlohmann::json;
   if (!j.contains("decoder") || j["decoder"].is_null()) return;
-  const std::string space = "\u2581";
   bool replaces = false, bytes = false, strips = false;
-  auto field = [](const json& p, const char* key) {
-    return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string("(missing)");
-  };
   auto step = [&](const json& p, auto& self) -> void {
-    ASCENT_CHECK(p.is_object(), "{}: decoder: expected an object, got {}", path, p.type_name());
-    const std::string t = field(p, "type");
-    if (t == "Sequence") {
-      ASCENT_CHECK(p.contains("decoders") && p["decoders"].is_array(), "{}: decoder Sequence: decoders must be a list",
-                   path);
-      for (const auto& q : p["decoders"]) self(q, self);
-      return;
-    }
+    const std::string t = step_type(p, "decoder", path);
+    if (t == "Sequence") return each_step(p, "decoder", "decoders", path, [&](const json& q) { self(q, self); });
     if (byte_level) {
       ASCENT_CHECK(t == "ByteLevel",
                    "{}: decoder type '{}' is not supported with a ByteLevel pre_tokenizer (ByteLevel)", path, t);
       return;
     }
     if (t == "Replace") {
-      const std::string from =
-          p.contains("pattern") && p["pattern"].is_object() ? field(p["pattern"], "String") : std::string("(regex)");
-      ASCENT_CHECK(from == space && field(p, "content") == " ",
+      const std::string from = replaced(p);
+      ASCENT_CHECK(from == kSpace && string_field(p, "content") == " ",
                    "{}: decoder Replace '{}' -> '{}' is not supported (only '{}' -> ' ')", path, from,
-                   field(p, "content"), space);
+                   string_field(p, "content"), kSpace);
       replaces = true;
     } else if (t == "ByteFallback") {
       bytes = true;
     } else if (t == "Fuse") {
       return;  // decode joins the pieces' text as it goes
     } else if (t == "Strip") {
-      ASCENT_CHECK(field(p, "content") == " " && p.value("stop", 0) == 0 && p.value("start", 0) <= 1,
+      ASCENT_CHECK(string_field(p, "content") == " " && p.value("stop", 0) == 0 && p.value("start", 0) <= 1,
                    "{}: decoder Strip '{}' start {} stop {} is not supported (only ' ', start 0 or 1, stop 0)", path,
-                   field(p, "content"), p.value("start", 0), p.value("stop", 0));
+                   string_field(p, "content"), p.value("start", 0), p.value("stop", 0));
       strips = strips || p.value("start", 0) == 1;
     } else if (t == "Metaspace") {
-      ASCENT_CHECK(field(p, "replacement") == space, "{}: decoder Metaspace replacement '{}' is not supported", path,
-                   field(p, "replacement"));
+      ASCENT_CHECK(string_field(p, "replacement") == kSpace, "{}: decoder Metaspace replacement '{}' is not supported",
+                   path, string_field(p, "replacement"));
       replaces = true;
       strips = strips || metaspace_prefix(p);
     } else {
@@ -272,7 +273,7 @@ void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
   step(j["decoder"], step);
   if (byte_level) return;
   ASCENT_CHECK(replaces, "{}: decoder leaves '{}' in the text (no Replace '{}' -> ' ' or Metaspace); not supported",
-               path, space, space);
+               path, kSpace, kSpace);
   // (A ByteFallback step without model.byte_fallback would turn pieces <0xNN> into bytes that decode writes as they
   // are; vocabularies shaped so carry no such pieces, so it is not refused.)
   ASCENT_CHECK(bytes || !byte_fallback,
