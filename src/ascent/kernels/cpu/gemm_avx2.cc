@@ -598,9 +598,10 @@ inline void unpack_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
 }
 // Lane i's integer dot of those codes with one token's activations in GemmInput::q4r's order (a: its 512-column
 // group plus 32 x the half or super-block), added to init. Four vpmaddubsw pair sums (each at most 2 x 15 x 127)
-// add in 16 bits before one widening: 15240 fits.
-inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a, __m256i init) {
-  const __m256i ones16 = _mm256_set1_epi16(1);
+// add in 16 bits before one widening: 15240 fits. The widening vpmaddwd multiplies by w16, whose two 16-bit halves
+// of lane i should be equal: 1 for the plain sum, or a sub-block scale (Q4_KR), giving sum x scale exactly.
+inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a, __m256i init,
+                       __m256i w16 = _mm256_set1_epi16(1)) {
   __m256i is = init;
   for (int j = 0; j < 4; j += 2) {
     __m256i s16 = _mm256_setzero_si256();
@@ -609,7 +610,7 @@ inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a
       s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[c], _mm256_loadu_si256(ac)));
       s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[c], _mm256_loadu_si256(ac + 2)));
     }
-    is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, ones16));
+    is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, w16));
   }
   return is;
 }
@@ -823,10 +824,11 @@ struct Q4KRKern {
   static constexpr int kDecodeRows = 1;
   static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
-  // A super-block's 8 scales (int32), d in every lane, and dmin x minimum i in lane i (dtype.h's scale bytes:
-  // two widenings, a variable shift and a select): formed once per super-block, for every token.
+  // A super-block's 8 scales (scale i in both 16-bit halves of lane i, for dot_q4r's widening), d in every lane, and
+  // dmin x minimum i in lane i (dtype.h's scale bytes: one widening, a broadcast and a variable shift, a select):
+  // formed once per super-block, for every token.
   struct Factors {
-    __m256i sc;
+    __m256i sc16;
     __m256 d, wm;
   };
   static Factors factors(const BlockQ4_KR& b) {
@@ -834,22 +836,21 @@ struct Q4KRKern {
     const __m256i sc = _mm256_and_si256(s32, _mm256_set1_epi32(63));
     int low_mins;  // scales[8..11]: minimums 0-3's low 4 bits in the low nibbles, 4-7's in the high
     std::memcpy(&low_mins, b.scales + 8, 4);
-    const __m256i lows =
-        _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_set1_epi32(low_mins)), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    const __m256i lows = _mm256_srlv_epi32(_mm256_set1_epi32(low_mins), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28));
     const __m256i low4 = _mm256_set1_epi32(0x0f);
     // Bits 0-3 from lows, bits 4-5 from scales[i] >> 2 (minimum i's top 2 bits).
     const __m256i m =
         _mm256_or_si256(_mm256_and_si256(lows, low4), _mm256_andnot_si256(low4, _mm256_srli_epi32(s32, 2)));
     const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d)));
-    return {sc, d, _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.dmin))), _mm256_cvtepi32_ps(m))};
+    return {_mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)), d,
+            _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.dmin))), _mm256_cvtepi32_ps(m))};
   }
   // acc += a super-block's contribution (its factors f) for one token: a its activations (q4r order, group + 32 x
   // its half), da and dsa its 8 blocks' activation scales and scale x sum.
   static __m256 step(__m256 acc, const Factors& f, const __m256i lo[4], const __m256i hi[4], const int8_t* a,
                      const float* da, const float* dsa) {
-    const __m256i is = dot_q4r(lo, hi, a, _mm256_setzero_si256());
-    acc =
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(is, f.sc)), _mm256_mul_ps(f.d, _mm256_loadu_ps(da)), acc);
+    const __m256i is = dot_q4r(lo, hi, a, _mm256_setzero_si256(), f.sc16);  // scale x sum, exact
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(f.d, _mm256_loadu_ps(da)), acc);
     return _mm256_fnmadd_ps(f.wm, _mm256_loadu_ps(dsa), acc);
   }
 
