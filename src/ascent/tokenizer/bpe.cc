@@ -214,10 +214,15 @@ void Tokenizer::bpe(std::string_view word, std::vector<Piece>& out) const {
   }
 }
 
-void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::encode_spm(std::string_view text, bool text_start, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::string norm;
-  if (v_.add_space_prefix) norm += v_.space;
+  bool prefix = v_.add_space_prefix;
+  if (v_.space_prefix != SpacePrefix::EveryRun) {
+    prefix = prefix && !text.starts_with(' ') && !text.starts_with(v_.space) &&
+             (v_.space_prefix == SpacePrefix::MetaspaceAlways || text_start);
+  }
+  if (prefix) norm += v_.space;
   for (char ch : text) {
     if (ch == ' ') {
       norm += v_.space;
@@ -257,9 +262,12 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   };
   size_t start = 0;
   for (size_t i = 1; i < norm.size(); ++i) {
-    const bool space_run_starts = spm_split_words_ && i >= sp.size() && norm.compare(i, sp.size(), sp) == 0 &&
-                                  norm.compare(i - sp.size(), sp.size(), sp) != 0;
-    if (space_run_starts || isolated(i) || isolated(i - 1)) {
+    // A word starts at each space (split_at_space), or else, where no merge can cross one, at each run of spaces.
+    const bool at_space = norm.compare(i, sp.size(), sp) == 0;
+    const bool word_starts =
+        at_space &&
+        (v_.split_at_space || (spm_split_words_ && (i < sp.size() || norm.compare(i - sp.size(), sp.size(), sp) != 0)));
+    if (word_starts || isolated(i) || isolated(i - 1)) {
       emit(std::string_view(norm).substr(start, i - start));
       start = i;
     }
@@ -354,7 +362,7 @@ std::string normalize(std::string_view s, Normalization form) {
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
-  auto encode_plain = [&](std::string_view raw) {
+  auto encode_plain = [&](std::string_view raw, bool text_start) {
     std::string normalized;
     std::string_view s = raw;
     if (v_.normalization != Normalization::None && !raw.empty()) {
@@ -362,13 +370,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
       s = normalized;
     }
     if (v_.kind == VocabKind::Spm) {
-      encode_spm(s, out);
+      encode_spm(s, text_start, out);
     } else {
       encode_byte_level(s, out);
     }
   };
   if (!parse_special || specials_.empty()) {
-    encode_plain(text);
+    encode_plain(text, /*text_start=*/true);
     return out;
   }
   size_t start = 0, i = 0;
@@ -384,7 +392,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
       ++i;
       continue;
     }
-    encode_plain(text.substr(start, i - start));
+    encode_plain(text.substr(start, i - start), /*text_start=*/start == 0);
     for (size_t id = 0; id < v_.pieces.size(); ++id) {
       if (v_.pieces[id] == *hit) {
         out.push_back(static_cast<int32_t>(id));
@@ -394,7 +402,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     i += hit->size();
     start = i;
   }
-  encode_plain(text.substr(start));
+  encode_plain(text.substr(start), /*text_start=*/start == 0);
   return out;
 }
 

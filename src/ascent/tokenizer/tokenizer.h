@@ -40,7 +40,8 @@ class Tokenizer {
   int32_t eos() const { return v_.eos_id; }
 
  private:
-  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  // text_start: the run begins the text (no special token before it; see SpacePrefix).
+  void encode_spm(std::string_view text, bool text_start, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
   // BPE over the UTF-8 characters of `word`, appending the resulting pieces: their place in `word` and their
   // vocabulary id (-1 for a character the vocabulary lacks).

@@ -24,6 +24,12 @@ enum class Normalization { None, NFC, NFKC, NFD, NFKD };
 // The byte a SentencePiece byte-fallback piece "<0xAB>" stands for, or -1 when `piece` has another form.
 int byte_piece_value(std::string_view piece);
 
+// Spm: which runs of text (the text between special tokens) encode prefixes with a space. SentencePiece and Hugging
+// Face's Prepend normalizer prefix every run, even one that starts with a space; HF's Metaspace pre-tokenizer
+// prefixes no run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the
+// start of the text.
+enum class SpacePrefix : uint8_t { EveryRun, MetaspaceAlways, MetaspaceFirst };
+
 struct Vocab {
   VocabKind kind = VocabKind::Spm;
   std::vector<std::string> pieces;
@@ -32,7 +38,9 @@ struct Vocab {
   std::vector<std::pair<std::string, std::string>> merges;  // ranked merges (tokenizer.json, GGUF gpt2)
   int32_t bos_id = -1, eos_id = -1, unk_id = -1;
   bool add_bos = true;
-  bool add_space_prefix = true;        // Spm: prepend a space before encoding
+  bool add_space_prefix = true;                      // Spm: prepend a space before encoding
+  SpacePrefix space_prefix = SpacePrefix::EveryRun;  // Spm, with add_space_prefix: before which runs
+  bool split_at_space = false;         // Spm: each space starts a word that no merge crosses (HF Metaspace, split true)
   std::string space = "\xe2\x96\x81";  // Spm: what a space becomes ("▁", or " " in llama2.c files)
   std::string pre_pattern;             // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
   Normalization normalization = Normalization::None;

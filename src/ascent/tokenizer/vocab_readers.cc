@@ -112,7 +112,11 @@ struct Pipeline {
   std::string split_pattern;       // the Split step's regex, if any
   bool has_normalization = false;  // a Unicode normalization step (the last one counts)
   Normalization normalization = Normalization::None;
-  bool prepend = false;  // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
+  bool prepend = false;           // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
+  bool metaspace = false;         // a Metaspace pre-tokenizer step, at any depth of the walk; then:
+  bool metaspace_prefix = false;  //   it prefixes a space (prepend_scheme "always" or "first")
+  bool metaspace_first = false;   //   only at the start of the text ("first")
+  bool metaspace_split = false;   //   each space starts a word (split)
 };
 
 // The walk of a tokenizer.json pipeline (normalizer, pre_tokenizer, decoder), one step object at a time.
@@ -136,6 +140,20 @@ void each_step(const nlohmann::json& p, const char* what, const char* list, cons
 std::string replaced(const nlohmann::json& p) {
   return p.contains("pattern") && p["pattern"].is_object() ? string_field(p["pattern"], "String")
                                                            : std::string("(regex)");
+}
+
+// A Metaspace step's (pre-tokenizer or decoder) prepend_scheme: "always", "first" or "never", or in files older than
+// prepend_scheme its add_prefix_space ("always" or "never"); another value is refused, naming it.
+std::string metaspace_scheme(const nlohmann::json& p, const char* what, const std::string& path) {
+  if (!p.contains("prepend_scheme")) return p.value("add_prefix_space", true) ? "always" : "never";
+  const std::string scheme = string_field(p, "prepend_scheme");
+  ASCENT_CHECK(scheme == "always" || scheme == "first" || scheme == "never",
+               "{}: {} Metaspace prepend_scheme '{}' is not supported (always, first, never)", path, what, scheme);
+  return scheme;
+}
+// Whether that step adds (the decoder: removes) a leading space.
+bool metaspace_prefix(const nlohmann::json& p, const char* what, const std::string& path) {
+  return metaspace_scheme(p, what, path) != "never";
 }
 
 // Reads the pipeline, refusing a step the encoder does not carry out, naming it: before, an unknown step was skipped
@@ -205,6 +223,12 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
       ASCENT_CHECK(string_field(p, "replacement") == kSpace,
                    "{}: pre_tokenizer Metaspace replacement '{}' is not supported", path,
                    string_field(p, "replacement"));
+      ASCENT_CHECK(!out.metaspace, "{}: pre_tokenizer has two Metaspace steps; one is supported", path);
+      const std::string scheme = metaspace_scheme(p, "pre_tokenizer", path);
+      out.metaspace = true;
+      out.metaspace_prefix = scheme != "never";
+      out.metaspace_first = scheme == "first";
+      out.metaspace_split = p.value("split", true);
       return;
     }
     fail("{}: pre_tokenizer type '{}' is not supported (ByteLevel, Split, Metaspace, Sequence)", path, t);
@@ -215,15 +239,15 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   ASCENT_CHECK(
       splits == 0 || !byte_level_regex,
       "{}: pre_tokenizer Split followed by a ByteLevel with use_regex true (two regex splits) is not supported", path);
+  // The SentencePiece-style encoder splits words only at spaces, and the byte-level one knows no "▁": either was
+  // silently encoded without the step.
+  ASCENT_CHECK(splits == 0 || out.byte_level,
+               "{}: pre_tokenizer Split without a ByteLevel step is not supported (SentencePiece-style files split "
+               "only at spaces)",
+               path);
+  ASCENT_CHECK(!(out.metaspace && out.byte_level), "{}: pre_tokenizer Metaspace beside ByteLevel is not supported",
+               path);
   return out;
-}
-
-// Whether a Metaspace step (pre-tokenizer or decoder) adds (removes) a leading space: its prepend_scheme ("always",
-// "first" or "never"), or in files older than prepend_scheme its add_prefix_space.
-bool metaspace_prefix(const nlohmann::json& p) {
-  if (p.contains("prepend_scheme") && p["prepend_scheme"].is_string())
-    return p["prepend_scheme"].get<std::string>() != "never";
-  return p.value("add_prefix_space", true);
 }
 
 // Checks the decoder against what Tokenizer::decode does for this vocabulary, refusing a step it does not carry out,
@@ -265,7 +289,7 @@ void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
       ASCENT_CHECK(string_field(p, "replacement") == kSpace, "{}: decoder Metaspace replacement '{}' is not supported",
                    path, string_field(p, "replacement"));
       replaces = true;
-      strips = strips || metaspace_prefix(p);
+      strips = strips || metaspace_prefix(p, "decoder", path);
     } else {
       fail("{}: decoder type '{}' is not supported (Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)", path, t);
     }
@@ -362,12 +386,14 @@ Vocab read_tokenizer_json(const std::string& path) {
       }
     }
     if (pipe.has_normalization) v.normalization = pipe.normalization;
-    // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"); without Prepend there is no prefix.
-    v.add_space_prefix = !byte_level && pipe.prepend;
-    if (!byte_level && j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
-        j["pre_tokenizer"].value("type", std::string()) == "Metaspace") {
-      v.add_space_prefix = metaspace_prefix(j["pre_tokenizer"]);
+    // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"), or pre-tokenize by Metaspace (also
+    // inside a Sequence, which was read as no prefix); with neither there is no prefix. A Prepend step prefixes every
+    // run before Metaspace sees it, so Metaspace's rule applies only without one.
+    v.add_space_prefix = !byte_level && (pipe.prepend || pipe.metaspace_prefix);
+    if (!byte_level && !pipe.prepend && pipe.metaspace_prefix) {
+      v.space_prefix = pipe.metaspace_first ? SpacePrefix::MetaspaceFirst : SpacePrefix::MetaspaceAlways;
     }
+    v.split_at_space = pipe.metaspace_split;
     check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix);
     // BOS from the post-processor template when there is one; EOS by the usual names.
     v.add_bos = false;
