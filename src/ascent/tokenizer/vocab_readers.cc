@@ -113,6 +113,7 @@ struct Pipeline {
   bool has_normalization = false;  // a Unicode normalization step (the last one counts)
   Normalization normalization = Normalization::None;
   bool prepend = false;           // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
+  bool replace_space = false;     // a Replace(" ", "▁") normalizer step
   bool metaspace = false;         // a Metaspace pre-tokenizer step, at any depth of the walk; then:
   bool metaspace_prefix = false;  //   it prefixes a space (prepend_scheme "always" or "first")
   bool metaspace_first = false;   //   only at the start of the text ("first")
@@ -189,6 +190,7 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
       ASCENT_CHECK(from == " " && string_field(p, "content") == kSpace,
                    "{}: normalizer Replace '{}' -> '{}' is not supported (only ' ' -> '{}')", path, from,
                    string_field(p, "content"), kSpace);
+      out.replace_space = true;
       return;
     }
     fail("{}: normalizer type '{}' is not supported (NFC, NFKC, NFD, NFKD, Prepend, Replace, Sequence)", path, t);
@@ -247,6 +249,11 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
                path);
   ASCENT_CHECK(!(out.metaspace && out.byte_level), "{}: pre_tokenizer Metaspace beside ByteLevel is not supported",
                path);
+  // The SentencePiece-style encoder writes every space as "▁", which HF does only by one of these two steps.
+  ASCENT_CHECK(out.byte_level || out.replace_space || out.metaspace,
+               "{}: spaces stay spaces here (no normalizer Replace ' ' -> '{}', no Metaspace, no ByteLevel); not "
+               "supported",
+               path, kSpace);
   return out;
 }
 
