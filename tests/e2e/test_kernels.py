@@ -213,6 +213,19 @@ def main():
                 ok &= err < tol
             check(ok, f"{name:9s} {isa:6s} matches the NumPy reference over {len(SHAPES + MORE_SHAPES)} shapes "
                       f"(worst scaled err {worst:.1e} < {tol:.0e})")
+            # The largest integer sums: every 32 columns one weight at the negative extreme and the rest at the
+            # positive one (int4 codes -8 and 7, i.e. stored 0 and 15; int8 codes -127/127), activations all +1 or
+            # all -1 (quantized to +-127), so that kernels summing products in 16 bits before widening are at their
+            # bound (a sum one step too long wraps and fails here, not on random data). Decode (T = 1) and prefill.
+            pattern = np.where(np.arange(512) % 32 == 0, f32(-8), f32(7)).astype(f32)
+            w = np.stack([pattern * f32(0.01 * (r + 1)) for r in range(16)])
+            worst, ok = 0.0, True
+            for T in (1, 5):
+                x = np.stack([np.full(512, f32(1) if t % 2 == 0 else f32(-1)) for t in range(T)]).astype(f32)
+                err = scaled_err(run([x, w], isa, **attrs), ref_fn(x, w), x, w)
+                worst = max(worst, err)
+                ok &= err < tol
+            check(ok, f"{name:9s} {isa:6s} extreme codes and activations (worst scaled err {worst:.1e} < {tol:.0e})")
         # Batch invariance: each row of a 9-token matmul equals that row run alone, bitwise, in every ISA. K = 4128
         # is 129 blocks of 32: the block formats' last pair is a half one, in the row-cache tiles too. The float
         # formats also at K = 4112, 4099 and 4125: rows that end half-way through 32 columns, and inside the first or

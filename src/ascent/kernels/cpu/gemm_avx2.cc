@@ -299,26 +299,34 @@ struct I4Kern {
       for (int j = 0; j < TT; ++j) {
         for (int h = 0; h < NH; ++h) is[h][j] = _mm256_set1_epi32(off[j * G + g]);
       }
-      for (int64_t st = g * kSteps; st < (g + 1) * kSteps; ++st) {
-        __m256i lo[NH], hi[NH];
-        for (int h = 0; h < NH; ++h) {
-          if constexpr (NH == 2 && TT == 1) {  // decode
-            avx2_stream_prefetch(p + st * 64 + 32 * h);
-          } else {
-            prefetch_ahead<TT>(p + st * 64 + 32 * h, ahead);
+      // Prefill adds four steps' pair sums in 16 bits before one widening: each vpmaddubsw pair sum is at most
+      // 2 x 15 x 128 = 3840, so eight fit (30720); decode widens after every step (summing four was slower there).
+      constexpr int64_t kSum = TT > 1 ? 4 : 1;
+      for (int64_t st0 = g * kSteps; st0 < (g + 1) * kSteps; st0 += kSum) {
+        __m256i s16[NH][TT];
+        for (int64_t st = st0; st < st0 + kSum; ++st) {
+          __m256i lo[NH], hi[NH];
+          for (int h = 0; h < NH; ++h) {
+            if constexpr (NH == 2 && TT == 1) {  // decode
+              avx2_stream_prefetch(p + st * 64 + 32 * h);
+            } else {
+              prefetch_ahead<TT>(p + st * 64 + 32 * h, ahead);
+            }
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + st * 64 + 32 * h));
+            lo[h] = _mm256_and_si256(raw, low4);
+            hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
           }
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + st * 64 + 32 * h));
-          lo[h] = _mm256_and_si256(raw, low4);
-          hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          for (int j = 0; j < TT; ++j) {
+            const __m256i a0 = _mm256_set1_epi32(a[j * a_stride + 2 * st]);
+            const __m256i a1 = _mm256_set1_epi32(a[j * a_stride + 2 * st + 1]);
+            for (int h = 0; h < NH; ++h) {
+              const __m256i two = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], a0), _mm256_maddubs_epi16(hi[h], a1));
+              s16[h][j] = st == st0 ? two : _mm256_add_epi16(s16[h][j], two);
+            }
+          }
         }
         for (int j = 0; j < TT; ++j) {
-          const __m256i a0 = _mm256_set1_epi32(a[j * a_stride + 2 * st]);
-          const __m256i a1 = _mm256_set1_epi32(a[j * a_stride + 2 * st + 1]);
-          for (int h = 0; h < NH; ++h) {
-            // Each int16 pair sum is at most 2 x 15 x 128 = 3840, so the two steps' sum fits before widening.
-            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], a0), _mm256_maddubs_epi16(hi[h], a1));
-            is[h][j] = _mm256_add_epi32(is[h][j], _mm256_madd_epi16(s16, ones16));
-          }
+          for (int h = 0; h < NH; ++h) is[h][j] = _mm256_add_epi32(is[h][j], _mm256_madd_epi16(s16[h][j], ones16));
         }
       }
       for (int h = 0; h < NH; ++h) {
