@@ -92,7 +92,6 @@ def main():
         "first": (FIRST, [sp_the + [END, the], [END, the]]),
         "always": (ALWAYS, [sp_the + [END] + sp_the, [END] + sp_the]),
         "never": (NEVER, [[the, END, the], [END, the]]),
-        "legacy (every run)": (LEGACY, [sp_the + [END] + sp_the, [END] + sp_the]),
     }
     for name, (vocab, want) in expect.items():
         got = ids(vocab, cases, special=True)

@@ -24,10 +24,10 @@ enum class Normalization { None, NFC, NFKC, NFD, NFKD };
 // The byte a SentencePiece byte-fallback piece "<0xAB>" stands for, or -1 when `piece` has another form.
 int byte_piece_value(std::string_view piece);
 
-// Spm: which runs of text (the text between special tokens) encode prefixes with a space. SentencePiece and Hugging
-// Face's Prepend normalizer prefix every run, even one that starts with a space; HF's Metaspace pre-tokenizer
-// prefixes no run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the
-// start of the text.
+// Spm: which runs of text (the text between special tokens) encode prefixes with a space. SentencePiece prefixes
+// every run, even one that starts with a space, as Hugging Face's Prepend normalizer does between added tokens it
+// matches before normalizing ("normalized": false; the flag is not read); HF's Metaspace pre-tokenizer prefixes no
+// run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the start of the text.
 enum class SpacePrefix : uint8_t { EveryRun, MetaspaceAlways, MetaspaceFirst };
 
 struct Vocab {
