@@ -21,6 +21,76 @@ size_t utf8_len(unsigned char c) {
   return 1;  // invalid lead byte: treat as a single byte so we always advance
 }
 
+// The code point of the UTF-8 character at s[at] and its length (an invalid byte: -1, length 1).
+std::pair<utf8proc_int32_t, size_t> char_at(std::string_view s, size_t at) {
+  utf8proc_int32_t cp = -1;
+  const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + at),
+                                  static_cast<utf8proc_ssize_t>(s.size() - at), &cp);
+  return {n > 0 ? cp : -1, n > 0 ? static_cast<size_t>(n) : 1};
+}
+// Where the UTF-8 character ending at s[end - 1] starts.
+size_t char_start_before(std::string_view s, size_t end) {
+  size_t at = end - 1;
+  while (at > 0 && end - at < 4 && (static_cast<unsigned char>(s[at]) & 0xc0) == 0x80) --at;
+  return at;
+}
+// Unicode White_Space (Rust's char::is_whitespace, regex \s): the space separators, line and paragraph
+// separators, and U+0009-000D, U+0085.
+bool is_space_cp(utf8proc_int32_t cp) {
+  if (cp < 0) return false;
+  if ((cp >= 0x09 && cp <= 0x0d) || cp == 0x85) return true;
+  const auto c = utf8proc_category(cp);
+  return c == UTF8PROC_CATEGORY_ZS || c == UTF8PROC_CATEGORY_ZL || c == UTF8PROC_CATEGORY_ZP;
+}
+// A word character (regex \w, as Hugging Face's added tokens test it): letters, marks, decimal digits, letter
+// numbers, connector punctuation (such as '_'), and the joiners U+200C, U+200D.
+bool is_word_cp(utf8proc_int32_t cp) {
+  if (cp < 0) return false;
+  if (cp == 0x200c || cp == 0x200d) return true;
+  switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return false;
+  }
+}
+bool word_char_at(std::string_view s, size_t at) {
+  return at < s.size() && is_word_cp(char_at(s, at).first);
+}
+bool word_char_before(std::string_view s, size_t end) {
+  return end > 0 && is_word_cp(char_at(s, char_start_before(s, end)).first);
+}
+// The length of the whitespace run s starts with.
+size_t space_run_at(std::string_view s) {
+  size_t at = 0;
+  while (at < s.size()) {
+    const auto [cp, n] = char_at(s, at);
+    if (!is_space_cp(cp)) break;
+    at += n;
+  }
+  return at;
+}
+// Where the whitespace run s ends with starts (s.size() when none).
+size_t space_run_before(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0) {
+    const size_t at = char_start_before(s, end);
+    if (!is_space_cp(char_at(s.substr(0, end), at).first)) break;
+    end = at;
+  }
+  return end;
+}
+
 // GPT-2's reversible map from bytes to printable code points, as UTF-8 strings.
 const std::vector<std::string>& byte_to_unicode() {
   static const std::vector<std::string> table = [] {
@@ -72,9 +142,14 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
     // merging text that happens to spell them.
     const bool byte_piece = type == TokenType::Byte && v_.kind == VocabKind::Spm;
     if (type != TokenType::Control && !byte_piece) ids_.emplace(v_.pieces[i], id);
-    if (type == TokenType::Control || type == TokenType::UserDefined) specials_.push_back(v_.pieces[i]);
+    if ((type == TokenType::Control || type == TokenType::UserDefined) && !v_.pieces[i].empty()) {
+      const auto rule = v_.added_rules.find(id);
+      specials_.push_back({v_.pieces[i], id, rule == v_.added_rules.end() ? AddedTokenRule{} : rule->second});
+    }
   }
-  std::sort(specials_.begin(), specials_.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  // Longest first; of equal texts the first id, which the search below meets first.
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
   for (size_t r = 0; r < v_.merges.size(); ++r) {
     // Symbols being merged are always vocabulary pieces, so a merge is keyed by the ids of its two sides.
     const int32_t a = lookup(v_.merges[r].first), b = lookup(v_.merges[r].second);
@@ -381,9 +456,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   }
   size_t start = 0, i = 0;
   while (i < text.size()) {
-    const std::string* hit = nullptr;
+    const Special* hit = nullptr;
     for (const auto& s : specials_) {
-      if (!s.empty() && text.compare(i, s.size(), s) == 0) {
+      if (text.compare(i, s.text.size(), s.text) == 0) {
         hit = &s;
         break;
       }
@@ -392,15 +467,16 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
       ++i;
       continue;
     }
-    encode_plain(text.substr(start, i - start), /*text_start=*/start == 0);
-    for (size_t id = 0; id < v_.pieces.size(); ++id) {
-      if (v_.pieces[id] == *hit) {
-        out.push_back(static_cast<int32_t>(id));
-        break;
-      }
+    size_t b = i, e = i + hit->text.size();
+    if (hit->rule.single_word && (word_char_before(text, b) || word_char_at(text, e))) {
+      i = e;  // as Hugging Face's leftmost-longest scan, the search goes on after the refused match, not inside it
+      continue;
     }
-    i += hit->size();
-    start = i;
+    if (hit->rule.lstrip) b = start + space_run_before(text.substr(start, b - start));
+    if (hit->rule.rstrip) e += space_run_at(text.substr(e));
+    encode_plain(text.substr(start, b - start), /*text_start=*/start == 0);
+    out.push_back(hit->id);
+    i = start = e;
   }
   encode_plain(text.substr(start), /*text_start=*/start == 0);
   return out;

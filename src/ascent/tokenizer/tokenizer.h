@@ -64,7 +64,12 @@ class Tokenizer {
   StringMap<int32_t> ids_;
   std::unordered_map<uint64_t, int32_t> merge_rank_;  // (id of a) << 32 | (id of b) -> rank
   std::vector<int32_t> byte_ids_;                     // Spm byte fallback: byte -> id of "<0xXX>"
-  std::vector<std::string> specials_;                 // texts matched when parse_special
+  struct Special {
+    std::string text;
+    int32_t id;
+    AddedTokenRule rule;
+  };
+  std::vector<Special> specials_;  // matched when parse_special, longest first (one per text: its first id)
   struct Regex;
   std::unique_ptr<Regex> regex_;
   bool spm_split_words_ = false;          // Spm: encode word by word (see encode_spm)

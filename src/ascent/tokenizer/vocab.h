@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ascent::tokenizer {
@@ -30,6 +31,13 @@ int byte_piece_value(std::string_view piece);
 // run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the start of the text.
 enum class SpacePrefix : uint8_t { EveryRun, MetaspaceAlways, MetaspaceFirst };
 
+// How a tokenizer.json added token matches when special tokens are parsed (Hugging Face's AddedToken): lstrip and
+// rstrip take the whitespace on that side into the match (so out of the text around it), single_word matches only
+// where no word character touches it.
+struct AddedTokenRule {
+  bool lstrip = false, rstrip = false, single_word = false;
+};
+
 struct Vocab {
   VocabKind kind = VocabKind::Spm;
   std::vector<std::string> pieces;
@@ -45,6 +53,7 @@ struct Vocab {
   std::string pre_pattern;             // ByteLevel: pre-tokenizer regex (empty: GPT-2's)
   Normalization normalization = Normalization::None;
   bool ignore_merges = false;  // a pre-split word found whole in the vocabulary is one token (Llama-3)
+  std::unordered_map<int32_t, AddedTokenRule> added_rules;  // by id; only tokens with a flag set
 };
 
 // llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from
