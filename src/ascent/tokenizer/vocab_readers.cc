@@ -370,7 +370,7 @@ Vocab read_tokenizer_json(const std::string& path) {
         const auto i = static_cast<size_t>(id);
         v.pieces[i] = t.at("content").get<std::string>();
         v.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
-        // Read, they were ignored: the whitespace next to such a token stayed in the text around it.
+        // Its matching flags (AddedTokenRule); unread, the whitespace they strip stayed in the text around it.
         const AddedTokenRule rule{t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false)};
         if (rule.lstrip || rule.rstrip || rule.single_word) v.added_rules[static_cast<int32_t>(id)] = rule;
       }
