@@ -128,6 +128,14 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
               f"unsupported tokenizer.json step ({name}): {lines[0] if lines else r.stdout[:80]!r}")
+    # A ByteFallback decoder writes the byte of a piece <0xNN> even where model.byte_fallback is false (the encoder
+    # then takes such pieces as text): decode wrote the six characters.
+    n = len(story["model"]["vocab"]) + len(story["added_tokens"])
+    no_fallback = dict(story, model=dict(story["model"], byte_fallback=False,
+                                         vocab=dict(story["model"]["vocab"], **{"<0x41>": n})))
+    path = write("decoder-bytes-no-fallback.json", json.dumps(no_fallback).encode())
+    got = decode_bytes(path, [n, n])
+    check(got == b"AA", f"ByteFallback decoder without model.byte_fallback: <0x41> <0x41> decodes to {got!r} (b'AA')")
     # A GGUF's pre-tokenizer name picks the split; one not known is refused (it was split by GPT-2's regex). The file
     # holds no tensors, so its metadata may change length: the string value's length prefix is rewritten with it.
     data = open(VOCABS["llama-bpe.gguf"], "rb").read()

@@ -502,7 +502,7 @@ std::string Tokenizer::decode_token(int32_t id, bool strip_space) const {
     }
     return out;
   }
-  if (type == TokenType::Byte) {
+  if (type == TokenType::Byte || v_.decode_byte_pieces) {
     const int b = byte_piece_value(p);
     if (b >= 0) return std::string(1, static_cast<char>(b));
   }

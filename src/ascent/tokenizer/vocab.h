@@ -54,6 +54,7 @@ struct Vocab {
   Normalization normalization = Normalization::None;
   bool ignore_merges = false;  // a pre-split word found whole in the vocabulary is one token (Llama-3)
   std::unordered_map<int32_t, AddedTokenRule> added_rules;  // by id; only tokens with a flag set
+  bool decode_byte_pieces = false;  // Spm: every "<0xNN>" piece decodes to its byte (a ByteFallback decoder step)
 };
 
 // llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from

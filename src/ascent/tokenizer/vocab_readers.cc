@@ -261,13 +261,13 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
 // by name: before, the decoder was not read at all, so a file whose decoder differed decoded to other text than the
 // tokenizer's own without a word. What decode does: byte-level vocabularies map each piece's characters back to
 // bytes (HF's ByteLevel decoder); the others turn "▁" into a space (Replace, or Metaspace), pieces <0xNN> into their
-// byte where the model has byte_fallback (ByteFallback), join the pieces (Fuse), and drop the first space exactly
-// where the encoder prefixes one (Strip of one leading space, or Metaspace with a prepend scheme). A file with no
-// decoder is taken as decoding so.
-void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_level, bool byte_fallback,
+// byte (ByteFallback, with or without the model's byte_fallback), join the pieces (Fuse), and drop the first space
+// exactly where the encoder prefixes one (Strip of one leading space, or Metaspace with a prepend scheme). A file with
+// no decoder is taken as decoding so. Returns whether the decoder has a ByteFallback step.
+bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_level, bool byte_fallback,
                    bool space_prefix) {
   using nlohmann::json;
-  if (!j.contains("decoder") || j["decoder"].is_null()) return;
+  if (!j.contains("decoder") || j["decoder"].is_null()) return byte_fallback;
   bool replaces = false, bytes = false, strips = false;
   auto step = [&](const json& p, auto& self) -> void {
     const std::string t = step_type(p, "decoder", path);
@@ -302,15 +302,16 @@ void check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
     }
   };
   step(j["decoder"], step);
-  if (byte_level) return;
+  if (byte_level) return false;
   ASCENT_CHECK(replaces, "{}: decoder leaves '{}' in the text (no Replace '{}' -> ' ' or Metaspace); not supported",
                path, kSpace, kSpace);
-  // (A ByteFallback step without model.byte_fallback would turn pieces <0xNN> into bytes that decode writes as they
-  // are; vocabularies shaped so carry no such pieces, so it is not refused.)
+  // (A ByteFallback step without model.byte_fallback turns pieces <0xNN> into their bytes too: the caller marks the
+  // vocabulary so.)
   ASCENT_CHECK(bytes || !byte_fallback,
                "{}: decoder has no ByteFallback but model.byte_fallback is true; not supported", path);
   ASCENT_CHECK(strips == space_prefix, "{}: decoder {} the leading space but the encoder {} one; not supported", path,
                strips ? "strips" : "keeps", space_prefix ? "prefixes" : "does not prefix");
+  return bytes;
 }
 
 }  // namespace
@@ -404,7 +405,9 @@ Vocab read_tokenizer_json(const std::string& path) {
       v.space_prefix = pipe.metaspace_first ? SpacePrefix::MetaspaceFirst : SpacePrefix::MetaspaceAlways;
     }
     v.split_at_space = pipe.metaspace_split;
-    check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix);
+    // Without model.byte_fallback its <0xNN> pieces are text to the encoder, but HF's ByteFallback decoder still
+    // writes their bytes (decode wrote the six characters).
+    v.decode_byte_pieces = check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix) && !byte_level;
     // BOS from the post-processor template when there is one; EOS by the usual names.
     v.add_bos = false;
     if (j.contains("post_processor") && j["post_processor"].is_object()) {
