@@ -1,13 +1,14 @@
 """tokenizer.json added tokens keep their matching rules when special tokens are parsed, as Hugging Face's
 AddedToken defines them: lstrip and rstrip take the whitespace on that side (Unicode White_Space, up to the previous
 match) into the token, so out of the text around it; single_word matches only where no word character (letters,
-marks, digits, '_') touches the token, and the text is then encoded as text. Before, the three flags were not read:
-the whitespace stayed in the neighbouring text and single-word tokens matched inside words, without a word.
+marks, digits, '_') touches the token, and the text is then encoded as text; normalized tokens match in the
+normalized text (below). Before, these flags were not read: the whitespace stayed in the neighbouring text,
+single-word tokens matched inside words, and normalized ones matched in the raw text, without a word.
 
-The files are story-656K's tokenizer.json with <|end_story|>'s flags set (its added tokens matched before
-normalization, "normalized": false, where its Prepend normalizer prefixes every run). Expected ids: the special
-token's id and the ids of the text around it as it must be cut, each run encoded alone (or, for a refused
-single-word match, the whole text encoded without special tokens)."""
+The files are story-656K's tokenizer.json with <|end_story|>'s flags set and its added tokens matched before
+normalization ("normalized": false: its Prepend normalizer then prefixes every run), and the file as it is. Expected
+ids: the special token's id and the ids of the text around it as it must be cut, each run encoded alone (or, for a
+refused match, the whole text encoded without special tokens), and story-656K's known output from ../shared."""
 import json
 import os
 
@@ -82,6 +83,46 @@ def main():
     # The same texts with the flag off still match the token.
     got = ids(PLAIN, inside)
     check(all(END in g for g in got), f"(without single_word they match: {got})")
+
+    # story-656K's own file marks its added tokens "normalized": true. Hugging Face matches such a token in each run's
+    # normalized text, by its normalized content: here Prepend + Replace make that "▁<|end_story|>", so the token is
+    # found only where a space (or the run's start) comes before it, that space goes with it, and the text after it
+    # is not prefixed again (the run was prefixed once, at its start). Before, the token was matched in the raw text
+    # and every run around it prefixed. Expected: the text after a token encoded with no prefix (a Metaspace "never"
+    # file encodes it so), and a token with no space before it encoded as text.
+    story_file = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
+    never = os.path.join(D, "never.json")
+    with open(never, "w") as f:
+        json.dump(dict(STORY, normalizer=None, pre_tokenizer={
+            "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": False},
+            decoder={"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}, {
+                "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never"}]}), f)
+    start = 1
+    assert STORY["added_tokens"][start]["content"] == "<|start_story|>" and STORY["added_tokens"][start]["normalized"]
+    bare_once, bare_the, bare_b = ids(never, ["Once upon", "the", "b"], special=False)
+    legacy_the, legacy_a = ids(story_file, ["the", "a"], special=False)
+    cases = {
+        "a token at the start takes the prefix": ("<|start_story|>Once upon", [start] + bare_once),
+        "a space before it goes with it": (f"the {TOK}the", legacy_the + [END] + bare_the),
+        "tokens one after another": (f"a {TOK} {TOK}b", legacy_a + [END, END] + bare_b),
+        "the token alone": (TOK, [END]),
+    }
+    for name, (text, want) in cases.items():
+        got = ids(story_file, [text])[0]
+        check(got == want, f"normalized token, {name}: {text!r} -> {got} (want {want})")
+    # An independent check: ../shared/README.md's known output, story-656K greedy from BOS, is the model's own token
+    # sequence. Its text after <|start_story|>, encoded with special tokens parsed, gives those ids back only when
+    # the text after the token is not prefixed (before: 1 80 147 201 ..., an extra "▁").
+    known = [1, 147, 201, 282, 215, 286, 598, 1662, 356, 499, 826, 1363]
+    path = os.path.join(D, "known.txt")
+    with open(path, "w") as f:
+        f.write(" ".join(map(str, known[1:])))
+    r = run(["tokenize", "--vocab", story_file, "--decode", "--text-file", path])
+    got = ids(story_file, ["<|start_story|>" + r.stdout])[0] if r.returncode == 0 else None
+    check(got == known, f"story-656K's known output, decoded and encoded after <|start_story|>: {got} (want {known})")
+    text = f"the{TOK}the"
+    got, plain = ids(story_file, [text])[0], ids(story_file, [text], special=False)[0]
+    check(got == plain and END not in got, f"normalized token with no space before it is text: {text!r} -> {got}")
     finish()
 
 

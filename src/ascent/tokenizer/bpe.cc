@@ -21,6 +21,14 @@ size_t utf8_len(unsigned char c) {
   return 1;  // invalid lead byte: treat as a single byte so we always advance
 }
 
+std::string normalize(std::string_view s, Normalization form);  // below
+
+// Splits text at the specials (at each position the longest, as Hugging Face's leftmost-longest scan), with their
+// rules (AddedTokenRule): on_run(run, begins_text) for the text before, between and after the matches, each match's
+// id to out.
+template <class Specials, class OnRun>
+void split_at_specials(std::string_view text, const Specials& specials, std::vector<int32_t>& out, OnRun&& on_run);
+
 // The code point of the UTF-8 character at s[at] and its length (an invalid byte: -1, length 1).
 std::pair<utf8proc_int32_t, size_t> char_at(std::string_view s, size_t at) {
   utf8proc_int32_t cp = -1;
@@ -143,13 +151,20 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
     const bool byte_piece = type == TokenType::Byte && v_.kind == VocabKind::Spm;
     if (type != TokenType::Control && !byte_piece) ids_.emplace(v_.pieces[i], id);
     if ((type == TokenType::Control || type == TokenType::UserDefined) && !v_.pieces[i].empty()) {
-      const auto rule = v_.added_rules.find(id);
-      specials_.push_back({v_.pieces[i], id, rule == v_.added_rules.end() ? AddedTokenRule{} : rule->second});
+      const auto found = v_.added_rules.find(id);
+      const AddedTokenRule rule = found == v_.added_rules.end() ? AddedTokenRule{} : found->second;
+      if (v_.match_normalized && rule.normalized) {
+        normalized_specials_.push_back({spm_prefixed(normalize(v_.pieces[i], v_.normalization), true), id, rule});
+      } else {
+        specials_.push_back({v_.pieces[i], id, rule});
+      }
     }
   }
   // Longest first; of equal texts the first id, which the search below meets first.
-  std::stable_sort(specials_.begin(), specials_.end(),
-                   [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
+  for (auto* list : {&specials_, &normalized_specials_}) {
+    std::stable_sort(list->begin(), list->end(),
+                     [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
+  }
   for (size_t r = 0; r < v_.merges.size(); ++r) {
     // Symbols being merged are always vocabulary pieces, so a merge is keyed by the ids of its two sides.
     const int32_t a = lookup(v_.merges[r].first), b = lookup(v_.merges[r].second);
@@ -290,14 +305,23 @@ void Tokenizer::bpe(std::string_view word, std::vector<Piece>& out) const {
 }
 
 void Tokenizer::encode_spm(std::string_view text, bool text_start, std::vector<int32_t>& out) const {
-  if (text.empty()) return;
+  encode_spm_normalized(spm_prefixed(text, text_start), out);
+}
+
+std::string Tokenizer::spm_prefixed(std::string_view text, bool text_start) const {
   std::string norm;
+  if (text.empty()) return norm;
   bool prefix = v_.add_space_prefix;
   if (v_.space_prefix != SpacePrefix::EveryRun) {
     prefix = prefix && !text.starts_with(' ') && !text.starts_with(v_.space) &&
              (v_.space_prefix == SpacePrefix::MetaspaceAlways || text_start);
   }
   if (prefix) norm += v_.space;
+  return norm + spm_spaces(text);
+}
+
+std::string Tokenizer::spm_spaces(std::string_view text) const {
+  std::string norm;
   for (char ch : text) {
     if (ch == ' ') {
       norm += v_.space;
@@ -305,6 +329,11 @@ void Tokenizer::encode_spm(std::string_view text, bool text_start, std::vector<i
       norm += ch;
     }
   }
+  return norm;
+}
+
+void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t>& out) const {
+  if (norm.empty()) return;
   // When no piece joins a non-space character to a following space, no merge can cross the start of a space
   // run, so each such word is encoded alone (and cached): the same ids, in linear time for long texts.
   std::vector<Piece> pieces;
@@ -450,14 +479,37 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
       encode_byte_level(s, out);
     }
   };
-  if (!parse_special || specials_.empty()) {
+  if (!parse_special || (specials_.empty() && normalized_specials_.empty())) {
     encode_plain(text, /*text_start=*/true);
     return out;
   }
+  split_at_specials(text, specials_, out, [&](std::string_view run, bool begins_text) {
+    if (normalized_specials_.empty() || run.empty()) return encode_plain(run, begins_text);
+    // As Hugging Face: the run normalized whole, the normalized tokens found in that, and the text around them
+    // encoded as it stands. A Prepend normalizer's prefix is then added once, at the run's start; a Metaspace
+    // pre-tokenizer's comes after, to each piece by its rule (encode_spm).
+    const std::string nfx = normalize(run, v_.normalization);
+    if (v_.space_prefix == SpacePrefix::EveryRun) {
+      const std::string norm = spm_prefixed(nfx, begins_text);
+      split_at_specials(std::string_view(norm), normalized_specials_, out,
+                        [&](std::string_view piece, bool) { encode_spm_normalized(piece, out); });
+      return;
+    }
+    const std::string norm = spm_spaces(nfx);
+    split_at_specials(std::string_view(norm), normalized_specials_, out,
+                      [&](std::string_view piece, bool first) { encode_spm(piece, begins_text && first, out); });
+  });
+  return out;
+}
+
+namespace {
+
+template <class Specials, class OnRun>
+void split_at_specials(std::string_view text, const Specials& specials, std::vector<int32_t>& out, OnRun&& on_run) {
   size_t start = 0, i = 0;
   while (i < text.size()) {
-    const Special* hit = nullptr;
-    for (const auto& s : specials_) {
+    typename Specials::const_pointer hit = nullptr;
+    for (const auto& s : specials) {
       if (text.compare(i, s.text.size(), s.text) == 0) {
         hit = &s;
         break;
@@ -474,13 +526,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     }
     if (hit->rule.lstrip) b = start + space_run_before(text.substr(start, b - start));
     if (hit->rule.rstrip) e += space_run_at(text.substr(e));
-    encode_plain(text.substr(start, b - start), /*text_start=*/start == 0);
+    on_run(text.substr(start, b - start), start == 0);
     out.push_back(hit->id);
     i = start = e;
   }
-  encode_plain(text.substr(start), /*text_start=*/start == 0);
-  return out;
+  on_run(text.substr(start), start == 0);
 }
+
+}  // namespace
 
 std::string Tokenizer::decode_token(int32_t id, bool strip_space) const {
   const std::string& p = piece(id);

@@ -42,6 +42,11 @@ class Tokenizer {
  private:
   // text_start: the run begins the text (no special token before it; see SpacePrefix).
   void encode_spm(std::string_view text, bool text_start, std::vector<int32_t>& out) const;
+  // The run with the space prefix where it gets one and "▁" for " " (the Unicode normalization done before).
+  std::string spm_prefixed(std::string_view text, bool text_start) const;
+  std::string spm_spaces(std::string_view text) const;  // "▁" (Vocab::space) for each " "
+  // encode_spm of text already so.
+  void encode_spm_normalized(std::string_view norm, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
   // BPE over the UTF-8 characters of `word`, appending the resulting pieces: their place in `word` and their
   // vocabulary id (-1 for a character the vocabulary lacks).
@@ -65,11 +70,13 @@ class Tokenizer {
   std::unordered_map<uint64_t, int32_t> merge_rank_;  // (id of a) << 32 | (id of b) -> rank
   std::vector<int32_t> byte_ids_;                     // Spm byte fallback: byte -> id of "<0xXX>"
   struct Special {
-    std::string text;
+    std::string text;  // what is matched: the token's content, or for normalized_specials_ its normalized content
     int32_t id;
     AddedTokenRule rule;
   };
-  std::vector<Special> specials_;  // matched when parse_special, longest first (one per text: its first id)
+  // Matched when parse_special, longest first (one per text: its first id): in the raw text, and (match_normalized)
+  // in each raw run's normalized text.
+  std::vector<Special> specials_, normalized_specials_;
   struct Regex;
   std::unique_ptr<Regex> regex_;
   bool spm_split_words_ = false;          // Spm: encode word by word (see encode_spm)

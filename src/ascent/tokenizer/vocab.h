@@ -27,15 +27,17 @@ int byte_piece_value(std::string_view piece);
 
 // Spm: which runs of text (the text between special tokens) encode prefixes with a space. SentencePiece prefixes
 // every run, even one that starts with a space, as Hugging Face's Prepend normalizer does between added tokens it
-// matches before normalizing ("normalized": false; the flag is not read); HF's Metaspace pre-tokenizer prefixes no
-// run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the start of the text.
+// matches before normalizing ("normalized": false; see match_normalized for the others); HF's Metaspace pre-tokenizer
+// prefixes no run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the start
+// of the text.
 enum class SpacePrefix : uint8_t { EveryRun, MetaspaceAlways, MetaspaceFirst };
 
 // How a tokenizer.json added token matches when special tokens are parsed (Hugging Face's AddedToken): lstrip and
 // rstrip take the whitespace on that side into the match (so out of the text around it), single_word matches only
-// where no word character touches it.
+// where no word character touches it, normalized matches its normalized text in the normalized text (where
+// Vocab::match_normalized says the normalizer changes it), not itself in the raw text.
 struct AddedTokenRule {
-  bool lstrip = false, rstrip = false, single_word = false;
+  bool lstrip = false, rstrip = false, single_word = false, normalized = false;
 };
 
 struct Vocab {
@@ -54,6 +56,9 @@ struct Vocab {
   Normalization normalization = Normalization::None;
   bool ignore_merges = false;  // a pre-split word found whole in the vocabulary is one token (Llama-3)
   std::unordered_map<int32_t, AddedTokenRule> added_rules;  // by id; only tokens with a flag set
+  // Spm tokenizer.json whose normalizer writes spaces as "▁" (Replace) and maybe prefixes one (Prepend): added
+  // tokens with normalized true are matched as HF does, in each run's normalized text (see Tokenizer::encode).
+  bool match_normalized = false;
   bool decode_byte_pieces = false;  // Spm: every "<0xNN>" piece decodes to its byte (a ByteFallback decoder step)
 };
 

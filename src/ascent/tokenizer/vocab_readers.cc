@@ -372,8 +372,11 @@ Vocab read_tokenizer_json(const std::string& path) {
         v.pieces[i] = t.at("content").get<std::string>();
         v.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
         // Its matching flags (AddedTokenRule); unread, the whitespace they strip stayed in the text around it.
-        const AddedTokenRule rule{t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false)};
-        if (rule.lstrip || rule.rstrip || rule.single_word) v.added_rules[static_cast<int32_t>(id)] = rule;
+        const AddedTokenRule rule{t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false),
+                                  t.value("normalized", !t.value("special", false))};
+        if (rule.lstrip || rule.rstrip || rule.single_word || rule.normalized) {
+          v.added_rules[static_cast<int32_t>(id)] = rule;
+        }
       }
     }
     for (const auto& mg : m.at("merges")) {
@@ -405,6 +408,7 @@ Vocab read_tokenizer_json(const std::string& path) {
       v.space_prefix = pipe.metaspace_first ? SpacePrefix::MetaspaceFirst : SpacePrefix::MetaspaceAlways;
     }
     v.split_at_space = pipe.metaspace_split;
+    v.match_normalized = !byte_level && (pipe.replace_space || pipe.prepend);
     // Without model.byte_fallback its <0xNN> pieces are text to the encoder, but HF's ByteFallback decoder still
     // writes their bytes (decode wrote the six characters).
     v.decode_byte_pieces = check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix) && !byte_level;
