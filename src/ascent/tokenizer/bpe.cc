@@ -154,17 +154,14 @@ Tokenizer::Tokenizer(Vocab v) : v_(std::move(v)) {
       const auto found = v_.added_rules.find(id);
       const AddedTokenRule rule = found == v_.added_rules.end() ? AddedTokenRule{} : found->second;
       if (v_.match_normalized && rule.normalized) {
-        normalized_specials_.push_back({spm_prefixed(normalize(v_.pieces[i], v_.normalization), true), id, rule});
+        normalized_specials_.list.push_back({spm_prefixed(normalize(v_.pieces[i], v_.normalization), true), id, rule});
       } else {
-        specials_.push_back({v_.pieces[i], id, rule});
+        specials_.list.push_back({v_.pieces[i], id, rule});
       }
     }
   }
-  // Longest first; of equal texts the first id, which the search below meets first.
-  for (auto* list : {&specials_, &normalized_specials_}) {
-    std::stable_sort(list->begin(), list->end(),
-                     [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
-  }
+  specials_.index();
+  normalized_specials_.index();
   for (size_t r = 0; r < v_.merges.size(); ++r) {
     // Symbols being merged are always vocabulary pieces, so a merge is keyed by the ids of its two sides.
     const int32_t a = lookup(v_.merges[r].first), b = lookup(v_.merges[r].second);
@@ -508,8 +505,14 @@ template <class Specials, class OnRun>
 void split_at_specials(std::string_view text, const Specials& specials, std::vector<int32_t>& out, OnRun&& on_run) {
   size_t start = 0, i = 0;
   while (i < text.size()) {
-    typename Specials::const_pointer hit = nullptr;
-    for (const auto& s : specials) {
+    const auto& candidates = specials.by_first[static_cast<unsigned char>(text[i])];
+    if (candidates.empty()) {
+      ++i;
+      continue;
+    }
+    const typename decltype(specials.list)::value_type* hit = nullptr;
+    for (const uint32_t c : candidates) {
+      const auto& s = specials.list[c];
       if (text.compare(i, s.text.size(), s.text) == 0) {
         hit = &s;
         break;
@@ -534,6 +537,15 @@ void split_at_specials(std::string_view text, const Specials& specials, std::vec
 }
 
 }  // namespace
+
+void Tokenizer::SpecialSet::index() {
+  // Longest first; of equal texts the first id, which split_at_specials meets first.
+  std::stable_sort(list.begin(), list.end(),
+                   [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
+  for (size_t i = 0; i < list.size(); ++i) {
+    by_first[static_cast<unsigned char>(list[i].text[0])].push_back(static_cast<uint32_t>(i));
+  }
+}
 
 std::string Tokenizer::decode_token(int32_t id, bool strip_space) const {
   const std::string& p = piece(id);

@@ -74,9 +74,17 @@ class Tokenizer {
     int32_t id;
     AddedTokenRule rule;
   };
-  // Matched when parse_special, longest first (one per text: its first id): in the raw text, and (match_normalized)
-  // in each raw run's normalized text.
-  std::vector<Special> specials_, normalized_specials_;
+  // Specials matched in one text, longest first (one per text: its first id), indexed by their first byte: a scan
+  // looks only where one can start, and there only at those (each position tried all of them: a 5 MB text with
+  // Llama-3's 256 specials took 5.6 s to encode with them parsed, against 0.7 s without).
+  struct SpecialSet {
+    std::vector<Special> list;
+    std::array<std::vector<uint32_t>, 256> by_first;  // indexes into list, longest first
+    bool empty() const { return list.empty(); }
+    void index();  // sorts list and fills by_first
+  };
+  // Matched when parse_special: in the raw text, and (match_normalized) in each raw run's normalized text.
+  SpecialSet specials_, normalized_specials_;
   struct Regex;
   std::unique_ptr<Regex> regex_;
   bool spm_split_words_ = false;          // Spm: encode word by word (see encode_spm)
