@@ -136,6 +136,30 @@ def main():
     path = write("decoder-bytes-no-fallback.json", json.dumps(no_fallback).encode())
     got = decode_bytes(path, [n, n])
     check(got == b"AA", f"ByteFallback decoder without model.byte_fallback: <0x41> <0x41> decodes to {got!r} (b'AA')")
+    # The post-processor's BOS is read also inside a Sequence (Llama-3.1's files: ByteLevel, then TemplateProcessing;
+    # they encoded without their BOS), and what else adds tokens is refused by name.
+    llama3 = json.load(open(os.path.join(SHARED, "tokenizers", "llama3", "tokenizer.json")))
+    bos, eot = "<|begin_of_text|>", "<|end_of_text|>"
+    special = lambda name: {"SpecialToken": {"id": name, "type_id": 0}}
+    text_a = {"Sequence": {"id": "A", "type_id": 0}}
+    template = lambda single: {"type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": {}}
+    in_sequence = dict(llama3, post_processor={"type": "Sequence", "processors": [
+        llama3["post_processor"], template([special(bos), text_a])]})
+    path = write("post-sequence.json", json.dumps(in_sequence).encode())
+    r = run(["tokenize", "--vocab", path, "-p", "hello", "--add-special"])
+    check(r.returncode == 0 and r.stdout.split() == ["128000", "15339"],
+          f"post_processor Sequence [ByteLevel, TemplateProcessing]: its BOS is added: {r.stdout.strip()!r} "
+          f"(want '128000 15339')")
+    for name, pp, needle in (
+            ("post-eos-after", template([special(bos), text_a, special(eot)]), f"adds '{eot}' after the text"),
+            ("post-two-before", template([special(bos), special(eot), text_a]), "before the text"),
+            ("post-roberta", {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]},
+             "post_processor type 'RobertaProcessing'")):
+        path = write(f"{name}.json", json.dumps(dict(llama3, post_processor=pp)).encode())
+        r = run(["tokenize", "--vocab", path, "-p", "hello", "--add-special"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
+              f"unsupported post_processor ({name}): {lines[0] if lines else r.stdout[:80]!r}")
     # A GGUF's pre-tokenizer name picks the split; one not known is refused (it was split by GPT-2's regex). The file
     # holds no tensors, so its metadata may change length: the string value's length prefix is rewritten with it.
     data = open(VOCABS["llama-bpe.gguf"], "rb").read()

@@ -314,6 +314,48 @@ bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
   return bytes;
 }
 
+// The special token the post-processor puts before the text (TemplateProcessing's "single": one SpecialToken, then
+// $A), "" when none, also inside a Sequence (Llama-3.1's files: ByteLevel, then the template; before, the template was
+// read only at the top, so those encoded without their BOS). A ByteLevel step changes only offsets. Anything else that
+// adds tokens (a second one before the text, any after it, Bert/RobertaProcessing) is refused by name: encode adds
+// only a BOS.
+std::string template_bos(const nlohmann::json& pp, const std::string& path) {
+  std::string bos;
+  bool templates = false;
+  auto step = [&](const nlohmann::json& p, auto& self) -> void {
+    const std::string t = step_type(p, "post_processor", path);
+    if (t == "Sequence")
+      return each_step(p, "post_processor", "processors", path, [&](const auto& q) { self(q, self); });
+    if (t == "ByteLevel") return;
+    ASCENT_CHECK(t == "TemplateProcessing",
+                 "{}: post_processor type '{}' is not supported (TemplateProcessing, ByteLevel, Sequence)", path, t);
+    ASCENT_CHECK(!templates, "{}: post_processor has two TemplateProcessing steps; one is supported", path);
+    templates = true;
+    ASCENT_CHECK(p.contains("single") && p["single"].is_array(),
+                 "{}: post_processor TemplateProcessing: single must "
+                 "be a list",
+                 path);
+    bool text_seen = false;
+    for (const auto& item : p["single"]) {
+      ASCENT_CHECK(item.is_object() && (item.contains("SpecialToken") || item.contains("Sequence")),
+                   "{}: post_processor TemplateProcessing: single holds {}, not a SpecialToken or Sequence", path,
+                   item.dump());
+      if (item.contains("Sequence")) {
+        text_seen = true;
+        continue;
+      }
+      const std::string id = string_field(item["SpecialToken"], "id");
+      ASCENT_CHECK(!text_seen, "{}: post_processor adds '{}' after the text; not supported (only a token before it)",
+                   path, id);
+      ASCENT_CHECK(bos.empty(), "{}: post_processor adds '{}' and '{}' before the text; not supported (one)", path, bos,
+                   id);
+      bos = id;
+    }
+  };
+  step(pp, step);
+  return bos;
+}
+
 }  // namespace
 
 Vocab read_tokenizer_json(const std::string& path) {
@@ -412,18 +454,16 @@ Vocab read_tokenizer_json(const std::string& path) {
     // Without model.byte_fallback its <0xNN> pieces are text to the encoder, but HF's ByteFallback decoder still
     // writes their bytes (decode wrote the six characters).
     v.decode_byte_pieces = check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix) && !byte_level;
-    // BOS from the post-processor template when there is one; EOS by the usual names.
+    // BOS from the post-processor's template when there is one; EOS by the usual names.
     v.add_bos = false;
-    if (j.contains("post_processor") && j["post_processor"].is_object()) {
-      const json& pp = j["post_processor"];
-      if (pp.contains("single") && pp["single"].is_array() && !pp["single"].empty() &&
-          pp["single"][0].contains("SpecialToken")) {
-        const std::string bos = pp["single"][0]["SpecialToken"].value("id", std::string());
-        for (size_t i = 0; i < v.pieces.size(); ++i) {
-          if (v.pieces[i] == bos) v.bos_id = static_cast<int32_t>(i);
-        }
-        v.add_bos = v.bos_id >= 0;
+    if (j.contains("post_processor") && !j["post_processor"].is_null()) {
+      const std::string bos = template_bos(j["post_processor"], path);
+      for (size_t i = 0; !bos.empty() && i < v.pieces.size(); ++i) {
+        if (v.pieces[i] == bos) v.bos_id = static_cast<int32_t>(i);
       }
+      ASCENT_CHECK(bos.empty() || v.bos_id >= 0, "{}: post_processor adds '{}', which is not in the vocabulary", path,
+                   bos);
+      v.add_bos = !bos.empty();
     }
     for (size_t i = 0; i < v.pieces.size(); ++i) {
       const std::string& p = v.pieces[i];
