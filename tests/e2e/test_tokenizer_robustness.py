@@ -136,6 +136,27 @@ def main():
     path = write("decoder-bytes-no-fallback.json", json.dumps(no_fallback).encode())
     got = decode_bytes(path, [n, n])
     check(got == b"AA", f"ByteFallback decoder without model.byte_fallback: <0x41> <0x41> decodes to {got!r} (b'AA')")
+    # A character with no piece (story-656K has byte_fallback but no byte pieces): Hugging Face's BPE gives one
+    # unknown token per character, and with fuse_unk (story-656K's) one for a run of them; the encoder gave one per
+    # byte. Expected from the vocabulary: "▁a" 85, "b" 54, "▁" 80, <unk> 0.
+    vocab = story["model"]["vocab"]
+    assert (vocab["\u2581a"], vocab["b"], vocab["\u2581"], story["model"]["unk_token"]) == (85, 54, 80, "<unk>")
+    no_fuse = write("no-fuse.json", json.dumps(dict(story, model=dict(story["model"], fuse_unk=False))).encode())
+    story_path = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
+    for vocab_path, text, want in ((story_path, "a\u2014b", [85, 0, 54]), (story_path, "\u00e9\u2014\u00e9", [80, 0]),
+                                   (no_fuse, "\u00e9\u2014\u00e9", [80, 0, 0, 0])):
+        r = run(["tokenize", "--vocab", vocab_path, "-p", text])
+        got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else None
+        check(got == want, f"unknown characters in {os.path.basename(vocab_path)}: {text!r} -> {got} (want {want})")
+    for name, field, value, needle in (
+            ("model-prefix", "continuing_subword_prefix", "##", "model.continuing_subword_prefix '##'"),
+            ("model-suffix", "end_of_word_suffix", "</w>", "model.end_of_word_suffix '</w>'"),
+            ("model-dropout", "dropout", 0.1, "model.dropout 0.1")):
+        path = write(f"{name}.json", json.dumps(dict(story, model=dict(story["model"], **{field: value}))).encode())
+        r = run(["tokenize", "--vocab", path, "-p", "hello"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
+              f"unsupported BPE option ({name}): {lines[0] if lines else r.stdout[:80]!r}")
     # The post-processor's BOS is read also inside a Sequence (Llama-3.1's files: ByteLevel, then TemplateProcessing;
     # they encoded without their BOS), and what else adds tokens is refused by name.
     llama3 = json.load(open(os.path.join(SHARED, "tokenizers", "llama3", "tokenizer.json")))

@@ -331,6 +331,7 @@ std::string Tokenizer::spm_spaces(std::string_view text) const {
 
 void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t>& out) const {
   if (norm.empty()) return;
+  const size_t words_start = out.size();  // the ids before are not this text's
   // When no piece joins a non-space character to a following space, no merge can cross the start of a space
   // run, so each such word is encoded alone (and cached): the same ids, in linear time for long texts.
   std::vector<Piece> pieces;
@@ -345,7 +346,15 @@ void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t
           ids.push_back(p.id);
           continue;
         }
-        for (unsigned char byte : word.substr(p.start, p.len)) {
+        const std::string_view ch = word.substr(p.start, p.len);  // a character no piece holds
+        const bool all_bytes =
+            std::all_of(ch.begin(), ch.end(), [&](char c) { return byte_ids_[static_cast<unsigned char>(c)] >= 0; });
+        if (v_.unk_per_char && !all_bytes) {
+          ASCENT_CHECK(v_.unk_id >= 0, "tokenizer: character '{}' has no token and there is no unknown token", ch);
+          if (!(v_.fuse_unk && !ids.empty() && ids.back() == v_.unk_id)) ids.push_back(v_.unk_id);
+          continue;
+        }
+        for (unsigned char byte : ch) {
           const int32_t b = byte_ids_[byte];
           ASCENT_CHECK(b >= 0 || v_.unk_id >= 0, "tokenizer: byte 0x{:02x} has no token and there is no unknown token",
                        byte);
@@ -354,7 +363,10 @@ void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t
       }
       hit = cache_word(word, std::move(ids));
     }
-    out.insert(out.end(), hit->second.begin(), hit->second.end());
+    // fuse_unk across words too: the unknown token ends only unknown characters (its piece is a control token).
+    const bool fuse = v_.fuse_unk && !hit->second.empty() && hit->second.front() == v_.unk_id && !out.empty() &&
+                      out.back() == v_.unk_id && out.size() > words_start;
+    out.insert(out.end(), hit->second.begin() + (fuse ? 1 : 0), hit->second.end());
   };
   const std::string& sp = v_.space;
   auto isolated = [&](size_t i) {

@@ -60,6 +60,10 @@ struct Vocab {
   // tokens with normalized true are matched as HF does, in each run's normalized text (see Tokenizer::encode).
   bool match_normalized = false;
   bool decode_byte_pieces = false;  // Spm: every "<0xNN>" piece decodes to its byte (a ByteFallback decoder step)
+  // Spm: a character with no piece becomes its bytes' pieces only when all of them exist, else one unknown token (HF's
+  // BPE), rather than each byte its piece or the unknown token (SentencePiece, llama.cpp); fuse_unk: one unknown token
+  // for a run of such characters.
+  bool unk_per_char = false, fuse_unk = false;
 };
 
 // llama2.c tokenizer.bin: max_token_length, then per token {f32 score, i32 length, bytes}. vocab_size comes from

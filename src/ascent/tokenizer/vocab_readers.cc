@@ -376,6 +376,17 @@ Vocab read_tokenizer_json(const std::string& path) {
     Vocab v;
     const bool byte_fallback = m.value("byte_fallback", false);
     v.ignore_merges = m.value("ignore_merges", false);
+    v.unk_per_char = true;
+    v.fuse_unk = m.value("fuse_unk", false);
+    // What the encoder does not do, refused by name (ignored, the ids differed from the tokenizer's own).
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      ASCENT_CHECK(string_field(m, key) == "(missing)" || string_field(m, key).empty(),
+                   "{}: model.{} '{}' is not supported", path, key, string_field(m, key));
+    }
+    ASCENT_CHECK(!m.contains("dropout") || m["dropout"].is_null() ||
+                     (m["dropout"].is_number() && m["dropout"].get<double>() == 0.0),
+                 "{}: model.dropout {} is not supported (BPE dropout makes encoding random)", path,
+                 m["dropout"].dump());
     const Pipeline pipe = read_pipeline(j, path);
     const bool byte_level = pipe.byte_level;
     v.kind = byte_level ? VocabKind::ByteLevel : VocabKind::Spm;
