@@ -158,7 +158,8 @@ def main():
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
               f"unsupported BPE option ({name}): {lines[0] if lines else r.stdout[:80]!r}")
     # The post-processor's BOS is read also inside a Sequence (Llama-3.1's files: ByteLevel, then TemplateProcessing;
-    # they encoded without their BOS), and what else adds tokens is refused by name.
+    # they encoded without their BOS), tokens after the text are added after it (they were dropped), and what else
+    # adds tokens is refused by name.
     llama3 = json.load(open(os.path.join(SHARED, "tokenizers", "llama3", "tokenizer.json")))
     bos, eot = "<|begin_of_text|>", "<|end_of_text|>"
     special = lambda name: {"SpecialToken": {"id": name, "type_id": 0}}
@@ -171,9 +172,16 @@ def main():
     check(r.returncode == 0 and r.stdout.split() == ["128000", "15339"],
           f"post_processor Sequence [ByteLevel, TemplateProcessing]: its BOS is added: {r.stdout.strip()!r} "
           f"(want '128000 15339')")
+    path = write("post-eos-after.json",
+                 json.dumps(dict(llama3, post_processor=template([special(bos), text_a, special(eot)]))).encode())
+    r = run(["tokenize", "--vocab", path, "-p", "hello", "--add-special"])
+    check(r.returncode == 0 and r.stdout.split() == ["128000", "15339", "128001"],
+          f"post_processor template [BOS, $A, EOS]: both added: {r.stdout.strip()!r} (want '128000 15339 128001')")
+    r = run(["tokenize", "--vocab", path, "-p", "hello"])
+    check(r.returncode == 0 and r.stdout.split() == ["15339"], f"(and neither without --add-special: {r.stdout!r})")
     for name, pp, needle in (
-            ("post-eos-after", template([special(bos), text_a, special(eot)]), f"adds '{eot}' after the text"),
             ("post-two-before", template([special(bos), special(eot), text_a]), "before the text"),
+            ("post-unknown", template([special("<|nope|>"), text_a]), "adds '<|nope|>', which is not in the vocabulary"),
             ("post-roberta", {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]},
              "post_processor type 'RobertaProcessing'")):
         path = write(f"{name}.json", json.dumps(dict(llama3, post_processor=pp)).encode())
@@ -195,6 +203,17 @@ def main():
     check(r.returncode == 1 and len(lines) == 1 and "pre-deepseek.gguf" in lines[0] and
           "tokenizer.ggml.pre 'deepseek-llm' is not supported" in lines[0],
           f"GGUF with tokenizer.ggml.pre deepseek-llm: {lines[0] if lines else r.stdout[:80]!r}")
+    # A GGUF's tokenizer.ggml.add_eos_token puts EOS after the text with the special tokens, as llama.cpp does (it
+    # was not read). The file's value (type 7, bool) flipped from 0 to 1 in place.
+    data = open(VOCABS["llama-spm.gguf"], "rb").read()
+    key = b"tokenizer.ggml.add_eos_token"
+    at = data.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+    assert struct.unpack_from("<IB", data, at) == (7, 0), "add_eos_token is a bool, false"
+    path = write("add-eos.gguf", data[:at + 4] + b"\x01" + data[at + 5:])
+    r = run(["tokenize", "--vocab", path, "-p", "hello", "--add-special"])
+    plain = run(["tokenize", "--vocab", VOCABS["llama-spm.gguf"], "-p", "hello", "--add-special"]).stdout.split()
+    check(r.returncode == 0 and r.stdout.split() == plain + ["2"],
+          f"GGUF add_eos_token: EOS (2) after the text: {r.stdout.strip()!r} (plain {' '.join(plain)!r})")
     for name, src, cut in (("tokenizer.model", VOCABS["tokenizer.model"], 5000),
                            ("tok512.bin", os.path.join(SHARED, "models", "stories260K", "tok512.bin"), 3001)):
         data = open(src, "rb").read()[:cut]

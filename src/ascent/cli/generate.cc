@@ -47,7 +47,7 @@ void run(Options& o) {
   } catch (const Error&) {
     if (need_tokenizer) throw;
   }
-  if (!o.prompt.empty()) prompt = tok->encode(o.prompt, tok->vocab().add_bos);
+  if (!o.prompt.empty()) prompt = tok->encode(o.prompt, /*add_special=*/true);
   if (prompt.empty()) prompt.push_back(tok ? tok->bos() : m->config().bos_id);
   // -c 0 is the model's whole context, as in llama.cpp.
   const int64_t want = !o.ctx_given ? static_cast<int64_t>(prompt.size()) + o.n_predict

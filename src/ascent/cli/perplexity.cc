@@ -35,7 +35,7 @@ void run(Options& o) {
   auto m = model::Model::load(o.model, o.runtime.load_options());
   if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
   auto tok = model::load_tokenizer(*m, o.tokenizer);
-  const std::vector<int32_t> ids = tok->encode(ss.str(), /*add_bos=*/false);
+  const std::vector<int32_t> ids = tok->encode(ss.str(), /*add_special=*/false);
   const int64_t ctx = std::min(o.ctx, m->config().max_seq);
   ASCENT_CHECK(static_cast<int64_t>(ids.size()) >= 2, "{}: the text has fewer than 2 tokens", o.file);
   m->set_context(ctx);

@@ -60,9 +60,8 @@ void run(const Options& o) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       continue;
     }
-    const auto ids = with_context(o.text_file.empty() ? "-p" : o.text_file, [&] {
-      return tok->encode(parts[i], o.add_special && tok->vocab().add_bos, o.parse_special);
-    });
+    const auto ids = with_context(o.text_file.empty() ? "-p" : o.text_file,
+                                  [&] { return tok->encode(parts[i], o.add_special, o.parse_special); });
     n_ids += ids.size();
     if (o.timing) continue;
     std::string line;
@@ -87,7 +86,8 @@ void add_tokenize(CLI::App& app) {
   c->add_option("-p,--prompt", o->prompt, "text");
   c->add_option("--text-file", o->text_file, "read the text from a file");
   c->add_flag("--pieces", o->pieces, "print pieces instead of ids");
-  c->add_flag("--add-special", o->add_special, "add BOS as the vocabulary says");
+  c->add_flag("--add-special", o->add_special,
+              "add the special tokens the vocabulary adds: its BOS, and any after the text");
   c->add_flag("--parse-special", o->parse_special, "turn special-token text into special tokens");
   c->add_option("--separator", o->separator, "the input holds many texts split by this string; one line each");
   c->add_flag("--timing", o->timing, "print encode speed instead of the ids (the vocabulary load is not timed)");

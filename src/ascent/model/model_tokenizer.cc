@@ -72,6 +72,12 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
   v.eos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", -1));
   v.unk_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.unknown_token_id", -1));
   v.add_bos = f.get_int("tokenizer.ggml.add_bos_token", kind == "llama" ? 1 : 0) != 0;
+  // As llama.cpp: EOS after the text with the special tokens (it was not read: such files encoded without it).
+  if (f.get_int("tokenizer.ggml.add_eos_token", 0) != 0) {
+    ASCENT_CHECK(v.eos_id >= 0, "{}: tokenizer.ggml.add_eos_token is set but there is no tokenizer.ggml.eos_token_id",
+                 f.path());
+    v.suffix_ids = {v.eos_id};
+  }
   return v;
 }
 

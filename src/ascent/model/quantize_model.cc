@@ -145,7 +145,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
   if (!opt.calib_path.empty()) {
     const std::string text = read_file(opt.calib_path, "calibration text");
     auto tok = load_tokenizer(m, opt.tokenizer_path);
-    std::vector<int32_t> ids = tok->encode(text, /*add_bos=*/false);
+    std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false);
     ASCENT_CHECK(!ids.empty(), "{}: calibration text is empty", opt.calib_path);
     if (static_cast<int64_t>(ids.size()) > opt.calib_tokens) ids.resize(static_cast<size_t>(opt.calib_tokens));
     m.set_matmul_observer(

@@ -472,9 +472,15 @@ std::string normalize(std::string_view s, Normalization form) {
 
 }  // namespace
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  std::vector<int32_t> out = encode_text(text, parse_special, add_special && v_.add_bos && v_.bos_id >= 0);
+  if (add_special) out.insert(out.end(), v_.suffix_ids.begin(), v_.suffix_ids.end());
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool parse_special, bool bos) const {
   std::vector<int32_t> out;
-  if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
+  if (bos) out.push_back(v_.bos_id);
   auto encode_plain = [&](std::string_view raw, bool text_start) {
     std::string normalized;
     std::string_view s = raw;

@@ -25,9 +25,9 @@ class Tokenizer {
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  // add_bos prepends the BOS id when the vocabulary has one; parse_special turns special-token text such as
-  // "<|im_start|>" into its id (otherwise it is encoded as plain text).
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+  // add_special adds the vocabulary's special tokens: its BOS where it adds one (Vocab::add_bos) and its suffix_ids;
+  // parse_special turns special-token text such as "<|im_start|>" into its id (otherwise it is encoded as plain text).
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
   // The bytes token `id` stands for; control tokens give "". strip_space drops one leading space (the first
   // token after BOS in SentencePiece vocabularies).
   std::string decode_token(int32_t id, bool strip_space = false) const;
@@ -40,6 +40,7 @@ class Tokenizer {
   int32_t eos() const { return v_.eos_id; }
 
  private:
+  std::vector<int32_t> encode_text(std::string_view text, bool parse_special, bool bos) const;
   // text_start: the run begins the text (no special token before it; see SpacePrefix).
   void encode_spm(std::string_view text, bool text_start, std::vector<int32_t>& out) const;
   // The run with the space prefix where it gets one and "▁" for " " (the Unicode normalization done before).

@@ -48,6 +48,9 @@ struct Vocab {
   std::vector<std::pair<std::string, std::string>> merges;  // ranked merges (tokenizer.json, GGUF gpt2)
   int32_t bos_id = -1, eos_id = -1, unk_id = -1;
   bool add_bos = true;
+  // Added after the text with the special tokens: a tokenizer.json template's tokens after $A, a GGUF's EOS
+  // (tokenizer.ggml.add_eos_token).
+  std::vector<int32_t> suffix_ids;
   bool add_space_prefix = true;                      // Spm: prepend a space before encoding
   SpacePrefix space_prefix = SpacePrefix::EveryRun;  // Spm, with add_space_prefix: before which runs
   bool split_at_space = false;         // Spm: each space starts a word that no merge crosses (HF Metaspace, split true)

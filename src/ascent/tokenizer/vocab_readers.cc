@@ -1,5 +1,6 @@
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -314,13 +315,17 @@ bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
   return bytes;
 }
 
-// The special token the post-processor puts before the text (TemplateProcessing's "single": one SpecialToken, then
-// $A), "" when none, also inside a Sequence (Llama-3.1's files: ByteLevel, then the template; before, the template was
-// read only at the top, so those encoded without their BOS). A ByteLevel step changes only offsets. Anything else that
-// adds tokens (a second one before the text, any after it, Bert/RobertaProcessing) is refused by name: encode adds
-// only a BOS.
-std::string template_bos(const nlohmann::json& pp, const std::string& path) {
-  std::string bos;
+// The special tokens the post-processor puts around the text (TemplateProcessing's "single": at most one
+// SpecialToken, then $A, then any), also inside a Sequence (Llama-3.1's files: ByteLevel, then the template; before,
+// the template was read only at the top, so those encoded without their BOS, and tokens after $A were dropped). A
+// ByteLevel step changes only offsets. Anything else that adds tokens (a second one before the text,
+// Bert/RobertaProcessing) is refused by name: encode adds one BOS.
+struct Template {
+  std::string before;
+  std::vector<std::string> after;
+};
+Template read_template(const nlohmann::json& pp, const std::string& path) {
+  Template out;
   bool templates = false;
   auto step = [&](const nlohmann::json& p, auto& self) -> void {
     const std::string t = step_type(p, "post_processor", path);
@@ -332,9 +337,7 @@ std::string template_bos(const nlohmann::json& pp, const std::string& path) {
     ASCENT_CHECK(!templates, "{}: post_processor has two TemplateProcessing steps; one is supported", path);
     templates = true;
     ASCENT_CHECK(p.contains("single") && p["single"].is_array(),
-                 "{}: post_processor TemplateProcessing: single must "
-                 "be a list",
-                 path);
+                 "{}: post_processor TemplateProcessing: single must be a list", path);
     bool text_seen = false;
     for (const auto& item : p["single"]) {
       ASCENT_CHECK(item.is_object() && (item.contains("SpecialToken") || item.contains("Sequence")),
@@ -345,15 +348,17 @@ std::string template_bos(const nlohmann::json& pp, const std::string& path) {
         continue;
       }
       const std::string id = string_field(item["SpecialToken"], "id");
-      ASCENT_CHECK(!text_seen, "{}: post_processor adds '{}' after the text; not supported (only a token before it)",
-                   path, id);
-      ASCENT_CHECK(bos.empty(), "{}: post_processor adds '{}' and '{}' before the text; not supported (one)", path, bos,
-                   id);
-      bos = id;
+      if (text_seen) {
+        out.after.push_back(id);
+        continue;
+      }
+      ASCENT_CHECK(out.before.empty(), "{}: post_processor adds '{}' and '{}' before the text; not supported (one)",
+                   path, out.before, id);
+      out.before = id;
     }
   };
   step(pp, step);
-  return bos;
+  return out;
 }
 
 }  // namespace
@@ -468,13 +473,15 @@ Vocab read_tokenizer_json(const std::string& path) {
     // BOS from the post-processor's template when there is one; EOS by the usual names.
     v.add_bos = false;
     if (j.contains("post_processor") && !j["post_processor"].is_null()) {
-      const std::string bos = template_bos(j["post_processor"], path);
-      for (size_t i = 0; !bos.empty() && i < v.pieces.size(); ++i) {
-        if (v.pieces[i] == bos) v.bos_id = static_cast<int32_t>(i);
-      }
-      ASCENT_CHECK(bos.empty() || v.bos_id >= 0, "{}: post_processor adds '{}', which is not in the vocabulary", path,
-                   bos);
-      v.add_bos = !bos.empty();
+      const Template tpl = read_template(j["post_processor"], path);
+      auto id_of = [&](const std::string& name) {
+        const auto at = std::find(v.pieces.begin(), v.pieces.end(), name);
+        ASCENT_CHECK(at != v.pieces.end(), "{}: post_processor adds '{}', which is not in the vocabulary", path, name);
+        return static_cast<int32_t>(at - v.pieces.begin());
+      };
+      if (!tpl.before.empty()) v.bos_id = id_of(tpl.before);
+      v.add_bos = !tpl.before.empty();
+      for (const std::string& name : tpl.after) v.suffix_ids.push_back(id_of(name));
     }
     for (size_t i = 0; i < v.pieces.size(); ++i) {
       const std::string& p = v.pieces[i];
