@@ -314,19 +314,18 @@ std::string Tokenizer::spm_prefixed(std::string_view text, bool text_start) cons
              (v_.space_prefix == SpacePrefix::MetaspaceAlways || text_start);
   }
   if (prefix) norm += v_.space;
-  return norm + spm_spaces(text);
+  append_spm_spaces(text, norm);
+  return norm;
 }
 
-std::string Tokenizer::spm_spaces(std::string_view text) const {
-  std::string norm;
+void Tokenizer::append_spm_spaces(std::string_view text, std::string& out) const {
   for (char ch : text) {
     if (ch == ' ') {
-      norm += v_.space;
+      out += v_.space;
     } else {
-      norm += ch;
+      out += ch;
     }
   }
-  return norm;
 }
 
 void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t>& out) const {
@@ -347,9 +346,8 @@ void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t
           continue;
         }
         const std::string_view ch = word.substr(p.start, p.len);  // a character no piece holds
-        const bool all_bytes =
-            std::all_of(ch.begin(), ch.end(), [&](char c) { return byte_ids_[static_cast<unsigned char>(c)] >= 0; });
-        if (v_.unk_per_char && !all_bytes) {
+        auto has_piece = [&](char c) { return byte_ids_[static_cast<unsigned char>(c)] >= 0; };
+        if (v_.unk_per_char && !std::all_of(ch.begin(), ch.end(), has_piece)) {
           ASCENT_CHECK(v_.unk_id >= 0, "tokenizer: character '{}' has no token and there is no unknown token", ch);
           if (!(v_.fuse_unk && !ids.empty() && ids.back() == v_.unk_id)) ids.push_back(v_.unk_id);
           continue;
@@ -364,8 +362,8 @@ void Tokenizer::encode_spm_normalized(std::string_view norm, std::vector<int32_t
       hit = cache_word(word, std::move(ids));
     }
     // fuse_unk across words too: the unknown token ends only unknown characters (its piece is a control token).
-    const bool fuse = v_.fuse_unk && !hit->second.empty() && hit->second.front() == v_.unk_id && !out.empty() &&
-                      out.back() == v_.unk_id && out.size() > words_start;
+    const bool fuse = v_.fuse_unk && !hit->second.empty() && hit->second.front() == v_.unk_id &&
+                      out.size() > words_start && out.back() == v_.unk_id;
     out.insert(out.end(), hit->second.begin() + (fuse ? 1 : 0), hit->second.end());
   };
   const std::string& sp = v_.space;
@@ -473,14 +471,14 @@ std::string normalize(std::string_view s, Normalization form) {
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  std::vector<int32_t> out = encode_text(text, parse_special, add_special && v_.add_bos && v_.bos_id >= 0);
+  std::vector<int32_t> out;
+  if (add_special && v_.add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
+  encode_text(text, parse_special, out);
   if (add_special) out.insert(out.end(), v_.suffix_ids.begin(), v_.suffix_ids.end());
   return out;
 }
 
-std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool parse_special, bool bos) const {
-  std::vector<int32_t> out;
-  if (bos) out.push_back(v_.bos_id);
+void Tokenizer::encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out) const {
   auto encode_plain = [&](std::string_view raw, bool text_start) {
     std::string normalized;
     std::string_view s = raw;
@@ -494,27 +492,26 @@ std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool parse_sp
       encode_byte_level(s, out);
     }
   };
-  if (!parse_special || (specials_.empty() && normalized_specials_.empty())) {
-    encode_plain(text, /*text_start=*/true);
-    return out;
-  }
+  if (!parse_special || (specials_.empty() && normalized_specials_.empty()))
+    return encode_plain(text, /*text_start=*/true);
   split_at_specials(text, specials_, out, [&](std::string_view run, bool begins_text) {
     if (normalized_specials_.empty() || run.empty()) return encode_plain(run, begins_text);
     // As Hugging Face: the run normalized whole, the normalized tokens found in that, and the text around them
     // encoded as it stands. A Prepend normalizer's prefix is then added once, at the run's start; a Metaspace
     // pre-tokenizer's comes after, to each piece by its rule (encode_spm).
     const std::string nfx = normalize(run, v_.normalization);
-    if (v_.space_prefix == SpacePrefix::EveryRun) {
-      const std::string norm = spm_prefixed(nfx, begins_text);
-      split_at_specials(std::string_view(norm), normalized_specials_, out,
-                        [&](std::string_view piece, bool) { encode_spm_normalized(piece, out); });
-      return;
+    const bool prepend = v_.space_prefix == SpacePrefix::EveryRun;
+    std::string norm;
+    if (prepend) {
+      norm = spm_prefixed(nfx, begins_text);
+    } else {
+      append_spm_spaces(nfx, norm);
     }
-    const std::string norm = spm_spaces(nfx);
-    split_at_specials(std::string_view(norm), normalized_specials_, out,
-                      [&](std::string_view piece, bool first) { encode_spm(piece, begins_text && first, out); });
+    split_at_specials(std::string_view(norm), normalized_specials_, out, [&](std::string_view piece, bool first) {
+      if (prepend) return encode_spm_normalized(piece, out);
+      encode_spm(piece, begins_text && first, out);
+    });
   });
-  return out;
 }
 
 namespace {

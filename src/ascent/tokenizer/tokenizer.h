@@ -40,12 +40,12 @@ class Tokenizer {
   int32_t eos() const { return v_.eos_id; }
 
  private:
-  std::vector<int32_t> encode_text(std::string_view text, bool parse_special, bool bos) const;
+  void encode_text(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;  // encode's body
   // text_start: the run begins the text (no special token before it; see SpacePrefix).
   void encode_spm(std::string_view text, bool text_start, std::vector<int32_t>& out) const;
   // The run with the space prefix where it gets one and "▁" for " " (the Unicode normalization done before).
   std::string spm_prefixed(std::string_view text, bool text_start) const;
-  std::string spm_spaces(std::string_view text) const;  // "▁" (Vocab::space) for each " "
+  void append_spm_spaces(std::string_view text, std::string& out) const;  // "▁" (Vocab::space) for each " "
   // encode_spm of text already so.
   void encode_spm_normalized(std::string_view norm, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;

@@ -113,12 +113,12 @@ struct Pipeline {
   std::string split_pattern;       // the Split step's regex, if any
   bool has_normalization = false;  // a Unicode normalization step (the last one counts)
   Normalization normalization = Normalization::None;
-  bool prepend = false;           // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
-  bool replace_space = false;     // a Replace(" ", "▁") normalizer step
-  bool metaspace = false;         // a Metaspace pre-tokenizer step, at any depth of the walk; then:
-  bool metaspace_prefix = false;  //   it prefixes a space (prepend_scheme "always" or "first")
-  bool metaspace_first = false;   //   only at the start of the text ("first")
-  bool metaspace_split = false;   //   each space starts a word (split)
+  bool prepend = false;        // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
+  bool replace_space = false;  // a Replace(" ", "▁") normalizer step
+  // A Metaspace pre-tokenizer step, at any depth of the walk: its prepend scheme (metaspace_scheme: "always", "first"
+  // or "never"; "" for no step) and whether each space starts a word (split).
+  std::string metaspace;
+  bool metaspace_split = false;
 };
 
 // The walk of a tokenizer.json pipeline (normalizer, pre_tokenizer, decoder), one step object at a time.
@@ -152,10 +152,6 @@ std::string metaspace_scheme(const nlohmann::json& p, const char* what, const st
   ASCENT_CHECK(scheme == "always" || scheme == "first" || scheme == "never",
                "{}: {} Metaspace prepend_scheme '{}' is not supported (always, first, never)", path, what, scheme);
   return scheme;
-}
-// Whether that step adds (the decoder: removes) a leading space.
-bool metaspace_prefix(const nlohmann::json& p, const char* what, const std::string& path) {
-  return metaspace_scheme(p, what, path) != "never";
 }
 
 // Reads the pipeline, refusing a step the encoder does not carry out, naming it: before, an unknown step was skipped
@@ -226,11 +222,8 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
       ASCENT_CHECK(string_field(p, "replacement") == kSpace,
                    "{}: pre_tokenizer Metaspace replacement '{}' is not supported", path,
                    string_field(p, "replacement"));
-      ASCENT_CHECK(!out.metaspace, "{}: pre_tokenizer has two Metaspace steps; one is supported", path);
-      const std::string scheme = metaspace_scheme(p, "pre_tokenizer", path);
-      out.metaspace = true;
-      out.metaspace_prefix = scheme != "never";
-      out.metaspace_first = scheme == "first";
+      ASCENT_CHECK(out.metaspace.empty(), "{}: pre_tokenizer has two Metaspace steps; one is supported", path);
+      out.metaspace = metaspace_scheme(p, "pre_tokenizer", path);
       out.metaspace_split = p.value("split", true);
       return;
     }
@@ -248,10 +241,10 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
                "{}: pre_tokenizer Split without a ByteLevel step is not supported (SentencePiece-style files split "
                "only at spaces)",
                path);
-  ASCENT_CHECK(!(out.metaspace && out.byte_level), "{}: pre_tokenizer Metaspace beside ByteLevel is not supported",
-               path);
+  ASCENT_CHECK(out.metaspace.empty() || !out.byte_level,
+               "{}: pre_tokenizer Metaspace beside ByteLevel is not supported", path);
   // The SentencePiece-style encoder writes every space as "▁", which HF does only by one of these two steps.
-  ASCENT_CHECK(out.byte_level || out.replace_space || out.metaspace,
+  ASCENT_CHECK(out.byte_level || out.replace_space || !out.metaspace.empty(),
                "{}: spaces stay spaces here (no normalizer Replace ' ' -> '{}', no Metaspace, no ByteLevel); not "
                "supported",
                path, kSpace);
@@ -268,7 +261,7 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
 bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_level, bool byte_fallback,
                    bool space_prefix) {
   using nlohmann::json;
-  if (!j.contains("decoder") || j["decoder"].is_null()) return byte_fallback;
+  if (!j.contains("decoder") || j["decoder"].is_null()) return byte_fallback && !byte_level;
   bool replaces = false, bytes = false, strips = false;
   auto step = [&](const json& p, auto& self) -> void {
     const std::string t = step_type(p, "decoder", path);
@@ -297,7 +290,7 @@ bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
       ASCENT_CHECK(string_field(p, "replacement") == kSpace, "{}: decoder Metaspace replacement '{}' is not supported",
                    path, string_field(p, "replacement"));
       replaces = true;
-      strips = strips || metaspace_prefix(p, "decoder", path);
+      strips = strips || metaspace_scheme(p, "decoder", path) != "never";
     } else {
       fail("{}: decoder type '{}' is not supported (Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)", path, t);
     }
@@ -461,15 +454,16 @@ Vocab read_tokenizer_json(const std::string& path) {
     // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"), or pre-tokenize by Metaspace (also
     // inside a Sequence, which was read as no prefix); with neither there is no prefix. A Prepend step prefixes every
     // run before Metaspace sees it, so Metaspace's rule applies only without one.
-    v.add_space_prefix = !byte_level && (pipe.prepend || pipe.metaspace_prefix);
-    if (!byte_level && !pipe.prepend && pipe.metaspace_prefix) {
-      v.space_prefix = pipe.metaspace_first ? SpacePrefix::MetaspaceFirst : SpacePrefix::MetaspaceAlways;
+    const bool metaspace_prefix = !pipe.metaspace.empty() && pipe.metaspace != "never";
+    v.add_space_prefix = !byte_level && (pipe.prepend || metaspace_prefix);
+    if (!byte_level && !pipe.prepend && metaspace_prefix) {
+      v.space_prefix = pipe.metaspace == "first" ? SpacePrefix::MetaspaceFirst : SpacePrefix::MetaspaceAlways;
     }
     v.split_at_space = pipe.metaspace_split;
     v.match_normalized = !byte_level && (pipe.replace_space || pipe.prepend);
     // Without model.byte_fallback its <0xNN> pieces are text to the encoder, but HF's ByteFallback decoder still
     // writes their bytes (decode wrote the six characters).
-    v.decode_byte_pieces = check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix) && !byte_level;
+    v.decode_byte_pieces = check_decoder(j, path, byte_level, byte_fallback, v.add_space_prefix);
     // BOS from the post-processor's template when there is one; EOS by the usual names.
     v.add_bos = false;
     if (j.contains("post_processor") && !j["post_processor"].is_null()) {
