@@ -160,6 +160,16 @@ def main():
 
     cases = []
     cases.append(("truncated data", variant("trunc", good[: len(good) - 1000]), "outside"))
+    # A header that cannot be read is reported as such, naming the file; before, the file was taken for one of a
+    # Hugging Face folder's and the error named the folder's missing config.json.
+    cases.append(("header not JSON", variant("json", good[:8] + b"#" + good[9:]), "bad header JSON"))
+    cases.append(("header length past the end", variant("hlen", struct.pack("<Q", 10 ** 12) + good[8:]),
+                  "header length 1000000000000 exceeds the file size"))
+    cases.append(("shorter than a header length", variant("short", good[:5]), "truncated: 5 bytes"))
+    h = json.loads(json.dumps(header))
+    h["__metadata__"]["format"] = "pt"
+    cases.append(("not marked as Ascent's, outside any folder", variant("format", rewrite(h)),
+                  'not an Ascent file (its metadata has no format "ascent") and not in a Hugging Face folder'))
     h = json.loads(json.dumps(header))
     h["blk.0.attn_q.weight.scale"]["shape"] = [3]
     cases.append(("scale of the wrong size", variant("scale", rewrite(h)), "blk.0.attn_q.weight"))

@@ -117,18 +117,10 @@ struct Entry {
 }  // namespace
 
 bool is_ascent_file(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  uint64_t n = 0;
-  std::string head;
-  if (std::fread(&n, 8, 1, f) == 1 && n <= (uint64_t{1} << 28)) {
-    head.resize(static_cast<size_t>(n));
-    head.resize(std::fread(head.data(), 1, head.size(), f));
-  }
-  std::fclose(f);
-  // Only the metadata decides; a damaged header is reported by the reader it is then given to.
-  const json h = json::parse(head, nullptr, /*allow_exceptions=*/false);
-  if (!h.is_object() || !h.contains("__metadata__") || !h["__metadata__"].is_object()) return false;
+  // A header that cannot be read is reported here, naming the file, rather than the file being taken for one of a
+  // Hugging Face folder's (whose reader would then report the folder's missing config.json).
+  const json h = read_safetensors_header(path);
+  if (!h.contains("__metadata__") || !h["__metadata__"].is_object()) return false;
   const json& m = h["__metadata__"];
   return m.contains("format") && m["format"] == "ascent";
 }

@@ -27,7 +27,8 @@ struct AscentFileInfo {
   std::string tokenizer_kind;  // empty when the file holds no tokenizer
 };
 
-// True when PATH is a safetensors file whose metadata says format "ascent".
+// True when PATH is a safetensors file whose metadata says format "ascent"; throws ascent::Error naming PATH when its
+// header cannot be read (too short, a length past the end, not a JSON object).
 bool is_ascent_file(const std::string& path);
 
 void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::string& quant,

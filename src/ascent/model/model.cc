@@ -42,6 +42,10 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
     format = Format::HuggingFace;
     const fs::path parent = fs::path(path).parent_path();
     source = parent.empty() ? fs::path(".").string() : parent.string();
+    ASCENT_CHECK(fs::exists(fs::path(source) / "config.json", ec),
+                 "{}: not an Ascent file (its metadata has no format \"ascent\") and not in a Hugging Face folder "
+                 "({} has no config.json)",
+                 path, source);
   } else {
     // A .gguf name is taken at its word, so a damaged magic is reported as such rather than as a bad llama2.c file.
     const bool gguf_name = fs::path(path).extension() == ".gguf";

@@ -2,29 +2,63 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <vector>
 
 #include "ascent/base/aligned.h"
 #include "ascent/base/error.h"
 
 namespace ascent::model {
 
-SafetensorsLayout parse_safetensors(const std::string& path, std::span<const uint8_t> bytes) {
-  ASCENT_CHECK(bytes.size() >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path, bytes.size());
+namespace {
+
+// The checks on the 8-byte header length, against the file's size, that both readers below make.
+uint64_t header_length(const std::string& path, const uint8_t* first8, uint64_t file_size) {
+  ASCENT_CHECK(file_size >= 8, "{}: truncated: {} bytes is too short for a safetensors header", path, file_size);
   uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  ASCENT_CHECK(header_len <= bytes.size() - 8, "{}: bad header: header length {} exceeds the file size {}", path,
-               header_len, bytes.size());
-  SafetensorsLayout l;
+  std::memcpy(&header_len, first8, 8);
+  ASCENT_CHECK(header_len <= file_size - 8, "{}: bad header: header length {} exceeds the file size {}", path,
+               header_len, file_size);
+  return header_len;
+}
+
+nlohmann::json parse_header(const std::string& path, std::span<const uint8_t> text) {
+  nlohmann::json header;
   try {
-    l.header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
+    header = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     fail("{}: bad header JSON: {}", path, e.what());
   }
-  ASCENT_CHECK(l.header.is_object(), "{}: bad header JSON: expected an object", path);
+  ASCENT_CHECK(header.is_object(), "{}: bad header JSON: expected an object", path);
+  return header;
+}
+
+}  // namespace
+
+SafetensorsLayout parse_safetensors(const std::string& path, std::span<const uint8_t> bytes) {
+  const uint64_t header_len = header_length(path, bytes.data(), bytes.size());
+  SafetensorsLayout l;
+  l.header = parse_header(path, bytes.subspan(8, header_len));
   l.data = bytes.data() + 8 + header_len;
   l.data_size = bytes.size() - 8 - header_len;
   return l;
+}
+
+nlohmann::json read_safetensors_header(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (f == nullptr) fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) fail("{}: cannot stat: {}", path, ec.message());
+  uint8_t first8[8] = {};
+  if (size >= 8 && std::fread(first8, 1, 8, f.get()) != 8) fail("{}: read failed in the header length", path);
+  const uint64_t header_len = header_length(path, first8, size);
+  std::vector<uint8_t> text(static_cast<size_t>(header_len));
+  if (std::fread(text.data(), 1, text.size(), f.get()) != text.size()) fail("{}: read failed in the header", path);
+  return parse_header(path, text);
 }
 
 void read_safetensors(const std::string& path, WeightSet& out,

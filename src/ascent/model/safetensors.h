@@ -22,6 +22,8 @@ struct SafetensorsLayout {
 };
 // Parses the 8-byte header length and the header of a mapped file; errors name `path`.
 SafetensorsLayout parse_safetensors(const std::string& path, std::span<const uint8_t> bytes);
+// Reads only the header of the file at `path` (no mapping, no copy of the data), with parse_safetensors's checks.
+nlohmann::json read_safetensors_header(const std::string& path);
 
 // Maps `path` and adds each tensor to `out` under rename(name); tensors for which rename returns "" are skipped.
 void read_safetensors(const std::string& path, WeightSet& out,
