@@ -235,6 +235,13 @@ def main():
     open(os.path.join(folder, "tokenizer.json"), "w").write('{"model": {"type": "BPE", "vocab": [1, 2')
     expect_error("malformed tokenizer.json", ["generate", "-m", folder, "-p", "hi", "-n", "2"],
                  ["tokenizer.json", "bad JSON"])
+    # A tokenizer with more tokens than the model has rows: the error names the tokenizer and the model (it named
+    # neither).
+    s260 = os.path.join(SHARED, "models", "stories260K", "stories260K.bin")
+    tok656 = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
+    expect_error("tokenizer larger than the model's vocabulary",
+                 ["generate", "-m", s260, "--tokenizer", tok656, "-p", "hi", "-n", "2"],
+                 [f"{tok656}: the tokenizer has 2048 tokens but the model {s260} has a vocabulary of 512"])
     folder, _, _ = fresh_hf("ids")
     expect_error("prompt id outside the vocabulary", ["generate", "-m", folder, "--prompt-ids", "1 99999", "-n", "1"],
                  ["--prompt-ids", "99999"])

@@ -103,7 +103,9 @@ tokenizer::Vocab load_vocab(const std::string& path, int64_t vocab_size) {
 
 std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const Model& m, const std::string& explicit_path) {
   tokenizer::Vocab v;
+  std::string from = m.path();  // where the tokenizer came from, for the size check's error
   if (!explicit_path.empty()) {
+    from = explicit_path;
     v = load_vocab(explicit_path, m.config().vocab);
   } else if (m.gguf() != nullptr) {
     ASCENT_CHECK(m.gguf()->find("tokenizer.ggml.model") != nullptr,
@@ -139,14 +141,17 @@ std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const Model& m, const std::
     }
     fs::remove(tmp);
   } else if (m.format() == Format::HuggingFace) {
+    from = m.weights().source();
     v = load_vocab(m.weights().source(), 0);
   } else {
     const fs::path guess = fs::path(m.path()).parent_path() / "tokenizer.bin";
     ASCENT_CHECK(fs::exists(guess), "{}: no tokenizer found next to the model; pass --tokenizer", m.path());
+    from = guess.string();
     v = load_vocab(guess.string(), m.config().vocab);
   }
   ASCENT_CHECK(static_cast<int64_t>(v.pieces.size()) <= m.config().vocab,
-               "tokenizer has {} tokens but the model's vocabulary is {}", v.pieces.size(), m.config().vocab);
+               "{}: the tokenizer has {} tokens but the model {} has a vocabulary of {}", from, v.pieces.size(),
+               m.path(), m.config().vocab);
   if (v.bos_id < 0) v.bos_id = m.config().bos_id;
   if (v.eos_id < 0) v.eos_id = m.config().eos_id;
   return std::make_unique<tokenizer::Tokenizer>(std::move(v));
