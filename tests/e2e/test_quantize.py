@@ -166,6 +166,34 @@ def main():
     cases.append(("header length past the end", variant("hlen", struct.pack("<Q", 10 ** 12) + good[8:]),
                   "header length 1000000000000 exceeds the file size"))
     cases.append(("shorter than a header length", variant("short", good[:5]), "truncated: 5 bytes"))
+    # Integers are read as integers: a float offset of 1e30 once passed the range check as some other number (an
+    # out-of-range float-to-integer conversion) and the model loaded; 2.5 was truncated to 2; an id of 2^32 + 1 to 1.
+    h = json.loads(json.dumps(header))
+    h["blk.0.attn_k.weight"]["data_offsets"][0] = 1e30
+    cases.append(("float data offset", variant("off-float", rewrite(h)),
+                  "tensor blk.0.attn_k.weight: data_offsets must be a non-negative integer, got 1e+30"))
+    h = json.loads(json.dumps(header))
+    h["blk.0.attn_k.weight"]["shape"][0] = 2.5
+    cases.append(("float dimension", variant("dim-float", rewrite(h)),
+                  "tensor blk.0.attn_k.weight: shape must be an integer, got 2.5"))
+    config = json.loads(header["__metadata__"]["ascent.config"])
+    head_dim = config["head_dim"]
+    for tag, key, value, needle in [
+            ("bos-wide", "bos_id", 2 ** 32 + 1, "metadata ascent.config: bos_id 4294967297 is out of range"),
+            ("cfg-dim-float", "dim", float(config["dim"]), f"metadata ascent.config: dim must be an integer, got {config['dim']}.0"),
+            # rope_inv_freq divides by these: a list of the wrong length was applied to its first entries only.
+            ("rope-factors", "rope_freq_factors", [1.0, 2.0],
+             f"2 rope frequency factors for head_dim {head_dim} (expected {head_dim // 2})"),
+            ("rope-factor-zero", "rope_freq_factors", [1.0] * (head_dim // 2 - 1) + [0.0],
+             f"rope frequency factor {head_dim // 2 - 1} is 0, not positive and finite"),
+            ("rope-scaling", "rope_scaling", {"enabled": True, "factor": 8.0, "low_freq_factor": 4.0,
+                                              "high_freq_factor": 4.0, "original_max_position": 8192.0},
+             "rope_scaling.high_freq_factor 4 must be finite and above low_freq_factor 4")]:
+        h = json.loads(json.dumps(header))
+        c = json.loads(h["__metadata__"]["ascent.config"])
+        c[key] = value
+        h["__metadata__"]["ascent.config"] = json.dumps(c)
+        cases.append((f"config {key} {value}", variant(tag, rewrite(h)), needle))
     h = json.loads(json.dumps(header))
     h["__metadata__"]["format"] = "pt"
     cases.append(("not marked as Ascent's, outside any folder", variant("format", rewrite(h)),
@@ -198,7 +226,8 @@ def main():
     # A group size past int's range is reported as written, not narrowed; a field of the wrong JSON type is named.
     good4 = open(q4, "rb").read()
     for tag, group, needle in [("group-huge", 10 ** 12, "int4 group size 1000000000000 is not 32, 64 or 128"),
-                               ("group-text", "32", "blk.0.attn_k.weight.group: ")]:
+                               ("group-text", "32", 'blk.0.attn_k.weight: group must be an integer, got "32"'),
+                               ("group-float", 32.0, "blk.0.attn_k.weight: group must be an integer, got 32.0")]:
         h = json.loads(good4[8:8 + struct.unpack("<Q", good4[:8])[0]])
         t = json.loads(h["__metadata__"]["ascent.tensors"])
         t["blk.0.attn_k.weight"]["group"] = group

@@ -99,6 +99,12 @@ def main():
                                                            + pre["pretokenizers"][1:])), "Split on a plain string"),
         "vocab-duplicate-id": (dict(good, model=dict(good["model"], vocab=dict(good["model"]["vocab"], zzzq=5))),
                                "share id 5"),
+        # Ids are integers: 5.5 was truncated to 5 (then another piece's id), 2^63 wrapped to a negative one.
+        "vocab-float-id": (dict(good, model=dict(good["model"], vocab=dict(good["model"]["vocab"], zzzq=5.5))),
+                           "model.vocab 'zzzq' has id 5.5, not a token id"),
+        "added-huge-id": (dict(good, added_tokens=good["added_tokens"] + [{"id": 2 ** 63, "content": "<x>",
+                                                                          "special": True}]),
+                          f"added token '<x>' has id {2 ** 63}, not a token id"),
         "pre-prefix-space": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[split, dict(
             pre["pretokenizers"][1], add_prefix_space=True)])), "add_prefix_space true"),
     }

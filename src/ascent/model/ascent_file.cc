@@ -7,6 +7,7 @@
 
 #include "ascent/base/atomic_write.h"
 #include "ascent/base/error.h"
+#include "ascent/base/json_number.h"
 #include "ascent/base/mapped_file.h"
 #include "ascent/model/safetensors.h"
 #include "ascent/tensor/quantize.h"
@@ -65,14 +66,14 @@ ModelConfig config_from_json(const json& j) {
     }
   }
   ASCENT_CHECK(found, "unknown architecture '{}'", arch);
-  c.vocab = j.at("vocab").get<int64_t>();
-  c.dim = j.at("dim").get<int64_t>();
-  c.n_layers = j.at("n_layers").get<int64_t>();
-  c.n_heads = j.at("n_heads").get<int64_t>();
-  c.n_kv_heads = j.at("n_kv_heads").get<int64_t>();
-  c.head_dim = j.at("head_dim").get<int64_t>();
-  c.ffn_dim = j.at("ffn_dim").get<int64_t>();
-  c.max_seq = j.at("max_seq").get<int64_t>();
+  c.vocab = json_int(j.at("vocab"), "vocab");
+  c.dim = json_int(j.at("dim"), "dim");
+  c.n_layers = json_int(j.at("n_layers"), "n_layers");
+  c.n_heads = json_int(j.at("n_heads"), "n_heads");
+  c.n_kv_heads = json_int(j.at("n_kv_heads"), "n_kv_heads");
+  c.head_dim = json_int(j.at("head_dim"), "head_dim");
+  c.ffn_dim = json_int(j.at("ffn_dim"), "ffn_dim");
+  c.max_seq = json_int(j.at("max_seq"), "max_seq");
   c.norm_eps = j.at("norm_eps").get<float>();
   c.rope_theta = j.at("rope_theta").get<double>();
   c.rope_style =
@@ -83,14 +84,18 @@ ModelConfig config_from_json(const json& j) {
   c.rope_scaling.low_freq_factor = rs.at("low_freq_factor").get<double>();
   c.rope_scaling.high_freq_factor = rs.at("high_freq_factor").get<double>();
   c.rope_scaling.original_max_position = rs.at("original_max_position").get<double>();
-  c.sliding_window = j.at("sliding_window").get<int64_t>();
-  c.sliding_from_layer = j.value("sliding_from_layer", int64_t{0});  // absent from files written before it existed
+  c.sliding_window = json_int(j.at("sliding_window"), "sliding_window");
+  // Absent from files written before it existed.
+  if (j.contains("sliding_from_layer"))
+    c.sliding_from_layer = json_int(j.at("sliding_from_layer"), "sliding_from_layer");
   c.rope_freq_factors = j.at("rope_freq_factors").get<std::vector<float>>();
   c.tied_embeddings = j.at("tied_embeddings").get<bool>();
-  c.bos_id = j.at("bos_id").get<int32_t>();
-  c.eos_id = j.at("eos_id").get<int32_t>();
+  c.bos_id = json_int32(j.at("bos_id"), "bos_id");
+  c.eos_id = json_int32(j.at("eos_id"), "eos_id");
   // Absent from files written before it existed.
-  if (j.contains("end_ids")) c.end_ids = j.at("end_ids").get<std::vector<int32_t>>();
+  if (j.contains("end_ids")) {
+    for (const json& id : j.at("end_ids")) c.end_ids.push_back(json_int32(id, "end_ids"));
+  }
   return c;
 }
 
@@ -241,13 +246,13 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       Raw r;
       r.dtype = e.at("dtype").get<std::string>();
       for (const auto& d : e.at("shape")) {
-        const int64_t v = d.get<int64_t>();
+        const int64_t v = json_int(d, "shape");
         ASCENT_CHECK(v >= 0, "negative dimension {}", v);
         r.shape.push_back(v);
       }
       const auto& off = e.at("data_offsets");
       ASCENT_CHECK(off.is_array() && off.size() == 2, "data_offsets must be [begin, end]");
-      const uint64_t b = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+      const uint64_t b = json_uint(off[0], "data_offsets"), end = json_uint(off[1], "data_offsets");
       ASCENT_CHECK(b <= end && end <= data_size, "data [{}, {}] lies outside the file's {} data bytes", b, end,
                    data_size);
       const int64_t elem = r.dtype == "F32" ? 4 : (r.dtype == "F16" || r.dtype == "BF16") ? 2 : r.dtype == "U8" ? 1 : 0;
@@ -278,11 +283,12 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       key = "type";
       const std::string type = d.at(key).get<std::string>();
       key = "shape";
-      const Shape shape = d.at(key).get<Shape>();
+      Shape shape;
+      for (const json& v : d.at(key)) shape.push_back(json_int(v, key));
       // Read wide and checked before it narrows, so that a corrupted size is reported as written (an int read of
       // 10^12 came out as -727379968 in the error).
       key = "group";
-      const int64_t group = d.at(key).get<int64_t>();
+      const int64_t group = json_int(d.at(key), key);
       key = "";
       ASCENT_CHECK(type == "int8" || type == "int4", "type '{}' is not int8 or int4", type);
       // quantize writes every linear layer in the file's one format, so a mixed file is a corrupted one.

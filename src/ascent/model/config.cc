@@ -80,6 +80,29 @@ void validate_config(const ModelConfig& c, const std::string& source) {
                c.n_layers);
   ASCENT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta {} must be positive and finite", source,
                c.rope_theta);
+  // rope_inv_freq divides by these: a factor list of the wrong length was applied to its first entries only, and a zero
+  // or a NaN made every position's rotation NaN without an error.
+  if (!c.rope_freq_factors.empty()) {
+    ASCENT_CHECK(static_cast<int64_t>(c.rope_freq_factors.size()) == c.head_dim / 2,
+                 "{}: {} rope frequency factors for head_dim {} (expected {})", source, c.rope_freq_factors.size(),
+                 c.head_dim, c.head_dim / 2);
+    for (size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
+      ASCENT_CHECK(std::isfinite(c.rope_freq_factors[i]) && c.rope_freq_factors[i] > 0,
+                   "{}: rope frequency factor {} is {}, not positive and finite", source, i, c.rope_freq_factors[i]);
+    }
+  }
+  if (c.rope_scaling.enabled) {
+    const auto& s = c.rope_scaling;
+    auto positive_real = [&](double v, const char* field) {
+      ASCENT_CHECK(std::isfinite(v) && v > 0, "{}: rope_scaling.{} {} must be positive and finite", source, field, v);
+    };
+    positive_real(s.factor, "factor");
+    positive_real(s.low_freq_factor, "low_freq_factor");
+    positive_real(s.original_max_position, "original_max_position_embeddings");
+    ASCENT_CHECK(std::isfinite(s.high_freq_factor) && s.high_freq_factor > s.low_freq_factor,
+                 "{}: rope_scaling.high_freq_factor {} must be finite and above low_freq_factor {}", source,
+                 s.high_freq_factor, s.low_freq_factor);
+  }
 }
 
 }  // namespace ascent::model

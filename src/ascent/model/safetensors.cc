@@ -10,6 +10,7 @@
 
 #include "ascent/base/aligned.h"
 #include "ascent/base/error.h"
+#include "ascent/base/json_number.h"
 
 namespace ascent::model {
 
@@ -90,13 +91,13 @@ void read_safetensors(const std::string& path, WeightSet& out,
       }
       Shape shape;
       for (const auto& d : info["shape"]) {
-        const int64_t v = d.get<int64_t>();
+        const int64_t v = json_int(d, "shape");
         ASCENT_CHECK(v >= 0, "negative dimension {}", v);
         shape.push_back(v);
       }
       const auto& off = info["data_offsets"];
       ASCENT_CHECK(off.is_array() && off.size() == 2, "data_offsets must be [begin, end]");
-      const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+      const uint64_t b = json_uint(off[0], "data_offsets"), e = json_uint(off[1], "data_offsets");
       ASCENT_CHECK(b <= e && e <= data_size, "offsets [{}, {}] out of range (data section is {} bytes)", b, e,
                    data_size);
       const int64_t expect = storage_bytes(dtype, numel(shape));

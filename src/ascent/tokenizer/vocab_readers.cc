@@ -107,6 +107,15 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
 
 namespace {
 
+// A token id from tokenizer.json, checked to be an integer of int32's range before it is used: nlohmann's get would
+// truncate 3.5 to 3 (then another token's id, or a silent one) and wrap 2^63.
+int64_t token_id(const nlohmann::json& id, const std::string& path, const char* field, const std::string& piece) {
+  ASCENT_CHECK(id.is_number_integer() && !(id.is_number_unsigned() && id.get<uint64_t>() > (uint64_t{1} << 31)) &&
+                   id.get<int64_t>() >= -(int64_t{1} << 31),
+               "{}: {} '{}' has id {}, not a token id", path, field, piece, id.dump());
+  return id.get<int64_t>();
+}
+
 // What the normalizer and pre-tokenizer ask of the encoder, read in one walk of each.
 struct Pipeline {
   bool byte_level = false;         // a ByteLevel step
@@ -395,16 +404,21 @@ Vocab read_tokenizer_json(const std::string& path) {
     const json& vocab = m.at("vocab");
     ASCENT_CHECK(vocab.is_object(), "{}: model.vocab must be an object", path);
     int64_t n = 0;
-    for (const auto& [piece, id] : vocab.items()) n = std::max<int64_t>(n, id.get<int64_t>() + 1);
+    for (const auto& [piece, id] : vocab.items())
+      n = std::max<int64_t>(n, token_id(id, path, "model.vocab", piece) + 1);
     if (j.contains("added_tokens")) {
-      for (const auto& t : j["added_tokens"]) n = std::max<int64_t>(n, t.at("id").get<int64_t>() + 1);
+      for (const auto& t : j["added_tokens"]) {
+        const json& content = t.at("content");
+        const std::string name = content.is_string() ? content.get<std::string>() : content.dump();
+        n = std::max<int64_t>(n, token_id(t.at("id"), path, "added token", name) + 1);
+      }
     }
     ASCENT_CHECK(n > 0 && n < (1 << 24), "{}: vocabulary size {} out of range", path, n);
     v.pieces.assign(static_cast<size_t>(n), std::string());
     v.types.assign(static_cast<size_t>(n), TokenType::Unused);
     std::vector<bool> taken(static_cast<size_t>(n), false);
     for (const auto& [piece, id] : vocab.items()) {
-      const int64_t i = id.get<int64_t>();
+      const int64_t i = id.get<int64_t>();  // an integer in range: token_id above
       ASCENT_CHECK(i >= 0, "{}: token '{}' has negative id", path, piece);
       // One id for two pieces left the first unreachable by decoding, without a word.
       ASCENT_CHECK(!taken[static_cast<size_t>(i)], "{}: model.vocab: tokens '{}' and '{}' share id {}", path,
@@ -416,7 +430,7 @@ Vocab read_tokenizer_json(const std::string& path) {
     }
     if (j.contains("added_tokens")) {
       for (const auto& t : j["added_tokens"]) {
-        const int64_t id = t.at("id").get<int64_t>();
+        const int64_t id = t.at("id").get<int64_t>();  // an integer in range: token_id above
         // A negative id was used as an index (a write before the vocabulary's first piece).
         ASCENT_CHECK(id >= 0, "{}: added token '{}' has negative id {}", path, t.at("content").get<std::string>(), id);
         const auto i = static_cast<size_t>(id);
