@@ -180,6 +180,9 @@ def main():
     head_dim = config["head_dim"]
     for tag, key, value, needle in [
             ("bos-wide", "bos_id", 2 ** 32 + 1, "metadata ascent.config: bos_id 4294967297 is out of range"),
+            # An end id outside the vocabulary never matched, without a word.
+            ("end-id", "end_ids", [5000], "metadata ascent.config: end_ids 5000 is not a token id (the vocabulary has 512)"),
+            ("end-ids-scalar", "end_ids", 2, "metadata ascent.config: end_ids must be a list of token ids, got 2"),
             ("cfg-dim-float", "dim", float(config["dim"]), f"metadata ascent.config: dim must be an integer, got {config['dim']}.0"),
             # rope_inv_freq divides by these: a list of the wrong length was applied to its first entries only.
             ("rope-factors", "rope_freq_factors", [1.0, 2.0],

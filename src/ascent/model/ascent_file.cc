@@ -94,6 +94,7 @@ ModelConfig config_from_json(const json& j) {
   c.eos_id = json_int32(j.at("eos_id"), "eos_id");
   // Absent from files written before it existed.
   if (j.contains("end_ids")) {
+    ASCENT_CHECK(j.at("end_ids").is_array(), "end_ids must be a list of token ids, got {}", j.at("end_ids").dump());
     for (const json& id : j.at("end_ids")) c.end_ids.push_back(json_int32(id, "end_ids"));
   }
   return c;
@@ -231,6 +232,12 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
     fail("{}: metadata {}: {}", path, field, e.what());
   }
   validate_config(cfg, path);
+  // As the other readers check theirs: an end id outside the vocabulary never matched, without a word. (-1: none.)
+  for (const auto& [id, field] : {std::pair{cfg.bos_id, "metadata ascent.config: bos_id"},
+                                  std::pair{cfg.eos_id, "metadata ascent.config: eos_id"}}) {
+    if (id != -1) check_token_id(cfg, id, field, path);
+  }
+  for (int32_t id : cfg.end_ids) check_token_id(cfg, id, "metadata ascent.config: end_ids", path);
 
   // Every entry as raw bytes, checked against the data section.
   struct Raw {
