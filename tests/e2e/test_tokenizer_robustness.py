@@ -85,6 +85,7 @@ def main():
     # A normalizer or pre-tokenizer step the encoder does not carry out is refused by name (it was skipped, and the
     # text encoded as if it were absent), as is an id given to two pieces (the first was left unreachable).
     pre = good["pre_tokenizer"]
+    story_tok = json.load(open(os.path.join(SHARED, "models", "story-656K", "tokenizer.json")))
     split = pre["pretokenizers"][0]
     unsupported = {
         "normalizer-lowercase": (dict(good, normalizer={"type": "Lowercase"}), "normalizer type 'Lowercase'"),
@@ -102,6 +103,10 @@ def main():
         # Ids are integers: 5.5 was truncated to 5 (then another piece's id), 2^63 wrapped to a negative one.
         "vocab-float-id": (dict(good, model=dict(good["model"], vocab=dict(good["model"]["vocab"], zzzq=5.5))),
                            "model.vocab 'zzzq' has id 5.5, not a token id"),
+        # A piece holding a newline is quoted escaped, so the error stays one line (it was two).
+        "vocab-newline-piece": (dict(story_tok, model=dict(story_tok["model"], vocab=dict(story_tok["model"]["vocab"],
+                                                                                        **{"a\nb": -3}))),
+                                "token 'a\\nb' has negative id"),
         "added-huge-id": (dict(good, added_tokens=good["added_tokens"] + [{"id": 2 ** 63, "content": "<x>",
                                                                           "special": True}]),
                           f"added token '<x>' has id {2 ** 63}, not a token id"),

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "ascent/base/error.h"
@@ -57,6 +59,28 @@ void check_output_name(const std::string& out, std::string_view ext) {
   ASCENT_CHECK(out.size() > ext.size() && out.ends_with(ext), "-o {}: the output name must end in {}", out, ext);
 }
 
+// An error's text on one line: a control character from the input a message quotes (a token piece holding a newline,
+// a corrupted tensor name) is written as an escape, so each error stays the one line scripts and tests read.
+std::string one_line(std::string_view what) {
+  std::string out;
+  out.reserve(what.size());
+  for (const char ch : what) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 }  // namespace ascent::cli
 
 int main(int argc, char** argv) {
@@ -80,13 +104,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ascent: error: %s\n", e.what());
+    std::fprintf(stderr, "ascent: error: %s\n", ascent::cli::one_line(e.what()).c_str());
     return 2;
   } catch (const ascent::Error& e) {
-    std::fprintf(stderr, "ascent: error: %s\n", e.what());
+    std::fprintf(stderr, "ascent: error: %s\n", ascent::cli::one_line(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ascent: error: %s\n", e.what());
+    std::fprintf(stderr, "ascent: error: %s\n", ascent::cli::one_line(e.what()).c_str());
     return 1;
   }
   return 0;
