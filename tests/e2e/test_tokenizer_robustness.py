@@ -175,7 +175,14 @@ def main():
     bos, eot = "<|begin_of_text|>", "<|end_of_text|>"
     special = lambda name: {"SpecialToken": {"id": name, "type_id": 0}}
     text_a = {"Sequence": {"id": "A", "type_id": 0}}
-    template = lambda single: {"type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": {}}
+    added_id = {t["content"]: t["id"] for t in llama3["added_tokens"]}
+
+    def template(single, special_tokens=None):
+        """A TemplateProcessing whose special_tokens give each SpecialToken its vocabulary id, unless given."""
+        names = [x["SpecialToken"]["id"] for x in single if "SpecialToken" in x]
+        if special_tokens is None:
+            special_tokens = {n: {"id": n, "ids": [added_id[n]], "tokens": [n]} for n in names if n in added_id}
+        return {"type": "TemplateProcessing", "single": single, "pair": [], "special_tokens": special_tokens}
     in_sequence = dict(llama3, post_processor={"type": "Sequence", "processors": [
         llama3["post_processor"], template([special(bos), text_a])]})
     path = write("post-sequence.json", json.dumps(in_sequence).encode())
@@ -190,9 +197,25 @@ def main():
           f"post_processor template [BOS, $A, EOS]: both added: {r.stdout.strip()!r} (want '128000 15339 128001')")
     r = run(["tokenize", "--vocab", path, "-p", "hello"])
     check(r.returncode == 0 and r.stdout.split() == ["15339"], f"(and neither without --add-special: {r.stdout!r})")
+    # As in HF, what is added is the ids of the SpecialToken's special_tokens entry, all of them (they were looked up
+    # by name in the vocabulary, and one added).
+    path = write("post-ids.json", json.dumps(dict(llama3, post_processor=template([special(bos), text_a, special(eot)], {
+        bos: {"id": bos, "ids": [128002], "tokens": ["<|reserved_special_token_0|>"]},
+        eot: {"id": eot, "ids": [128001, 128009], "tokens": [eot, "<|eot_id|>"]}}))).encode())
+    r = run(["tokenize", "--vocab", path, "-p", "hello", "--add-special"])
+    check(r.returncode == 0 and r.stdout.split() == ["128002", "15339", "128001", "128009"],
+          f"post_processor special_tokens' ids are the ones added: {r.stdout.strip()!r} "
+          f"(want '128002 15339 128001 128009')")
+    nope = "<|nope|>"
     for name, pp, needle in (
             ("post-two-before", template([special(bos), special(eot), text_a]), "before the text"),
-            ("post-unknown", template([special("<|nope|>"), text_a]), "adds '<|nope|>', which is not in the vocabulary"),
+            ("post-two-ids-before", template([special(bos), text_a], {bos: {"id": bos, "ids": [128000, 128001]}}),
+             f"post_processor adds 2 tokens before the text ('{bos}'); not supported (one)"),
+            ("post-unknown", template([special(nope), text_a]), f"SpecialToken '{nope}' is not in its special_tokens"),
+            ("post-no-ids", template([special(nope), text_a], {nope: {"id": nope}}),
+             f"special_tokens '{nope}' has no list of ids"),
+            ("post-outside", template([special(nope), text_a], {nope: {"id": nope, "ids": [999999]}}),
+             "post_processor adds id 999999, which is not in the vocabulary (128256 tokens)"),
             ("post-roberta", {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]},
              "post_processor type 'RobertaProcessing'")):
         path = write(f"{name}.json", json.dumps(dict(llama3, post_processor=pp)).encode())

@@ -320,11 +320,13 @@ bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
 // The special tokens the post-processor puts around the text (TemplateProcessing's "single": at most one
 // SpecialToken, then $A, then any), also inside a Sequence (Llama-3.1's files: ByteLevel, then the template; before,
 // the template was read only at the top, so those encoded without their BOS, and tokens after $A were dropped). A
-// ByteLevel step changes only offsets. Anything else that adds tokens (a second one before the text,
-// Bert/RobertaProcessing) is refused by name: encode adds one BOS.
+// ByteLevel step changes only offsets. Anything else that adds tokens (a second token before the text,
+// Bert/RobertaProcessing) is refused by name: encode adds one BOS. As in HF, a SpecialToken names an entry of the
+// template's special_tokens, whose ids are what is added (they were looked up by name in the vocabulary instead, and
+// an entry of several ids added one).
 struct Template {
-  std::string before;
-  std::vector<std::string> after;
+  std::string before_name;             // the SpecialToken before the text, for errors
+  std::vector<int64_t> before, after;  // the ids added before and after the text
 };
 Template read_template(const nlohmann::json& pp, const std::string& path) {
   Template out;
@@ -340,6 +342,17 @@ Template read_template(const nlohmann::json& pp, const std::string& path) {
     templates = true;
     ASCENT_CHECK(p.contains("single") && p["single"].is_array(),
                  "{}: post_processor TemplateProcessing: single must be a list", path);
+    const nlohmann::json* specials = p.contains("special_tokens") ? &p["special_tokens"] : nullptr;
+    auto ids_of = [&](const std::string& name) {
+      ASCENT_CHECK(specials != nullptr && specials->is_object() && specials->contains(name),
+                   "{}: post_processor TemplateProcessing: SpecialToken '{}' is not in its special_tokens", path, name);
+      const nlohmann::json& e = (*specials)[name];
+      ASCENT_CHECK(e.is_object() && e.contains("ids") && e["ids"].is_array() && !e["ids"].empty(),
+                   "{}: post_processor TemplateProcessing: special_tokens '{}' has no list of ids", path, name);
+      std::vector<int64_t> ids;
+      for (const auto& id : e["ids"]) ids.push_back(token_id(id, path, "post_processor special token", name));
+      return ids;
+    };
     bool text_seen = false;
     for (const auto& item : p["single"]) {
       ASCENT_CHECK(item.is_object() && (item.contains("SpecialToken") || item.contains("Sequence")),
@@ -349,14 +362,18 @@ Template read_template(const nlohmann::json& pp, const std::string& path) {
         text_seen = true;
         continue;
       }
-      const std::string id = string_field(item["SpecialToken"], "id");
+      const std::string name = string_field(item["SpecialToken"], "id");
+      const std::vector<int64_t> ids = ids_of(name);
       if (text_seen) {
-        out.after.push_back(id);
+        out.after.insert(out.after.end(), ids.begin(), ids.end());
         continue;
       }
       ASCENT_CHECK(out.before.empty(), "{}: post_processor adds '{}' and '{}' before the text; not supported (one)",
-                   path, out.before, id);
-      out.before = id;
+                   path, out.before_name, name);
+      ASCENT_CHECK(ids.size() == 1, "{}: post_processor adds {} tokens before the text ('{}'); not supported (one)",
+                   path, ids.size(), name);
+      out.before = ids;
+      out.before_name = name;
     }
   };
   step(pp, step);
@@ -482,14 +499,15 @@ Vocab read_tokenizer_json(const std::string& path) {
     v.add_bos = false;
     if (j.contains("post_processor") && !j["post_processor"].is_null()) {
       const Template tpl = read_template(j["post_processor"], path);
-      auto id_of = [&](const std::string& name) {
-        const auto at = std::find(v.pieces.begin(), v.pieces.end(), name);
-        ASCENT_CHECK(at != v.pieces.end(), "{}: post_processor adds '{}', which is not in the vocabulary", path, name);
-        return static_cast<int32_t>(at - v.pieces.begin());
+      auto checked = [&](int64_t id) {
+        ASCENT_CHECK(id >= 0 && id < static_cast<int64_t>(v.pieces.size()),
+                     "{}: post_processor adds id {}, which is not in the vocabulary ({} tokens)", path, id,
+                     v.pieces.size());
+        return static_cast<int32_t>(id);
       };
-      if (!tpl.before.empty()) v.bos_id = id_of(tpl.before);
+      if (!tpl.before.empty()) v.bos_id = checked(tpl.before[0]);
       v.add_bos = !tpl.before.empty();
-      for (const std::string& name : tpl.after) v.suffix_ids.push_back(id_of(name));
+      for (int64_t id : tpl.after) v.suffix_ids.push_back(checked(id));
     }
     for (size_t i = 0; i < v.pieces.size(); ++i) {
       const std::string& p = v.pieces[i];
