@@ -107,6 +107,15 @@ def main():
         "vocab-newline-piece": (dict(story_tok, model=dict(story_tok["model"], vocab=dict(story_tok["model"]["vocab"],
                                                                                         **{"a\nb": -3}))),
                                 "token 'a\\nb' has negative id"),
+        # HF refuses a merge whose sides or result are not pieces; the encoder skipped one with an unknown side and
+        # gave <unk> for a result it could not find ("the" encoded as "▁ th <unk>" here).
+        "merge-unknown-side": (dict(story_tok, model=dict(story_tok["model"],
+                                                          merges=story_tok["model"]["merges"] + ["zzq yyq"])),
+                               f"model.merges {len(story_tok['model']['merges'])} 'zzq yyq': 'zzq' is not in the "
+                               "vocabulary"),
+        "merge-result-missing": (dict(story_tok, model=dict(story_tok["model"], vocab={
+            k: i for k, i in story_tok["model"]["vocab"].items() if k != "e\u2581"})),
+            "model.merges 0 'e \u2581': its result 'e\u2581' is not in the vocabulary"),
         "added-huge-id": (dict(good, added_tokens=good["added_tokens"] + [{"id": 2 ** 63, "content": "<x>",
                                                                           "special": True}]),
                           f"added token '<x>' has id {2 ** 63}, not a token id"),

@@ -49,6 +49,7 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
       ASCENT_CHECK(sp != std::string::npos, "{}: merge '{}' is not 'a b'", f.path(), m);
       v.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
     }
+    tokenizer::check_merges(v, f.path(), "tokenizer.ggml.merges");
     const GgufValue* pre = f.find("tokenizer.ggml.pre");
     const std::string p = pre ? pre->s : "default";
     if (p == "llama-bpe" || p == "llama3") {

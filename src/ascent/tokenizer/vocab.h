@@ -79,4 +79,9 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
 // Hugging Face tokenizer.json with a BPE model (byte-level or SentencePiece-style with byte fallback).
 Vocab read_tokenizer_json(const std::string& path);
 
+// Throws ascent::Error naming `source` and `field` when a merge's sides or its result are not vocabulary pieces, as
+// HF's BPE refuses such a file at load: the encoder skipped a merge with an unknown side and gave <unk> for a result
+// it could not find. The readers of tokenizer.json, vocab.bpe and GGUF merges call it.
+void check_merges(const Vocab& v, const std::string& source, const char* field);
+
 }  // namespace ascent::tokenizer

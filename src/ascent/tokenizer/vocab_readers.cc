@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -96,6 +98,7 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
     ASCENT_CHECK(sp != std::string::npos, "{}:{}: merge '{}' is not 'a b'", vocab_bpe, line_no, line);
     v.merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
   }
+  check_merges(v, vocab_bpe, "merge");
   for (size_t i = 0; i < v.pieces.size(); ++i) {
     if (v.pieces[i] == "<|endoftext|>") {
       v.types[i] = TokenType::Control;
@@ -382,6 +385,24 @@ Template read_template(const nlohmann::json& pp, const std::string& path) {
 
 }  // namespace
 
+void check_merges(const Vocab& v, const std::string& source, const char* field) {
+  if (v.merges.empty()) return;
+  std::unordered_map<std::string_view, int32_t> ids;
+  ids.reserve(v.pieces.size());
+  for (size_t i = 0; i < v.pieces.size(); ++i) ids.emplace(v.pieces[i], static_cast<int32_t>(i));
+  std::string joined;
+  for (size_t r = 0; r < v.merges.size(); ++r) {
+    const auto& [a, b] = v.merges[r];
+    for (const std::string* side : {&a, &b}) {
+      ASCENT_CHECK(ids.contains(*side), "{}: {} {} '{} {}': '{}' is not in the vocabulary", source, field, r, a, b,
+                   *side);
+    }
+    joined.assign(a).append(b);
+    ASCENT_CHECK(ids.contains(joined), "{}: {} {} '{} {}': its result '{}' is not in the vocabulary", source, field, r,
+                 a, b, joined);
+  }
+}
+
 Vocab read_tokenizer_json(const std::string& path) {
   using nlohmann::json;
   std::ifstream in(path);
@@ -475,6 +496,7 @@ Vocab read_tokenizer_json(const std::string& path) {
       }
       v.merges.emplace_back(std::move(a), std::move(b));
     }
+    check_merges(v, path, "model.merges");
     if (m.contains("unk_token") && m["unk_token"].is_string()) {
       const std::string u = m["unk_token"].get<std::string>();
       for (size_t i = 0; i < v.pieces.size(); ++i) {
