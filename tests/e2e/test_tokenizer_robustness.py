@@ -265,6 +265,25 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and "cut-" + name in lines[0] and "truncated" in lines[0],
               f"truncated {name}: {lines[0] if lines else r.stdout[:80]!r}")
+    # A GGUF vocabulary's token types are llama.cpp's 0-6 and its scores finite (SentencePiece-style merges rank by
+    # them): another type was kept as one no code expects, and a NaN score broke the merge queue's ordering.
+    spm = open(os.path.join(SHARED, "vocab", "ggml-vocab-llama-spm.gguf"), "rb").read()
+
+    def patch_array(data, key, index, value):
+        """data with element `index` of the 4-byte array metadata `key` replaced by `value` (packed)."""
+        at = data.index(key.encode()) + len(key) + 4 + 4 + 8  # value type (array), element type, count
+        return data[:at + 4 * index] + value + data[at + 4 * index + 4:]
+
+    for name, data, needle in (
+            ("type-255", patch_array(spm, "tokenizer.ggml.token_type", 10, struct.pack("<i", 255)),
+             "metadata tokenizer.ggml.token_type: token 10 has type 255 (expected 0-6)"),
+            ("score-nan", patch_array(spm, "tokenizer.ggml.scores", 10, struct.pack("<f", float("nan"))),
+             "metadata tokenizer.ggml.scores: token 10 has score nan")):
+        path = write(f"{name}.gguf", data)
+        r = run(["tokenize", "--vocab", path, "-p", "hello"])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and f"{name}.gguf" in lines[0] and needle in lines[0],
+              f"GGUF vocabulary ({name}): {lines[0] if lines else r.stdout[:80]!r}")
     finish()
 
 

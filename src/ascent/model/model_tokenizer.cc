@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,14 +26,25 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
   if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
     ASCENT_CHECK(types->ints.size() == n, "{}: metadata tokenizer.ggml.token_type has {} entries for {} tokens",
                  f.path(), types->ints.size(), n);
-    for (int64_t t : types->ints) v.types.push_back(static_cast<TokenType>(t));
+    for (size_t i = 0; i < n; ++i) {
+      // llama.cpp's types: 0 undefined, then Normal .. Byte (1-6). Another value was kept as a type no code expects.
+      const int64_t t = types->ints[i];
+      ASCENT_CHECK(t >= 0 && t <= static_cast<int64_t>(TokenType::Byte),
+                   "{}: metadata tokenizer.ggml.token_type: token {} has type {} (expected 0-6)", f.path(), i, t);
+      v.types.push_back(static_cast<TokenType>(t));
+    }
   } else {
     v.types.assign(n, TokenType::Normal);
   }
   if (const GgufValue* scores = f.find("tokenizer.ggml.scores")) {
     ASCENT_CHECK(scores->floats.size() == n, "{}: metadata tokenizer.ggml.scores has {} entries for {} tokens",
                  f.path(), scores->floats.size(), n);
-    for (double s : scores->floats) v.scores.push_back(static_cast<float>(s));
+    for (size_t i = 0; i < n; ++i) {
+      // SentencePiece-style merges rank by score: a NaN breaks the ordering the merge queue relies on.
+      const double sc = scores->floats[i];
+      ASCENT_CHECK(std::isfinite(sc), "{}: metadata tokenizer.ggml.scores: token {} has score {}", f.path(), i, sc);
+      v.scores.push_back(static_cast<float>(sc));
+    }
   } else {
     v.scores.assign(n, 0.0f);
   }
