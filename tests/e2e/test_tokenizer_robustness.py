@@ -119,6 +119,16 @@ def main():
         "added-huge-id": (dict(good, added_tokens=good["added_tokens"] + [{"id": 2 ** 63, "content": "<x>",
                                                                           "special": True}]),
                           f"added token '<x>' has id {2 ** 63}, not a token id"),
+        # Steps the encoder read as another pipeline: a second ByteLevel (HF maps the mapped text again), Split after
+        # ByteLevel (HF splits the mapped text), ByteLevel without a regex and no Split (HF does not pre-split; the
+        # encoder split by GPT-2's regex).
+        "pre-two-bytelevel": (dict(good, pre_tokenizer=dict(pre, pretokenizers=pre["pretokenizers"]
+                                                            + [pre["pretokenizers"][1]])),
+                              "pre_tokenizer has two ByteLevel steps"),
+        "pre-split-after": (dict(good, pre_tokenizer=dict(pre, pretokenizers=pre["pretokenizers"][::-1])),
+                            "pre_tokenizer Split after ByteLevel is not supported"),
+        "pre-no-split": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[pre["pretokenizers"][1]])),
+                         "ByteLevel with use_regex false and no Split step (no pre-split) is not supported"),
         "pre-prefix-space": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[split, dict(
             pre["pretokenizers"][1], add_prefix_space=True)])), "add_prefix_space true"),
     }

@@ -219,6 +219,9 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
       ASCENT_CHECK(string_field(p, "behavior") == "Isolated" && !p.value("invert", false),
                    "{}: pre_tokenizer Split with behavior {}{} is not supported (only Isolated)", path,
                    string_field(p, "behavior"), p.value("invert", false) ? ", inverted" : "");
+      // HF's Split after ByteLevel sees the mapped text ("Ġ", not spaces); the encoder splits the text itself.
+      ASCENT_CHECK(!out.byte_level, "{}: pre_tokenizer Split after ByteLevel is not supported (Split, then ByteLevel)",
+                   path);
       out.split_pattern = p["pattern"]["Regex"].get<std::string>();
       ++splits;
       return;
@@ -226,8 +229,10 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
     if (t == "ByteLevel") {
       ASCENT_CHECK(!p.value("add_prefix_space", false),
                    "{}: pre_tokenizer ByteLevel with add_prefix_space true is not supported", path);
+      // A second ByteLevel maps the already mapped characters again in HF (it was read as one).
+      ASCENT_CHECK(!out.byte_level, "{}: pre_tokenizer has two ByteLevel steps; one is supported", path);
       out.byte_level = true;
-      byte_level_regex = byte_level_regex || p.value("use_regex", true);
+      byte_level_regex = p.value("use_regex", true);
       return;
     }
     if (t == "Metaspace") {
@@ -247,6 +252,10 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   ASCENT_CHECK(
       splits == 0 || !byte_level_regex,
       "{}: pre_tokenizer Split followed by a ByteLevel with use_regex true (two regex splits) is not supported", path);
+  // Without either regex HF does not pre-split at all; the encoder split by GPT-2's regex.
+  ASCENT_CHECK(!out.byte_level || splits == 1 || byte_level_regex,
+               "{}: pre_tokenizer ByteLevel with use_regex false and no Split step (no pre-split) is not supported",
+               path);
   // The SentencePiece-style encoder splits words only at spaces, and the byte-level one knows no "▁": either was
   // silently encoded without the step.
   ASCENT_CHECK(splits == 0 || out.byte_level,
