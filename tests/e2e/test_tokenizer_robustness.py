@@ -122,6 +122,13 @@ def main():
         # Steps the encoder read as another pipeline: a second ByteLevel (HF maps the mapped text again), Split after
         # ByteLevel (HF splits the mapped text), ByteLevel without a regex and no Split (HF does not pre-split; the
         # encoder split by GPT-2's regex).
+        "normalizer-two-prepend": (dict(story_tok, normalizer=dict(story_tok["normalizer"], normalizers=[
+            story_tok["normalizer"]["normalizers"][0]] + story_tok["normalizer"]["normalizers"])),
+            "normalizer has two Prepend steps"),
+        "normalizer-two-forms": (dict(good, normalizer={"type": "Sequence", "normalizers": [
+            {"type": "NFKD"}, {"type": "NFC"}]}), "normalizer has two Unicode normalizations (the second NFC)"),
+        "normalizer-nfkc-after-replace": (dict(story_tok, normalizer=dict(story_tok["normalizer"], normalizers=
+            story_tok["normalizer"]["normalizers"] + [{"type": "NFKC"}])), "normalizer NFKC after Replace"),
         "pre-two-bytelevel": (dict(good, pre_tokenizer=dict(pre, pretokenizers=pre["pretokenizers"]
                                                             + [pre["pretokenizers"][1]])),
                               "pre_tokenizer has two ByteLevel steps"),

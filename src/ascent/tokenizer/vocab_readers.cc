@@ -123,7 +123,7 @@ int64_t token_id(const nlohmann::json& id, const std::string& path, const char* 
 struct Pipeline {
   bool byte_level = false;         // a ByteLevel step
   std::string split_pattern;       // the Split step's regex, if any
-  bool has_normalization = false;  // a Unicode normalization step (the last one counts)
+  bool has_normalization = false;  // a Unicode normalization step (one form; two are refused)
   Normalization normalization = Normalization::None;
   bool prepend = false;        // a Prepend step (SentencePiece-style files: Prepend("▁") + Replace(" ", "▁"))
   bool replace_space = false;  // a Replace(" ", "▁") normalizer step
@@ -182,6 +182,13 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
                                                            {"NFKD", Normalization::NFKD}};
     for (const auto& [name, form] : forms) {
       if (t == name) {
+        // HF applies each in turn, and two differ from either alone (NFC after NFKD is NFKC).
+        ASCENT_CHECK(!out.has_normalization || out.normalization == form,
+                     "{}: normalizer has two Unicode normalizations (the second {}); one is supported", path, name);
+        // The encoder normalizes first: after Replace, a compatibility form's new spaces (from U+00A0 ...) would
+        // stay spaces in HF.
+        ASCENT_CHECK(!out.replace_space || (form != Normalization::NFKC && form != Normalization::NFKD),
+                     "{}: normalizer {} after Replace is not supported ({} first)", path, name, name);
         out.has_normalization = true;
         out.normalization = form;
         return;
@@ -191,6 +198,8 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
     if (t == "Prepend") {
       ASCENT_CHECK(string_field(p, "prepend") == kSpace, "{}: normalizer Prepend '{}' is not supported (only '{}')",
                    path, string_field(p, "prepend"), kSpace);
+      // HF prepends twice (it was read as once).
+      ASCENT_CHECK(!out.prepend, "{}: normalizer has two Prepend steps; one is supported", path);
       out.prepend = true;
       return;
     }
