@@ -66,11 +66,22 @@ def main():
                                ("sliding_window", -5, "sliding_window -5 must be 0 (none) or positive"),
                                # Ids outside the vocabulary: bos failed first at the embedding, an end id never.
                                ("bos_token_id", 10 ** 6, "bos_token_id 1000000 is not a token id"),
-                               ("eos_token_id", [2, -1], "eos_token_id -1 is not a token id")]:
+                               ("eos_token_id", [2, -1], "eos_token_id -1 is not a token id"),
+                               # Past int32: wrapped (2^63 became 0, a valid id; 2^31 was reported as -2^31).
+                               ("eos_token_id", 2 ** 63, f"field eos_token_id {2 ** 63} is out of range"),
+                               ("eos_token_id", [2, 2 ** 31], f"field eos_token_id {2 ** 31} is out of range"),
+                               ("bos_token_id", 2 ** 32 + 1, f"field bos_token_id {2 ** 32 + 1} is out of range"),
+                               # Reported as "head_dim must be a positive integer, got 0", a field the file lacks.
+                               ("num_attention_heads", 1000, "hidden_size 64 is not a multiple of num_attention_heads "
+                                "1000 (and there is no head_dim)"),
+                               # Rotary over part of each head was ignored.
+                               ("partial_rotary_factor", 0.5, "partial_rotary_factor 0.5 is not supported")]:
         folder, cfg, w = fresh_hf("config-value")
         c = dict(cfg, **{key: value})
         if key == "sliding_window":
             c["model_type"] = "mistral"
+        if key == "num_attention_heads":
+            del c["head_dim"]  # so that the head size is derived from these
         json.dump(c, open(os.path.join(folder, "config.json"), "w"))
         expect_error(f"config {key}={json.dumps(value)}", gen(folder), [os.path.join(folder, "config.json"), needle])
         shutil.rmtree(folder)

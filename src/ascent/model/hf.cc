@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <type_traits>
 
 #include "ascent/base/error.h"
+#include "ascent/base/json_number.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/safetensors.h"
 
@@ -32,8 +34,14 @@ template <class T>
 T field(const json& j, const std::string& path, const char* key) {
   ASCENT_CHECK(j.contains(key) && !j[key].is_null(), "{}: missing field {}", path, key);
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    // nlohmann's get<int> truncates 1.5 to 1, which then surfaced as a tensor shape error far from its cause.
+    // nlohmann's get<int> truncates 1.5 to 1, which then surfaced as a tensor shape error far from its cause, and
+    // wraps what T cannot hold (an eos_token_id of 2^63 became 0, a valid id).
     ASCENT_CHECK(j[key].is_number_integer(), "{}: field {} must be an integer, got {}", path, key, j[key].dump());
+    const bool fits = j[key].is_number_unsigned()
+                          ? j[key].get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                          : j[key].get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                j[key].get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    ASCENT_CHECK(fits, "{}: field {} {} is out of range", path, key, j[key].dump());
   }
   try {
     return j[key].get<T>();
@@ -54,7 +62,9 @@ std::vector<int32_t> eos_list(const json& ids, const std::string& path) {
   for (const json& id : ids) ok = ok && id.is_number_integer();
   ASCENT_CHECK(ok, "{}: field eos_token_id must be an integer or a non-empty list of integers, got {}", path,
                ids.dump());
-  return ids.get<std::vector<int32_t>>();
+  std::vector<int32_t> out;
+  for (const json& id : ids) out.push_back(json_int32(id, fmt::format("{}: field eos_token_id", path)));
+  return out;
 }
 
 // generation_config.json's end ids (an integer or a list), where the folder has one, added to the config's: what
@@ -126,7 +136,16 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
     c.rope_theta = field_or<double>(j, path, "rope_theta", 10000.0);
     c.tied_embeddings = field_or<bool>(j, path, "tie_word_embeddings", false);
     ASCENT_CHECK(c.n_heads > 0, "{}: num_attention_heads must be positive", path);
+    // Without head_dim, transformers takes hidden_size // num_attention_heads; a remainder means a damaged config
+    // (it was reported as head_dim 0, a field the file does not have).
+    ASCENT_CHECK(j.contains("head_dim") || c.dim % c.n_heads == 0,
+                 "{}: hidden_size {} is not a multiple of num_attention_heads {} (and there is no head_dim)", path,
+                 c.dim, c.n_heads);
     c.head_dim = field_or<int64_t>(j, path, "head_dim", c.dim / c.n_heads);
+    // Rotary over part of each head (Phi, StableLM) is no architecture here; it was ignored.
+    const double rotary = field_or<double>(j, path, "partial_rotary_factor", 1.0);
+    ASCENT_CHECK(rotary == 1.0, "{}: partial_rotary_factor {} is not supported (rotary over the whole head)", path,
+                 rotary);
     const std::string act = field_or<std::string>(j, path, "hidden_act", "silu");
     ASCENT_CHECK(act == "silu", "{}: hidden_act '{}' is not supported (silu)", path, act);
     if (c.arch == Arch::Mistral) {
