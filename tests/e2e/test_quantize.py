@@ -173,6 +173,11 @@ def main():
     cases.append(("float data offset", variant("off-float", rewrite(h)),
                   "tensor blk.0.attn_k.weight: data_offsets must be a non-negative integer, got 1e+30"))
     h = json.loads(json.dumps(header))
+    h["blk.0.attn_k.weight.scale"]["shape"] = [2 ** 40, 2 ** 40 + 8]  # the product wrapped (UBSan: overflow)
+    cases.append(("shape past int64", variant("shape-huge", rewrite(h)),
+                  f"tensor blk.0.attn_k.weight.scale: shape ({2 ** 40}, {2 ** 40 + 8}) has more elements than an int64 "
+                  "holds"))
+    h = json.loads(json.dumps(header))
     h["blk.0.attn_k.weight"]["shape"][0] = 2.5
     cases.append(("float dimension", variant("dim-float", rewrite(h)),
                   "tensor blk.0.attn_k.weight: shape must be an integer, got 2.5"))

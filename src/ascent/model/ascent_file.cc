@@ -264,8 +264,10 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
                    data_size);
       const int64_t elem = r.dtype == "F32" ? 4 : (r.dtype == "F16" || r.dtype == "BF16") ? 2 : r.dtype == "U8" ? 1 : 0;
       ASCENT_CHECK(elem > 0, "unsupported dtype {}", r.dtype);
-      ASCENT_CHECK(static_cast<uint64_t>(numel(r.shape) * elem) == end - b, "shape {} of {} needs {} bytes, has {}",
-                   shape_str(r.shape), r.dtype, numel(r.shape) * elem, end - b);
+      const int64_t n = numel(r.shape);  // throws past int64
+      ASCENT_CHECK(n <= static_cast<int64_t>(data_size) / elem && static_cast<uint64_t>(n * elem) == end - b,
+                   "shape {} of {} needs {} elements of {} bytes, has {} bytes", shape_str(r.shape), r.dtype, n, elem,
+                   end - b);
       ASCENT_CHECK(reinterpret_cast<uintptr_t>(data + b) % static_cast<uintptr_t>(elem) == 0,
                    "data offset {} is not aligned to its element size", b);
       r.p = data + b;

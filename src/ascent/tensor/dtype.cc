@@ -132,7 +132,11 @@ bool is_quantized(DType t) {
 int64_t storage_bytes(DType t, int64_t n) {
   const int64_t be = block_elems(t);
   if (n % be != 0) fail("{} elements is not a whole number of {}-element {} blocks", n, be, dtype_name(t));
-  return n / be * block_bytes(t);
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n / be, block_bytes(t), &bytes)) {
+    fail("{} elements of {} are more bytes than an int64 holds", n, dtype_name(t));
+  }
+  return bytes;
 }
 
 int64_t row_bytes(DType t, int64_t cols) {

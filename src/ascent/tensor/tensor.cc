@@ -17,7 +17,10 @@ std::string shape_str(const Shape& s) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    // A shape read from a damaged file ([2^40, 2^40]) must fail here, not wrap into a size that passes the checks.
+    if (__builtin_mul_overflow(n, d, &n)) fail("shape {} has more elements than an int64 holds", shape_str(s));
+  }
   return n;
 }
 
