@@ -196,6 +196,9 @@ def main():
             ("nested loops of 10**10 steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
              "{% endfor %}", "loops ran more than 10000000 iterations in one rendering"),
             ("int64 overflow", "{{ 9223372036854775807 + 1 }}", "integer overflow"),
+            # The literal itself: std::stoll threw out_of_range, printed as a bare "stoll".
+            ("an integer literal past int64", "{{ 99999999999999999999 }}",
+             "template line 1: integer literal 99999999999999999999 is past 64 bits"),
             ("int64 overflow in **", "{{ 2 ** 64 }}", "integer overflow"),
             ("int64 overflow in //", "{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow"),
             ("int64 overflow in abs", "{{ (-9223372036854775807 - 1)|abs }}", "integer overflow"),

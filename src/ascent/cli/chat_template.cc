@@ -37,8 +37,9 @@ void add_chat_template(CLI::App& app) {
   auto gen = std::make_shared<bool>(false);
   auto* c = app.add_subcommand("chat-template", "render a chat template for a conversation");
   c->add_option("--config", *config, "tokenizer_config.json, or the model folder holding it")->required();
-  c->add_option("--context", *context,
-                "JSON: a messages list, or {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": ...}")
+  c->add_option(
+       "--context", *context,
+       "a JSON file: a messages list, or {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": ...}")
       ->required();
   c->add_flag("--add-generation-prompt", *gen, "end with the assistant's turn header");
   c->callback([config, context, gen] { run(*config, *context, *gen); });

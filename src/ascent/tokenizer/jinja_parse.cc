@@ -1,6 +1,7 @@
 // Jinja lexer and parser: splits the source into text and tags (with -/+ whitespace control, trim_blocks and
 // lstrip_blocks as Hugging Face configures them), then parses tags into statements and expressions with
 // Jinja2's operator precedence.
+#include <charconv>
 #include <cstring>
 
 #include "ascent/base/error.h"
@@ -157,7 +158,12 @@ std::vector<Token> tokenize(const std::string& s, int line) {
       if (is_float) {
         t.f = std::strtod(num.c_str(), nullptr);  // past a double's range: inf, as Python's literal
       } else {
-        t.i = std::stoll(num);
+        // Python's ints are unbounded; ours are 64-bit, as the evaluator's arithmetic (std::stoll threw a bare
+        // "stoll" here).
+        const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), t.i);
+        if (ec != std::errc() || end != num.data() + num.size()) {
+          fail("template line {}: integer literal {} is past 64 bits", line, num);
+        }
       }
       out.push_back(t);
       i = j;
