@@ -146,6 +146,12 @@ FEATURES = {
              # Python's float repr: fixed for decimal exponents -4..15, else d.ddde+XX
              " {{ 1e15 }} {{ 1e16 }} {{ 1.5e16 }} {{ 0.0001 }} {{ 0.00001 }} {{ 123456789.125 }} {{ -0.0 }}"
              " {{ 1e-300 }} {{ 2.5e-7 }} {{ 1e999 }} {{ 0.1 + 0.2 }} {{ [1e20, 3.0] }}",
+    # As jinja2 loads a template: "\r\n" and "\r" become "\n", and one final line end is dropped (here one was
+    # rendered and "\r" kept).
+    "line_ends": "a\r\n{{ messages[1].content }}\rb\r\n\n{{ 'x' }}\n",
+    # jinja2's default Undefined iterates as nothing and has length 0 (here: an error).
+    "undefined_iterates": "{% for t in no_such_list %}x{% endfor %}[{{ nope|length }}|{{ nope|list }}|{{ nope|join(',') }}"
+                          "|{{ nope|selectattr('a')|list }}]",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}

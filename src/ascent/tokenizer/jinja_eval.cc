@@ -434,7 +434,9 @@ std::vector<Value> iterate(const Value& v, int line) {
       return chars;
     }
     case K::Undefined:
-      fail("template line {}: cannot iterate over an undefined value", line);
+      // As jinja2's default Undefined (HF renders with it): iterating one, or taking its length, gives nothing. A
+      // template's `{% for tool in tools %}` without tools rendered here as an error.
+      return {};
     default:
       fail("template line {}: '{}' is not iterable", line, to_string(v));
   }

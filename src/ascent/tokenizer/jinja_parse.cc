@@ -725,7 +725,20 @@ class Parser {
 }  // namespace
 
 NodeList parse_template(const std::string& source) {
-  return Parser(lex(source)).parse_all();
+  // As jinja2 loads a template (keep_trailing_newline false, newline_sequence "\n", HF's settings): line ends become
+  // "\n" and one final line end is dropped. A template ending in a newline rendered with it here.
+  std::string text;
+  text.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      text += '\n';
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      text += source[i];
+    }
+  }
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return Parser(lex(text)).parse_all();
 }
 
 }  // namespace ascent::tokenizer::jinja
