@@ -410,6 +410,24 @@ def main():
     r = run(["generate", "--bogus-flag"])
     check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
     shutil.rmtree(ROOT, ignore_errors=True)
+    # A directory named where a file is read: one line saying so. Before, tokenize printed nothing and exited 0,
+    # perplexity said the text had fewer than 2 tokens, and chat-template printed a bare std::filebuf error.
+    story = os.path.join(SHARED, "models", "story-656K")
+    adir = os.path.join(ROOT, "a-directory")
+    os.makedirs(adir, exist_ok=True)
+    for what, args in [
+            ("tokenize --text-file", ["tokenize", "--vocab", story, "--text-file", adir]),
+            ("perplexity -f", ["perplexity", "-m", story, "-f", adir]),
+            ("chat-template --context", ["chat-template", "--config", os.path.join(SHARED, "tokenizers", "qwen3"),
+                                         "--context", adir]),
+            ("quantize --calib", ["quantize", "-m", story, "-o", os.path.join(ROOT, "never.safetensors"), "--type",
+                                  "int4", "--calib", adir])]:
+        r = run(args)
+        lines = r.stderr.strip().splitlines()
+        want = f"ascent: error: {adir}: is a directory, expected a file" if "quantize" not in what else \
+            f"ascent: error: {adir}: cannot read calibration text"
+        check(r.returncode in (1, 2) and lines == [want] and r.stdout == "",
+              f"{what} given a directory: exit {r.returncode}, {lines[:1]!r}, stdout {r.stdout[:40]!r}")
     finish()
 
 

@@ -1,9 +1,9 @@
 // ascent chat-template: renders a model's chat template for a conversation, exactly as the model will see it.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "ascent/base/error.h"
+#include "ascent/base/read_file.h"
 #include "ascent/cli/commands.h"
 #include "ascent/tokenizer/chat_template.h"
 
@@ -14,11 +14,10 @@ void run(const std::string& config, const std::string& context_path, bool gen_pr
   std::string cfg = config;
   if (std::filesystem::is_directory(cfg)) cfg = (std::filesystem::path(cfg) / "tokenizer_config.json").string();
   const auto tmpl = tokenizer::ChatTemplate::from_tokenizer_config(cfg);
-  std::ifstream in(context_path);
-  ASCENT_CHECK(in.good(), "{}: cannot open", context_path);
+  const std::string text = read_file(context_path);
   nlohmann::ordered_json ctx;
   try {
-    ctx = nlohmann::ordered_json::parse(in);
+    ctx = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: bad JSON: {}", context_path, e.what());
   }

@@ -2,10 +2,9 @@
 // is evaluated from an empty cache; every token after the window's first is scored.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "ascent/base/error.h"
+#include "ascent/base/read_file.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/model/model_tokenizer.h"
@@ -26,16 +25,13 @@ void run(Options& o) {
   // The flags' own bounds and the text file before the model loads (seconds for a large one).
   ASCENT_CHECK(o.ctx >= 2, "-c: context must be at least 2, got {}", o.ctx);
   ASCENT_CHECK(o.chunks >= 0, "--chunks: must be 0 (all windows) or more, got {}", o.chunks);
-  std::ifstream in(o.file, std::ios::binary);
-  ASCENT_CHECK(in.good(), "{}: cannot open", o.file);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_file(o.file);
   set_threads(o.threads);
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
   if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
   auto tok = model::load_tokenizer(*m, o.tokenizer);
-  const std::vector<int32_t> ids = tok->encode(ss.str(), /*add_special=*/false);
+  const std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false);
   const int64_t ctx = std::min(o.ctx, m->config().max_seq);
   ASCENT_CHECK(static_cast<int64_t>(ids.size()) >= 2, "{}: the text has fewer than 2 tokens", o.file);
   m->set_context(ctx);

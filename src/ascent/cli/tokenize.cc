@@ -1,10 +1,9 @@
 // ascent tokenize: ids (or pieces) of a text under a model's or a vocabulary file's tokenizer.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "ascent/base/error.h"
+#include "ascent/base/read_file.h"
 #include "ascent/cli/commands.h"
 #include "ascent/model/model_tokenizer.h"
 
@@ -29,11 +28,7 @@ void run(const Options& o) {
   }
   std::string text = o.prompt;
   if (!o.text_file.empty()) {
-    std::ifstream in(o.text_file, std::ios::binary);
-    ASCENT_CHECK(in.good(), "{}: cannot open", o.text_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = read_file(o.text_file);
   }
   // With --separator, the input holds many texts (or, with --decode, one line of ids per text): one run, one
   // vocabulary load, one output line (or text) per input.

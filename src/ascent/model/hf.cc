@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <type_traits>
 
 #include "ascent/base/error.h"
 #include "ascent/base/json_number.h"
+#include "ascent/base/read_file.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/safetensors.h"
 
@@ -21,10 +21,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 json read_json(const std::string& path) {
-  std::ifstream in(path);
-  ASCENT_CHECK(in.good(), "{}: cannot open", path);
+  const std::string text = read_file(path);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: bad JSON: {}", path, e.what());
   }

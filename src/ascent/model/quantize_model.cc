@@ -2,12 +2,11 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "ascent/base/error.h"
 #include "ascent/base/log.h"
+#include "ascent/base/read_file.h"
 #include "ascent/model/ascent_file.h"
 #include "ascent/model/model_tokenizer.h"
 #include "ascent/quant/awq.h"
@@ -22,14 +21,6 @@ const void* matrix_key(const Tensor& t) {
 }
 
 namespace fs = std::filesystem;
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  ASCENT_CHECK(f.good(), "{}: cannot read {}", path, what);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // || W - Wq || / || W ||, a row at a time (no f32 copy of the whole matrix).
 double weight_error(const Tensor& w, const Tensor& q) {
@@ -57,7 +48,7 @@ std::pair<std::string, std::string> tokenizer_blob(const Model& m, const std::st
   if (!explicit_path.empty()) {
     std::string p = explicit_path;
     if (fs::is_directory(p)) p = (fs::path(p) / "tokenizer.json").string();
-    return {read_file(p, "tokenizer"), kind_of(p)};
+    return {read_file(p), kind_of(p)};
   }
   if (m.format() == Format::Ascent && !m.embedded_tokenizer().bytes.empty()) {
     const auto& e = m.embedded_tokenizer();
@@ -65,11 +56,11 @@ std::pair<std::string, std::string> tokenizer_blob(const Model& m, const std::st
   }
   if (m.format() == Format::HuggingFace) {
     const fs::path p = fs::path(m.weights().source()) / "tokenizer.json";
-    if (fs::exists(p)) return {read_file(p.string(), "tokenizer"), "tokenizer.json"};
+    if (fs::exists(p)) return {read_file(p.string()), "tokenizer.json"};
   }
   if (m.format() == Format::Llama2c) {
     const fs::path p = fs::path(m.path()).parent_path() / "tokenizer.bin";
-    if (fs::exists(p)) return {read_file(p.string(), "tokenizer"), "tokenizer.bin"};
+    if (fs::exists(p)) return {read_file(p.string()), "tokenizer.bin"};
   }
   if (m.gguf() != nullptr && m.gguf()->find("tokenizer.ggml.model") != nullptr) {
     GgufWriter vw;
@@ -101,7 +92,7 @@ std::pair<std::string, std::string> tokenizer_blob(const Model& m, const std::st
     }
     const std::string tmp = out + ".vocab.gguf";
     vw.write(tmp);
-    std::string bytes = read_file(tmp, "vocabulary");
+    std::string bytes = read_file(tmp);
     fs::remove(tmp);
     return {bytes, "gguf"};
   }
@@ -131,8 +122,8 @@ void check_quantize_options(const QuantizeOptions& opt) {
   ASCENT_CHECK(opt.calib_path.empty() || opt.calib_tokens >= 1, "--calib-tokens {}: calibration needs at least 1",
                opt.calib_tokens);
   if (!opt.calib_path.empty()) {
-    ASCENT_CHECK(std::ifstream(opt.calib_path, std::ios::binary).good(), "{}: cannot read calibration text",
-                 opt.calib_path);
+    std::error_code ec;
+    ASCENT_CHECK(fs::is_regular_file(opt.calib_path, ec), "{}: cannot read calibration text", opt.calib_path);
   }
 }
 
@@ -143,7 +134,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
   // Calibration: run the text through the model and keep each linear layer's input rows.
   std::map<const void*, quant::CalibRows> calib;
   if (!opt.calib_path.empty()) {
-    const std::string text = read_file(opt.calib_path, "calibration text");
+    const std::string text = read_file(opt.calib_path);
     auto tok = load_tokenizer(m, opt.tokenizer_path);
     std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false);
     ASCENT_CHECK(!ids.empty(), "{}: calibration text is empty", opt.calib_path);

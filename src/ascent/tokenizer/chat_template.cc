@@ -1,8 +1,7 @@
 #include "ascent/tokenizer/chat_template.h"
 
-#include <fstream>
-
 #include "ascent/base/error.h"
+#include "ascent/base/read_file.h"
 
 namespace ascent::tokenizer {
 
@@ -17,11 +16,10 @@ std::string token_text(const nlohmann::ordered_json& j) {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path) {
-  std::ifstream in(path);
-  ASCENT_CHECK(in.good(), "{}: cannot open", path);
+  const std::string text = read_file(path);
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(in);
+    j = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: bad JSON: {}", path, e.what());
   }

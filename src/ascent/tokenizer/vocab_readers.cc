@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "ascent/base/error.h"
 #include "ascent/base/mapped_file.h"
+#include "ascent/base/read_file.h"
 #include "ascent/tokenizer/vocab.h"
 
 namespace ascent::tokenizer {
@@ -65,11 +66,10 @@ Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size) {
 
 Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe) {
   using nlohmann::json;
-  std::ifstream in(encoder_json);
-  ASCENT_CHECK(in.good(), "{}: cannot open", encoder_json);
+  const std::string encoder_text = read_file(encoder_json);
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(encoder_text);
   } catch (const json::exception& e) {
     fail("{}: bad JSON: {}", encoder_json, e.what());
   }
@@ -87,8 +87,7 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
   v.pieces.assign(static_cast<size_t>(n), std::string());
   v.types.assign(static_cast<size_t>(n), TokenType::Normal);
   for (const auto& [piece, id] : j.items()) v.pieces[id.get<size_t>()] = piece;
-  std::ifstream merges(vocab_bpe);
-  ASCENT_CHECK(merges.good(), "{}: cannot open", vocab_bpe);
+  std::istringstream merges(read_file(vocab_bpe));
   std::string line;
   int line_no = 0;
   while (std::getline(merges, line)) {
@@ -423,11 +422,10 @@ void check_merges(const Vocab& v, const std::string& source, const char* field) 
 
 Vocab read_tokenizer_json(const std::string& path) {
   using nlohmann::json;
-  std::ifstream in(path);
-  ASCENT_CHECK(in.good(), "{}: cannot open", path);
+  const std::string text = read_file(path);
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: bad JSON: {}", path, e.what());
   }
