@@ -120,6 +120,16 @@ def main():
                             f"(relative RMS {d:.1e} < 1e-2)")
         e = rel_rms(ours, f32) if ours is not None else float("inf")
         check(e < bound, f"{label}: within {bound:.0%} RMS of the f32 model's logits ({e:.4f})")
+        if "--calib" not in extra:
+            # Converted to GGUF f32, the file holds the decoded weights: its logits are PyTorch's on them, with no
+            # activation rounding. (An int8 or int4 file failed: "cannot convert f32 to int4 row by row".)
+            gg32 = os.path.join(ROOT, f"656-{qtype}-{len(extra)}.gguf")
+            r = run(["convert", "-m", path, "-o", gg32, "--type", "f32"])
+            conv = logits(gg32, ids, os.path.join(ROOT, f"{qtype}-gguf.npy")) if r.returncode == 0 else None
+            ref32 = reference_logits(cfg, {hf_name(k): v for k, v in w.items()}, ids)
+            d = rel_rms(conv, ref32) if conv is not None else float("inf")
+            check(d < 1e-4, f"{label} converted to GGUF f32: logits equal PyTorch on the decoded weights (relative RMS "
+                            f"{d:.1e} < 1e-4; {r.stderr.strip()[:100]})")
         if "--calib" in extra:
             check(" -> " in lines[1], f"{label}: prints the output error before and after calibration ({lines[1]})")
 
