@@ -130,6 +130,12 @@ def main():
             d = rel_rms(conv, ref32) if conv is not None else float("inf")
             check(d < 1e-4, f"{label} converted to GGUF f32: logits equal PyTorch on the decoded weights (relative RMS "
                             f"{d:.1e} < 1e-4; {r.stderr.strip()[:100]})")
+            if qtype != "bf16":  # rounding a quantized matrix again is said, once (llama.cpp asks --allow-requantize)
+                r = run(["convert", "-m", path, "-o", os.path.join(ROOT, "requantized.gguf"), "--type", "q4_0"])
+                check(r.returncode == 0 and r.stderr.strip().splitlines() == [
+                    f"ascent: warn: {ROOT}/requantized.gguf: {qtype} matrices requantized to q4_0: their rounding "
+                    "compounds; convert the original model for the best copy"],
+                    f"{label} converted to GGUF q4_0: one warning ({r.stderr.strip()[:120]!r})")
         if "--calib" in extra:
             check(" -> " in lines[1], f"{label}: prints the output error before and after calibration ({lines[1]})")
 

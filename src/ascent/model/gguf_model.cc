@@ -225,7 +225,8 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
   }
 
   const bool permute = arch == "llama" && cfg.rope_style == kernels::RopeStyle::Half;
-  std::vector<Tensor> keep;  // converted tensors must outlive the writer's write()
+  std::vector<Tensor> keep;      // converted tensors must outlive the writer's write()
+  std::string_view requantized;  // a quantized source type rounded again into another one
   for (const auto& [name, t] : w.all()) {
     std::string out_name = name;
     if (cfg.tied_embeddings && name == "output.weight") {
@@ -246,6 +247,9 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
       log::warn("{}: rows of {} are not a multiple of {}; stored as f16", name, src.cols(), kQBlock);
       target = DType::F16;
     }
+    if (is_quantized(target) && (is_int_weight(t.dtype) || is_quantized(t.dtype)) && t.dtype != target) {
+      requantized = dtype_name(t.dtype);
+    }
     if (src.dtype != target) src = convert(src, target);
     keep.push_back(src);
     out.add_tensor(out_name, keep.back());
@@ -260,6 +264,13 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
     for (size_t i = 0; i < base.size(); ++i) d[i] = base[i] / scaled[i];
     keep.push_back(factors);
     out.add_tensor("rope_freqs.weight", keep.back());
+  }
+  // llama.cpp's quantize refuses this without --allow-requantize; here it is said once.
+  if (!requantized.empty()) {
+    log::warn(
+        "{}: {} matrices requantized to {}: their rounding compounds; convert the original model for the best "
+        "copy",
+        path, requantized, dtype_name(dtype));
   }
   out.write(path);
 }
