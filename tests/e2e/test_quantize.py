@@ -158,6 +158,16 @@ def main():
     b = logits(q4, ids, os.path.join(ROOT, "q4gg.npy"))
     d = rel_rms(b, a) if a is not None and b is not None else float("inf")
     check(d < 0.2, f"int4 from GGUF: within 20% RMS of the GGUF's logits ({d:.4f})")
+    # From a quantized GGUF: its matrices are rounded again, which is said once (the weight errors printed are
+    # against the q8_0 matrices, not the original ones).
+    g8 = os.path.join(ROOT, "656-q8_0.gguf")
+    run(["convert", "-m", M656, "-o", g8, "--type", "q8_0"])
+    q4r = os.path.join(ROOT, "656-from-q8_0.safetensors")
+    r = run(["quantize", "-m", g8, "--tokenizer", M656, "-o", q4r, "--type", "int4"])
+    check(r.returncode == 0 and r.stderr.strip().splitlines() == [
+        f"ascent: warn: {q4r}: q8_0 matrices requantized to int4: their rounding compounds, and the errors above are "
+        "against them, not the original weights; quantize the original model for the best copy"],
+        f"int4 from a q8_0 GGUF: one warning ({r.stderr.strip()[:100]!r})")
 
     # Corrupted files: one line naming the file and the fault, exit 1.
     good = open(q8, "rb").read()

@@ -248,7 +248,7 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
       target = DType::F16;
     }
     if (is_quantized(target) && (is_int_weight(t.dtype) || is_quantized(t.dtype)) && t.dtype != target) {
-      requantized = dtype_name(t.dtype);
+      requantized = dtype_name(file_type(t.dtype));
     }
     if (src.dtype != target) src = convert(src, target);
     keep.push_back(src);

@@ -152,6 +152,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
   }
 
   WeightSet q(m.weights().source());
+  std::string_view requantized;  // a quantized source type rounded again into int8/int4
   for (const auto& [name, t] : m.weights().all()) {
     const std::string& file = m.weights().file_of(name);
     if (t.shape.size() != 2) {
@@ -163,6 +164,8 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
       q.add(name, t.dtype == target ? t : convert(t, target), file);
       continue;
     }
+    if (opt.type != "bf16" && (is_int_weight(t.dtype) || is_quantized(t.dtype)))
+      requantized = dtype_name(file_type(t.dtype));
     LayerReport r;
     r.name = name;
     r.shape = t.shape;
@@ -189,6 +192,14 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     r.weight_err = weight_error(t, qt);
     q.add(name, qt, file);
     report(r);
+  }
+  // As convert says it (llama.cpp's quantize asks --allow-requantize): the weight errors above are against the
+  // already rounded matrices, not the original model's.
+  if (!requantized.empty()) {
+    log::warn(
+        "{}: {} matrices requantized to {}: their rounding compounds, and the errors above are against them, "
+        "not the original weights; quantize the original model for the best copy",
+        out, requantized, opt.type);
   }
   const auto [tok_bytes, tok_kind] = tokenizer_blob(m, opt.tokenizer_path, out);
   write_ascent_model(m.config(), q, opt.type, std::span<const char>(tok_bytes.data(), tok_bytes.size()), tok_kind, out);

@@ -257,6 +257,21 @@ inline DType repacked_type(DType t) {
       return t;
   }
 }
+// The file's type a repacked one came from (the inverse of repacked_type), for messages about the source.
+inline DType file_type(DType t) {
+  switch (t) {
+    case DType::Q8_0R:
+      return DType::Q8_0;
+    case DType::Q4_0R:
+      return DType::Q4_0;
+    case DType::Q4_KR:
+      return DType::Q4_K;
+    case DType::Q6_KR:
+      return DType::Q6_K;
+    default:
+      return t;
+  }
+}
 
 // Converts n elements of type t at src into f32 at dst (n a whole number of blocks).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
