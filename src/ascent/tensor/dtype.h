@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ascent {
 
@@ -241,36 +242,22 @@ void repack_row_q8_0r(const BlockQ8_0* blocks, int64_t nb, uint8_t* dst);
 // Repacks n Q4_K (Q6_K) super-blocks into Q4_KR (Q6_KR) ones, the same size.
 void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst);
 void repack_q6_kr(const BlockQ6_K* blocks, int64_t n, BlockQ6_KR* dst);
-// The layout the AVX-512 kernel reads a file's type in (Q8_0 -> Q8_0R, Q4_0 -> Q4_0R, Q4_K -> Q4_KR, Q6_K ->
-// Q6_KR), or t itself.
+// Each GGUF type and the layout the AVX-512 and AVX2 kernels read it in once the load repacks it.
+inline constexpr std::pair<DType, DType> kRepackedTypes[] = {
+    {DType::Q8_0, DType::Q8_0R}, {DType::Q4_0, DType::Q4_0R}, {DType::Q4_K, DType::Q4_KR}, {DType::Q6_K, DType::Q6_KR}};
+// The layout a file's type is repacked in (Q8_0 -> Q8_0R, Q4_0 -> Q4_0R, Q4_K -> Q4_KR, Q6_K -> Q6_KR), or t itself.
 inline DType repacked_type(DType t) {
-  switch (t) {
-    case DType::Q8_0:
-      return DType::Q8_0R;
-    case DType::Q4_0:
-      return DType::Q4_0R;
-    case DType::Q4_K:
-      return DType::Q4_KR;
-    case DType::Q6_K:
-      return DType::Q6_KR;
-    default:
-      return t;
+  for (const auto& [file, repacked] : kRepackedTypes) {
+    if (t == file) return repacked;
   }
+  return t;
 }
 // The file's type a repacked one came from (the inverse of repacked_type), for messages about the source.
 inline DType file_type(DType t) {
-  switch (t) {
-    case DType::Q8_0R:
-      return DType::Q8_0;
-    case DType::Q4_0R:
-      return DType::Q4_0;
-    case DType::Q4_KR:
-      return DType::Q4_K;
-    case DType::Q6_KR:
-      return DType::Q6_K;
-    default:
-      return t;
+  for (const auto& [file, repacked] : kRepackedTypes) {
+    if (t == repacked) return file;
   }
+  return t;
 }
 
 // Converts n elements of type t at src into f32 at dst (n a whole number of blocks).
