@@ -192,6 +192,13 @@ def main():
     cases.append(("header length past the end", variant("hlen", struct.pack("<Q", 10 ** 12) + good[8:]),
                   "header length 1000000000000 exceeds the file size"))
     cases.append(("shorter than a header length", variant("short", good[:5]), "truncated: 5 bytes"))
+    # Past the safetensors library's 100 MB header limit (the file is sparse): refused before it is read.
+    big = os.path.join(ROOT, "bad-bighdr.safetensors")
+    with open(big, "wb") as f:
+        f.write(struct.pack("<Q", 200_000_000) + b"{")
+        f.truncate(300_000_000)
+    cases.append(("header past the format's limit", big,
+                  "header length 200000000 exceeds the format's limit of 100000000 bytes"))
     # Integers are read as integers: a float offset of 1e30 once passed the range check as some other number (an
     # out-of-range float-to-integer conversion) and the model loaded; 2.5 was truncated to 2; an id of 2^32 + 1 to 1.
     h = json.loads(json.dumps(header))

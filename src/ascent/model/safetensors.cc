@@ -23,6 +23,11 @@ uint64_t header_length(const std::string& path, const uint8_t* first8, uint64_t 
   std::memcpy(&header_len, first8, 8);
   ASCENT_CHECK(header_len <= file_size - 8, "{}: bad header: header length {} exceeds the file size {}", path,
                header_len, file_size);
+  // The safetensors library's own limit (HeaderTooLarge): a damaged length within a large file would otherwise be
+  // read, and parsed, as gigabytes of JSON.
+  constexpr uint64_t kMaxHeader = 100'000'000;
+  ASCENT_CHECK(header_len <= kMaxHeader, "{}: bad header: header length {} exceeds the format's limit of {} bytes",
+               path, header_len, kMaxHeader);
   return header_len;
 }
 
