@@ -410,6 +410,23 @@ def main():
     r = run(["generate", "--bogus-flag"])
     check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
     shutil.rmtree(ROOT, ignore_errors=True)
+    # An -o in a folder that does not exist is refused before any work (the writers found out after loading and
+    # computing everything), and --beside is bounded (2^31 others ran for ever).
+    story = os.path.join(SHARED, "models", "story-656K")
+    missing = os.path.join(ROOT, "no-such-folder")
+    for what, args, want in [
+            ("quantize -o", ["quantize", "-m", story, "-o", os.path.join(missing, "q.safetensors"), "--type", "int8"],
+             f"-o {missing}/q.safetensors: no folder {missing}"),
+            ("convert -o", ["convert", "-m", story, "-o", os.path.join(missing, "c.gguf")],
+             f"-o {missing}/c.gguf: no folder {missing}"),
+            ("logits -o", ["logits", "-m", story, "--prompt-ids", "1 2", "-o", os.path.join(missing, "l.npy")],
+             f"-o {missing}/l.npy: no folder {missing}"),
+            ("logits --beside 2^31", ["logits", "-m", story, "--prompt-ids", "1 2", "-o", os.path.join(ROOT, "l.npy"),
+                                      "--beside", str(2 ** 31)], f"--beside: at most 255 other sequences, got {2 ** 31}")]:
+        r = run(args, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and lines == [f"ascent: error: {want}"] and r.stdout == "",
+              f"{what}: refused before any work: exit {r.returncode}, {lines[:1]!r}, stdout {r.stdout[:40]!r}")
     # A directory named where a file is read: one line saying so. Before, tokenize printed nothing and exited 0,
     # perplexity said the text had fewer than 2 tokens, and chat-template printed a bare std::filebuf error.
     story = os.path.join(SHARED, "models", "story-656K")

@@ -32,5 +32,8 @@ void check_ctx_flag(int64_t ctx, int64_t model_ctx);
 // Refuses an -o whose name does not end in ext (".gguf", ".safetensors"): a file under another name would later be
 // taken for another format.
 void check_output_name(const std::string& out, std::string_view ext);
+// Refuses an -o whose folder does not exist or cannot be written, before any work: the writer found out only at the
+// end (quantize, convert and logits after loading and computing everything).
+void check_output_folder(const std::string& out);
 
 }  // namespace ascent::cli

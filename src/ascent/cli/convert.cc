@@ -11,6 +11,7 @@ namespace {
 
 void run(const std::string& in, const std::string& out, const std::string& type) {
   check_output_name(out, ".gguf");
+  check_output_folder(out);
   const DType dtype = with_context("--type", [&] { return parse_dtype(type); });
   model::Format format;
   model::ModelConfig cfg;

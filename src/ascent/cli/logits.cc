@@ -23,6 +23,9 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   ASCENT_CHECK(step >= 0, "--step: must be 0 (all at once) or more, got {}", step);
   ASCENT_CHECK(beside >= 0, "--beside: must be 0 (alone) or more, got {}", beside);
   ASCENT_CHECK(beside == 0 || (step == 0 && !twice), "--beside cannot be combined with --step or --twice");
+  // A batch-invariance check beside a few others: 2^31 of them ran for ever before anything failed.
+  ASCENT_CHECK(beside <= 255, "--beside: at most 255 other sequences, got {}", beside);
+  check_output_folder(out);
   const auto ids = parse_ids(ids_text, "--prompt-ids");
   ASCENT_CHECK(!ids.empty(), "--prompt-ids: no ids given");
   set_threads(threads);
@@ -31,6 +34,9 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   runtime.after_load(*m);
   m->set_context(static_cast<int64_t>(ids.size()));
   const int64_t V = m->config().vocab, T = static_cast<int64_t>(ids.size());
+  for (int32_t id : ids) {
+    ASCENT_CHECK(id >= 0 && id < V, "--prompt-ids: token id {} is outside the vocabulary (size {})", id, V);
+  }
   Tensor all = make_owned(DType::F32, {T, V});  // (T, V)
   auto* dst = static_cast<float*>(const_cast<void*>(all.data));
   if (beside > 0) {

@@ -1,8 +1,13 @@
 // `ascent`: the command-line front end. Subcommands live one per file; this file only dispatches and turns every
 // error into one line on stderr and a non-zero exit code (1 for a failure, 2 for bad usage).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -57,6 +62,16 @@ void check_ctx_flag(int64_t ctx, int64_t model_ctx) {
 
 void check_output_name(const std::string& out, std::string_view ext) {
   ASCENT_CHECK(out.size() > ext.size() && out.ends_with(ext), "-o {}: the output name must end in {}", out, ext);
+}
+
+void check_output_folder(const std::string& out) {
+  const std::filesystem::path dir = std::filesystem::path(out).parent_path().empty()
+                                        ? std::filesystem::path(".")
+                                        : std::filesystem::path(out).parent_path();
+  std::error_code ec;
+  ASCENT_CHECK(std::filesystem::is_directory(dir, ec), "-o {}: no folder {}", out, dir.string());
+  ASCENT_CHECK(::access(dir.c_str(), W_OK) == 0, "-o {}: cannot write in {}: {}", out, dir.string(),
+               std::strerror(errno));
 }
 
 // An error's text on one line: a control character from the input a message quotes (a token piece holding a newline,

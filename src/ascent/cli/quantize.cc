@@ -12,6 +12,7 @@ namespace {
 
 void run(const std::string& in, const std::string& out, const model::QuantizeOptions& opt) {
   check_output_name(out, ".safetensors");
+  check_output_folder(out);
   auto m = model::Model::load(in, {.thread_layout = false});  // read once, row by row: no decode to place for
   std::printf("%-28s %-14s %-9s %10s %s\n", "tensor", "shape", "format", "weight err",
               opt.calib_path.empty() ? "" : "output err: nearest -> calibrated (alpha)");
