@@ -206,6 +206,12 @@ def main():
     cases.append(("float data offset", variant("off-float", rewrite(h)),
                   "tensor blk.0.attn_k.weight: data_offsets must be a non-negative integer, got 1e+30"))
     h = json.loads(json.dumps(header))
+    t = json.loads(h["__metadata__"]["ascent.tensors"])
+    t["blk.0.attn_k.weight"]["group"] = 64  # int8 keeps one scale per row: a group there was ignored
+    h["__metadata__"]["ascent.tensors"] = json.dumps(t)
+    cases.append(("group on an int8 tensor", variant("int8-group", rewrite(h)),
+                  "blk.0.attn_k.weight: group 64 for an int8 tensor (one scale per row: 0)"))
+    h = json.loads(json.dumps(header))
     h["blk.0.attn_k.weight.scale"]["shape"] = [2 ** 40, 2 ** 40 + 8]  # the product wrapped (UBSan: overflow)
     cases.append(("shape past int64", variant("shape-huge", rewrite(h)),
                   f"tensor blk.0.attn_k.weight.scale: shape ({2 ** 40}, {2 ** 40 + 8}) has more elements than an int64 "

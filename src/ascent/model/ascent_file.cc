@@ -306,6 +306,8 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       const DType dt = type == "int8" ? DType::I8 : DType::I4;
       const int64_t N = shape[0], K = shape[1];
       if (dt == DType::I4) check_int4_group(group);
+      // quantize writes 0 for int8 (one scale per row); another value is a damaged field (it was ignored).
+      ASCENT_CHECK(dt == DType::I4 || group == 0, "group {} for an int8 tensor (one scale per row: 0)", group);
       Tensor t;
       t.dtype = dt;
       t.shape = shape;
