@@ -126,6 +126,13 @@ def main():
             continue
         check(r0.returncode == 0 and r1.returncode == 0 and np.array_equal(np.load(whole), np.load(inc)),
               f"{isa}: K-quant logits fed one token at a time == the whole prompt at once (bitwise)")
+    # Rounding K-quant matrices into q8_0 again is said once, naming every rounded type, as for the other quantized
+    # types (the check that warns left the K-quants out, and named only the last type it met).
+    out = os.path.join(ROOT, "kq-q8_0.gguf")
+    r = run(["convert", "-m", path, "-o", out, "--type", "q8_0"])
+    want = (f"ascent: warn: {out}: q4_k, q6_k matrices requantized to q8_0: their rounding compounds; convert the "
+            "original model for the best copy")
+    check(r.returncode == 0 and want in r.stderr.splitlines(), f"convert q4_k -> q8_0 warns once: {r.stderr.strip()!r}")
     finish()
 
 

@@ -1,7 +1,10 @@
 // GGUF <-> (ModelConfig, WeightSet): reading llama.cpp's metadata keys and tensor names, and writing them back.
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "ascent/base/error.h"
 #include "ascent/base/log.h"
@@ -40,11 +43,10 @@ Tensor permute_for_interleaved_rope(const Tensor& t, int64_t heads) {
       }
     }
   }
-  // Back to the source's type where rows can be written in it; an Ascent int8/int4 matrix stays f32 (its scales are
-  // per row or group, not per row-by-row block) and the caller converts it to the output type (converting one ended
-  // in "cannot convert f32 to int4").
-  const bool writable = !is_int_weight(t.dtype) && t.dtype != DType::Q4_K && t.dtype != DType::Q6_K;
-  return t.dtype == DType::F32 || !writable ? out : convert(out, t.dtype);
+  // Back to the source's type where rows can be written in it; an Ascent int8/int4 or K-quant matrix stays f32 and
+  // the caller converts it to the output type (converting an int8/int4 one back ended in "cannot convert f32 to
+  // int4").
+  return t.dtype == DType::F32 || !quantize_row_writes(t.dtype) ? out : convert(out, t.dtype);
 }
 
 // Whether a and b hold the same values in the same type and shape (a tied model's embedding and its output copy).
@@ -225,8 +227,8 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
   }
 
   const bool permute = arch == "llama" && cfg.rope_style == kernels::RopeStyle::Half;
-  std::vector<Tensor> keep;      // converted tensors must outlive the writer's write()
-  std::string_view requantized;  // a quantized source type rounded again into another one
+  std::vector<Tensor> keep;                // converted tensors must outlive the writer's write()
+  std::set<std::string_view> requantized;  // the rounded source types rounded again into another one
   for (const auto& [name, t] : w.all()) {
     std::string out_name = name;
     if (cfg.tied_embeddings && name == "output.weight") {
@@ -247,8 +249,8 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
       log::warn("{}: rows of {} are not a multiple of {}; stored as f16", name, src.cols(), kQBlock);
       target = DType::F16;
     }
-    if (is_quantized(target) && (is_int_weight(t.dtype) || is_quantized(t.dtype)) && t.dtype != target) {
-      requantized = dtype_name(file_type(t.dtype));
+    if (is_quantized(target) && is_rounded(t.dtype) && t.dtype != target) {
+      requantized.insert(dtype_name(file_type(t.dtype)));
     }
     if (src.dtype != target) src = convert(src, target);
     keep.push_back(src);
@@ -270,7 +272,7 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
     log::warn(
         "{}: {} matrices requantized to {}: their rounding compounds; convert the original model for the best "
         "copy",
-        path, requantized, dtype_name(dtype));
+        path, fmt::join(requantized, ", "), dtype_name(dtype));
   }
   out.write(path);
 }

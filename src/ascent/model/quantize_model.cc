@@ -1,8 +1,11 @@
 #include "ascent/model/quantize_model.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "ascent/base/error.h"
 #include "ascent/base/log.h"
@@ -152,7 +155,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
   }
 
   WeightSet q(m.weights().source());
-  std::string_view requantized;  // a quantized source type rounded again into int8/int4
+  std::set<std::string_view> requantized;  // the rounded source types rounded again into int8/int4
   for (const auto& [name, t] : m.weights().all()) {
     const std::string& file = m.weights().file_of(name);
     if (t.shape.size() != 2) {
@@ -164,8 +167,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
       q.add(name, t.dtype == target ? t : convert(t, target), file);
       continue;
     }
-    if (opt.type != "bf16" && (is_int_weight(t.dtype) || is_quantized(t.dtype)))
-      requantized = dtype_name(file_type(t.dtype));
+    if (opt.type != "bf16" && is_rounded(t.dtype)) requantized.insert(dtype_name(file_type(t.dtype)));
     LayerReport r;
     r.name = name;
     r.shape = t.shape;
@@ -199,7 +201,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     log::warn(
         "{}: {} matrices requantized to {}: their rounding compounds, and the errors above are against them, "
         "not the original weights; quantize the original model for the best copy",
-        out, requantized, opt.type);
+        out, fmt::join(requantized, ", "), opt.type);
   }
   const auto [tok_bytes, tok_kind] = tokenizer_blob(m, opt.tokenizer_path, out);
   write_ascent_model(m.config(), q, opt.type, std::span<const char>(tok_bytes.data(), tok_bytes.size()), tok_kind, out);

@@ -185,6 +185,11 @@ inline int64_t padded_cols(DType t, int64_t cols) {
 inline bool is_int_weight(DType t) {
   return t == DType::I8 || t == DType::I4;
 }
+// Values already rounded to a grid: GGUF quants (K-quants included) and Ascent's I8/I4. Writing them into another
+// rounded type rounds twice (convert and quantize say so).
+inline bool is_rounded(DType t) {
+  return is_quantized(t) || is_kquant(t) || is_int_weight(t);
+}
 
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even, saturating to inf like IEEE
@@ -265,5 +270,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // Converts n f32 elements into type t (F32, F16, BF16, Q8_0, Q4_0, and Q4_0R and Q8_0R: quantized then repacked);
 // the quantizers follow GGUF's reference rounding so files we write decode the same in llama.cpp.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
+// Whether quantize_row writes type t: not I8/I4 (their scales are per row or group: tensor/quantize.h), not I32, not
+// the K-quants (read, not written).
+inline bool quantize_row_writes(DType t) {
+  return !is_int_weight(t) && !is_kquant(t) && t != DType::I32;
+}
 
 }  // namespace ascent
