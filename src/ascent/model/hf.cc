@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <limits>
 #include <set>
 #include <type_traits>
 
@@ -36,11 +35,7 @@ T field(const json& j, const std::string& path, const char* key) {
     // nlohmann's get<int> truncates 1.5 to 1, which then surfaced as a tensor shape error far from its cause, and
     // wraps what T cannot hold (an eos_token_id of 2^63 became 0, a valid id).
     ASCENT_CHECK(j[key].is_number_integer(), "{}: field {} must be an integer, got {}", path, key, j[key].dump());
-    const bool fits = j[key].is_number_unsigned()
-                          ? j[key].get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                          : j[key].get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-                                j[key].get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    ASCENT_CHECK(fits, "{}: field {} {} is out of range", path, key, j[key].dump());
+    ASCENT_CHECK(json_integer_in<T>(j[key]), "{}: field {} {} is out of range", path, key, j[key].dump());
   }
   try {
     return j[key].get<T>();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ascent/base/error.h"
+#include "ascent/base/json_number.h"
 #include "ascent/base/mapped_file.h"
 #include "ascent/base/read_file.h"
 #include "ascent/tokenizer/vocab.h"
@@ -112,9 +113,7 @@ namespace {
 // A token id from tokenizer.json, checked to be an integer of int32's range before it is used: nlohmann's get would
 // truncate 3.5 to 3 (then another token's id, or a silent one) and wrap 2^63.
 int64_t token_id(const nlohmann::json& id, const std::string& path, const char* field, const std::string& piece) {
-  ASCENT_CHECK(id.is_number_integer() && !(id.is_number_unsigned() && id.get<uint64_t>() > (uint64_t{1} << 31)) &&
-                   id.get<int64_t>() >= -(int64_t{1} << 31),
-               "{}: {} '{}' has id {}, not a token id", path, field, piece, id.dump());
+  ASCENT_CHECK(json_integer_in<int32_t>(id), "{}: {} '{}' has id {}, not a token id", path, field, piece, id.dump());
   return id.get<int64_t>();
 }
 
