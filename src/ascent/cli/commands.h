@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,8 @@ void add_quantize(CLI::App& app);
 
 // Parses "1 2 3" (spaces or commas) into ids; throws naming the flag on anything else.
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag);
+// Refuses ids at or past the model's vocabulary size, naming the flag, before any runs.
+void check_ids_in_vocab(std::span<const int32_t> ids, int64_t vocab, const char* flag);
 // Sets the kernel thread count (-t); 0 means all cores.
 void set_threads(int threads);
 // Refuses a -c given past the model's context of model_ctx positions, which would otherwise be cut to it: a run

@@ -34,12 +34,7 @@ void run(Options& o) {
   if (!o.prompt_ids.empty()) prompt = parse_ids(o.prompt_ids, "--prompt-ids");
   auto m = model::Model::load(o.model, o.runtime.load_options());
   if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
-  if (!o.prompt_ids.empty()) {
-    for (int32_t id : prompt) {
-      ASCENT_CHECK(id >= 0 && id < m->config().vocab, "--prompt-ids: token id {} is outside the vocabulary (size {})",
-                   id, m->config().vocab);
-    }
-  }
+  check_ids_in_vocab(prompt, m->config().vocab, "--prompt-ids");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   const bool need_tokenizer = !o.prompt.empty() || !o.print_ids;
   try {

@@ -34,9 +34,7 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   runtime.after_load(*m);
   m->set_context(static_cast<int64_t>(ids.size()));
   const int64_t V = m->config().vocab, T = static_cast<int64_t>(ids.size());
-  for (int32_t id : ids) {
-    ASCENT_CHECK(id >= 0 && id < V, "--prompt-ids: token id {} is outside the vocabulary (size {})", id, V);
-  }
+  check_ids_in_vocab(ids, V, "--prompt-ids");
   Tensor all = make_owned(DType::F32, {T, V});  // (T, V)
   auto* dst = static_cast<float*>(const_cast<void*>(all.data));
   if (beside > 0) {

@@ -60,6 +60,12 @@ void check_ctx_flag(int64_t ctx, int64_t model_ctx) {
   ASCENT_CHECK(ctx <= model_ctx, "-c {}: more than the model's context of {} tokens", ctx, model_ctx);
 }
 
+void check_ids_in_vocab(std::span<const int32_t> ids, int64_t vocab, const char* flag) {
+  for (int32_t id : ids) {
+    ASCENT_CHECK(id >= 0 && id < vocab, "{}: token id {} is outside the vocabulary (size {})", flag, id, vocab);
+  }
+}
+
 void check_output_name(const std::string& out, std::string_view ext) {
   ASCENT_CHECK(out.size() > ext.size() && out.ends_with(ext), "-o {}: the output name must end in {}", out, ext);
 }
