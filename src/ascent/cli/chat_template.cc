@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "ascent/base/error.h"
-#include "ascent/base/read_file.h"
+#include "ascent/base/json_file.h"
 #include "ascent/cli/commands.h"
 #include "ascent/tokenizer/chat_template.h"
 
@@ -14,13 +14,7 @@ void run(const std::string& config, const std::string& context_path, bool gen_pr
   std::string cfg = config;
   if (std::filesystem::is_directory(cfg)) cfg = (std::filesystem::path(cfg) / "tokenizer_config.json").string();
   const auto tmpl = tokenizer::ChatTemplate::from_tokenizer_config(cfg);
-  const std::string text = read_file(context_path);
-  nlohmann::ordered_json ctx;
-  try {
-    ctx = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: bad JSON: {}", context_path, e.what());
-  }
+  nlohmann::ordered_json ctx = read_json_file<nlohmann::ordered_json>(context_path);
   if (ctx.is_array()) ctx = nlohmann::ordered_json{{"messages", ctx}};
   if (gen_prompt) ctx["add_generation_prompt"] = true;
   // A rendering error's template line is in cfg's template; the context is what it was rendering.

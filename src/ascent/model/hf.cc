@@ -8,8 +8,8 @@
 #include <type_traits>
 
 #include "ascent/base/error.h"
+#include "ascent/base/json_file.h"
 #include "ascent/base/json_number.h"
-#include "ascent/base/read_file.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/safetensors.h"
 
@@ -18,15 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-json read_json(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: bad JSON: {}", path, e.what());
-  }
-}
 
 template <class T>
 T field(const json& j, const std::string& path, const char* key) {
@@ -66,7 +57,7 @@ std::vector<int32_t> eos_list(const json& ids, const std::string& path) {
 void add_generation_eos(const std::string& dir, ModelConfig& c) {
   const std::string path = (fs::path(dir) / "generation_config.json").string();
   if (!fs::exists(path)) return;
-  const json j = read_json(path);
+  const json j = read_json_file(path);
   if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
   const json& e = j["eos_token_id"];
   std::vector<int32_t> ids;
@@ -263,7 +254,7 @@ void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASCENT_CHECK(fs::exists(config_path), "{}: not a model folder: config.json is missing", dir);
   try {
-    parse_config(read_json(config_path), config_path, cfg);
+    parse_config(read_json_file(config_path), config_path, cfg);
     add_generation_eos(dir, cfg);
   } catch (const json::exception& e) {  // a field of an unexpected shape the checks above did not foresee
     fail("{}: {}", config_path, e.what());
@@ -273,7 +264,7 @@ void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
   const std::string single = (fs::path(dir) / "model.safetensors").string();
   const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
   if (fs::exists(index)) {
-    const json j = read_json(index);
+    const json j = read_json_file(index);
     ASCENT_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), "{}: missing field weight_map", index);
     std::set<std::string> shards;
     for (const auto& [name, file] : j["weight_map"].items()) {

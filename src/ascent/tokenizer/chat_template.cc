@@ -1,7 +1,7 @@
 #include "ascent/tokenizer/chat_template.h"
 
 #include "ascent/base/error.h"
-#include "ascent/base/read_file.h"
+#include "ascent/base/json_file.h"
 
 namespace ascent::tokenizer {
 
@@ -16,13 +16,7 @@ std::string token_text(const nlohmann::ordered_json& j) {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path) {
-  const std::string text = read_file(path);
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: bad JSON: {}", path, e.what());
-  }
+  const auto j = read_json_file<nlohmann::ordered_json>(path);
   ASCENT_CHECK(j.is_object() && j.contains("chat_template"), "{}: no chat_template field", path);
   std::string source;
   const auto& t = j["chat_template"];

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ascent/base/error.h"
+#include "ascent/base/json_file.h"
 #include "ascent/base/json_number.h"
 #include "ascent/base/mapped_file.h"
 #include "ascent/base/read_file.h"
@@ -67,13 +68,7 @@ Vocab read_llama2c_vocab(const std::string& path, int64_t vocab_size) {
 
 Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe) {
   using nlohmann::json;
-  const std::string encoder_text = read_file(encoder_json);
-  json j;
-  try {
-    j = json::parse(encoder_text);
-  } catch (const json::exception& e) {
-    fail("{}: bad JSON: {}", encoder_json, e.what());
-  }
+  const json j = read_json_file(encoder_json);
   ASCENT_CHECK(j.is_object(), "{}: expected an object of piece -> id", encoder_json);
   Vocab v;
   v.kind = VocabKind::ByteLevel;
@@ -421,13 +416,7 @@ void check_merges(const Vocab& v, const std::string& source, const char* field) 
 
 Vocab read_tokenizer_json(const std::string& path) {
   using nlohmann::json;
-  const std::string text = read_file(path);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: bad JSON: {}", path, e.what());
-  }
+  const json j = read_json_file(path);
   try {
     ASCENT_CHECK(j.contains("model") && j["model"].is_object(), "{}: missing field model", path);
     const json& m = j["model"];
