@@ -1,10 +1,11 @@
 """Chat templates: the Qwen3 and Llama-3 templates from ../shared render byte-identical to Debian's python3-jinja2
 (configured as Hugging Face's apply_chat_template configures it: trim_blocks, lstrip_blocks, loopcontrols,
-tojson = json.dumps(ensure_ascii=False), raise_exception) for conversations with system prompts, several turns,
+tojson = json.dumps(ensure_ascii=False), raise_exception, strftime_now) for conversations with system prompts, several turns,
 tool definitions, tool calls and results, reasoning, Unicode, and the generation prompt on and off. A set of
 feature templates exercises the rest of the Jinja subset the same way."""
 import json
 import os
+from datetime import datetime
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -24,6 +25,7 @@ def hf_env():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda format: datetime.now().strftime(format)
     return env
 
 
@@ -152,6 +154,48 @@ FEATURES = {
     # jinja2's default Undefined iterates as nothing and has length 0 (here: an error).
     "undefined_iterates": "{% for t in no_such_list %}x{% endfor %}[{{ nope|length }}|{{ nope|list }}|{{ nope|join(',') }}"
                           "|{{ nope|selectattr('a')|list }}]",
+    # jinja2's sort, dictsort, unique, min, max and sum (case-insensitive by default, attribute paths with dots and
+    # list indices, several sort attributes, stable under reverse), join's attribute=, and a tag's end only outside
+    # brackets ({{ {'k': {'n': 1}}}}).
+    "sort_and_aggregate": "{{ [3, 1, 2]|sort }} {{ [3, 1, 2]|sort(true) }} {{ ['b', 'A', 'a', 'C']|sort }}"
+                          " {{ ['b', 'A', 'a', 'C']|sort(case_sensitive=true) }} {{ [[2, 1], [1, 9], [1, 2]]|sort }}"
+                          " {{ messages|sort(attribute='role')|join('/', attribute='content') }}"
+                          " {{ messages|sort(attribute='role,content', reverse=true)|join('/', attribute='content') }}"
+                          " {{ [{'a': {'b': 2}}, {'a': {'b': 1}}]|sort(attribute='a.b')|map(attribute='a.b')|list }}"
+                          " {% for k, v in {'b': 1, 'A': 3, 'c': 2}|dictsort %}{{ k }}{{ v }}{% endfor %}"
+                          " {% for k, v in {'b': 1, 'A': 3, 'c': 2}|dictsort(by='value', reverse=true) %}{{ k }}{{ v }}"
+                          "{% endfor %} {{ ['a', 'A', 'b', 'a']|unique|list }}"
+                          " {{ ['a', 'A', 'b']|unique(case_sensitive=true)|list }}"
+                          " {{ [1, 1.0, true, 'a', 'A', none, 2.5]|unique|list }}"
+                          " {{ range(100000)|unique|list|length }}"
+                          " {{ messages|unique(attribute='role')|map(attribute='content')|list }}"
+                          " {{ [3, 1, 2]|min }} {{ [3, 1, 2]|max }} {{ ['b', 'A']|min }} {{ ['b', 'A']|max }}"
+                          " {{ messages|max(attribute='content') }} [{{ []|max }}] {{ [1, 2, 3.5]|sum }}"
+                          " {{ [true, 2]|sum(start=10) }} {{ messages|map(attribute='content')|map('length')|sum }}"
+                          " {{ [[1], [2]]|map(attribute='0')|sum }} {{ ['xy']|map(attribute='1')|list }}"
+                          " {{ {'k': {'n': 1}}}}",
+    # select/reject by any test (with arguments), selectattr/rejectattr by any test, map by a filter's name or an
+    # attribute with a default; their results are generators in jinja2, true even when empty.
+    "select_and_map": "{{ [1, 2, 3, 4]|select('odd')|list }} {{ [1, 2, 3, 4]|reject('odd')|list }}"
+                      " {{ [0, 1, '', 'x', none]|select|list }} {{ [1, 5, 10]|select('gt', 4)|list }}"
+                      " {{ [1, 5, 10]|select('<=', 5)|list }} {{ [1, 5, 10]|reject('in', [5])|list }}"
+                      " {{ [6, 7, 9]|select('divisibleby', 3)|list }}"
+                      " {{ messages|selectattr('role', 'ne', 'user')|map(attribute='role')|list }}"
+                      " {{ messages|rejectattr('role', 'in', ['user', 'system'])|list|length }}"
+                      " {{ messages|selectattr('content', 'string')|list|length }}"
+                      " {{ messages|map(attribute='missing', default='-')|join }}"
+                      " {{ 'T' if messages|selectattr('role', 'equalto', 'nobody') else 'F' }}"
+                      " {{ 'T' if [1]|select('none') else 'F' }} {{ 'T' if [] else 'F' }}"
+                      " {{ ['a', ' b ']|map('trim')|map('upper')|join('+') }} {{ [1.5, 2.5]|map('round')|list }}"
+                      " {{ ['1', '2']|map('int')|sum }} {{ [3, 1]|map('string')|join }} {{ 10 is divisibleby(5) }}"
+                      " {{ 3 is lt 4 }} {{ 'a' is ne 'b' }} {{ 2 is ge(2) }} {{ [1, 2] < [1, 3] }} {{ [2] > [1, 9] }}",
+    # jinja2's indent (width as spaces or a string; first, blank; Python's splitlines) and string literals' escapes
+    # as Python's unicode-escape reads them (\x, \u, \U, octal, \a..\v; an unknown one keeps its backslash).
+    "indent_and_escapes": r"{{ 'a\nb\n\nc\n'|indent }}|{{ 'a\nb'|indent(2, true) }}"
+                          r"|{{ 'a\n\nb'|indent('> ', blank=true) }}|{{ 'x\r\ny\x0bz\x1cw'|indent(1) }}"
+                          r"|{{ ''|indent(first=true) }}|{{ 'a\u2028b'|indent(1) }}"
+                          r"|{{ {'a': [1, 2]}|tojson(indent=2)|indent(4) }}|{{ '\u00e9\U0001F999\101\7\x41\q\\' }}"
+                          r"|{{ messages|map(attribute='content')|join('\n')|indent(2, first=true) }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -179,6 +223,15 @@ def main():
         want = reference(config, FEATURE_CONTEXT)
         got = ours(config, FEATURE_CONTEXT, name)
         check(got == want, f"feature template {name}" + ("" if got == want else f"\n    want {want!r}\n    got  {got!r}"))
+    # HF's strftime_now (datetime.now().strftime, local time), as jinja2 renders it just before or just after.
+    config = os.path.join(D, "strftime-template.json")
+    json.dump({"chat_template": "{{ strftime_now('%Y-%m-%d %A %b %j %%') }}|{{ strftime_now('') }}|"
+                                "{% if strftime_now is defined %}{{ strftime_now('%d %b %Y') }}{% endif %}"},
+              open(config, "w"))
+    before = reference(config, FEATURE_CONTEXT)
+    got = ours(config, FEATURE_CONTEXT, "strftime")
+    after = reference(config, FEATURE_CONTEXT)
+    check(got in (before, after), f"strftime_now renders today's date as jinja2 does: {got!r} ({before!r})")
     # raise_exception and template errors surface as one-line errors.
     config = os.path.join(D, "raise.json")
     json.dump({"chat_template": "{% if messages|length > 1 %}{{ raise_exception('only one message') }}{% endif %}"},
@@ -202,6 +255,14 @@ def main():
             ("nested loops of 10**10 steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
              "{% endfor %}", "loops ran more than 10000000 iterations in one rendering"),
             ("int64 overflow", "{{ 9223372036854775807 + 1 }}", "integer overflow"),
+            # The remainder by 0 trapped (SIGFPE, exit 136); jinja2 raises ZeroDivisionError.
+            ("divisibleby 0", "{{ 3 is divisibleby 0 }}", "template line 1: divisibleby 0"),
+            ("sorting numbers with strings", "{{ [1, 'a']|sort }}", "cannot compare"),
+            ("an unknown filter argument", "{{ [1]|sort(by='x') }}", "filter 'sort' has no argument 'by'"),
+            ("a truncated \\x escape", r"{{ '\x4' }}", "truncated \\x escape in a string (needs 2 hex digits)"),
+            ("a surrogate escape", r"{{ '\ud800' }}", "is not a Unicode character (U+D800)"),
+            ("unique over lists", "{{ [[1], [1]]|unique|list }}", "unique: unhashable value [1]"),
+            ("strftime_now without a format", "{{ strftime_now() }}", "strftime_now takes one format string"),
             # The literal itself: std::stoll threw out_of_range, printed as a bare "stoll".
             ("an integer literal past int64", "{{ 99999999999999999999 }}",
              "template line 1: integer literal 99999999999999999999 is past 64 bits"),

@@ -1,7 +1,7 @@
 // A Jinja2 interpreter for chat templates: the subset real templates (Llama-3, Qwen, Mistral, ...) use — text,
 // {{ }}, {% if/elif/else %}, {% for %} with loop variables and else, {% set %} (namespaces too), {% macro %},
-// break/continue, filters, tests, Python-style string/list/dict methods, raise_exception. It renders like
-// Hugging Face's environment: trim_blocks and lstrip_blocks on, tojson as json.dumps(ensure_ascii=False).
+// break/continue, filters, tests, Python-style string/list/dict methods, raise_exception, strftime_now. It renders
+// like Hugging Face's environment: trim_blocks and lstrip_blocks on, tojson as json.dumps(ensure_ascii=False).
 // It refuses what chat templates never need: template inheritance, includes, autoescaping, custom extensions.
 #pragma once
 
@@ -34,6 +34,9 @@ struct Value {
   std::shared_ptr<Dict> dict;
   std::shared_ptr<Function> fn;
   bool is_namespace = false;
+  // A List standing for what jinja2 returns as a generator (select, reject, selectattr, rejectattr, map, unique):
+  // true in a test even when empty, as a generator object is. It iterates, prints and measures as its list.
+  bool generator = false;
 
   static Value none();
   static Value boolean(bool v);

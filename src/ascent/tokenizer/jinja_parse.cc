@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstring>
 
+#include <utf8proc.h>
+
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
 
@@ -31,9 +33,10 @@ class LineCounter {
   int line_ = 1;
 };
 
-// Finds the closing delimiter of a tag starting at `from`, skipping string literals.
+// Finds the closing delimiter of a tag starting at `from`, skipping string literals and what brackets enclose.
 size_t find_close(const std::string& s, size_t from, const char* close) {
   char quote = 0;
+  int depth = 0;  // brackets open: jinja2 ends a tag only outside them, so {{ {'a': {'b': 1}} }} is one expression
   for (size_t i = from; i + 1 < s.size(); ++i) {
     if (quote) {
       if (s[i] == '\\') {
@@ -43,8 +46,12 @@ size_t find_close(const std::string& s, size_t from, const char* close) {
       }
     } else if (s[i] == '\'' || s[i] == '"') {
       quote = s[i];
-    } else if (s[i] == close[0] && s[i + 1] == close[1]) {
+    } else if (depth == 0 && s[i] == close[0] && s[i + 1] == close[1]) {
       return i;
+    } else if (s[i] == '(' || s[i] == '[' || s[i] == '{') {
+      ++depth;
+    } else if ((s[i] == ')' || s[i] == ']' || s[i] == '}') && depth > 0) {
+      --depth;
     }
   }
   return std::string::npos;
@@ -121,6 +128,79 @@ struct Token {
   double f = 0;
 };
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The escape after a backslash at s[j] in a string literal, appended to v as jinja2 reads it (Python's
+// unicode-escape: \\ \' \" \a \b \f \n \r \t \v, up to 3 octal digits, \xhh, \uhhhh, \Uhhhhhhhh, a backslash
+// before a line end drops both; any other backslash stays). Returns the index of the escape's last character.
+size_t unescape(const std::string& s, size_t j, std::string& v, int line) {
+  const char e = s[j];
+  switch (e) {
+    case '\\':
+    case '\'':
+    case '"':
+      v += e;
+      return j;
+    case 'a':
+      v += '\a';
+      return j;
+    case 'b':
+      v += '\b';
+      return j;
+    case 'f':
+      v += '\f';
+      return j;
+    case 'n':
+      v += '\n';
+      return j;
+    case 'r':
+      v += '\r';
+      return j;
+    case 't':
+      v += '\t';
+      return j;
+    case 'v':
+      v += '\v';
+      return j;
+    case '\n':  // a line continuation
+      return j;
+    default:
+      break;
+  }
+  uint32_t cp = 0;
+  size_t last = j;
+  if (e >= '0' && e <= '7') {
+    for (size_t k = j; k < s.size() && k < j + 3 && s[k] >= '0' && s[k] <= '7'; ++k) {
+      cp = cp * 8 + static_cast<uint32_t>(s[k] - '0');
+      last = k;
+    }
+  } else if (e == 'x' || e == 'u' || e == 'U') {
+    const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+    for (size_t k = j + 1; k <= j + n; ++k) {
+      const int d = k < s.size() ? hex_digit(s[k]) : -1;
+      if (d < 0) fail("template line {}: truncated \\{} escape in a string (needs {} hex digits)", line, e, n);
+      cp = cp * 16 + static_cast<uint32_t>(d);
+    }
+    last = j + n;
+  } else {
+    v += '\\';
+    v += e;
+    return j;
+  }
+  if (!utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)))
+    fail("template line {}: escape \\{} in a string is not a Unicode character (U+{:X})", line,
+         s.substr(j, last - j + 1), cp);
+  utf8proc_uint8_t buf[4];
+  v.append(reinterpret_cast<const char*>(buf),
+           static_cast<size_t>(utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf)));
+  return last;
+}
+
 std::vector<Token> tokenize(const std::string& s, int line) {
   std::vector<Token> out;
   size_t i = 0;
@@ -175,30 +255,7 @@ std::vector<Token> tokenize(const std::string& s, int line) {
           v += s[j];
           continue;
         }
-        const char e = s[++j];
-        switch (e) {
-          case 'n':
-            v += '\n';
-            break;
-          case 't':
-            v += '\t';
-            break;
-          case 'r':
-            v += '\r';
-            break;
-          case '\\':
-            v += '\\';
-            break;
-          case '\'':
-            v += '\'';
-            break;
-          case '"':
-            v += '"';
-            break;
-          default:
-            v += '\\';
-            v += e;
-        }
+        j = unescape(s, j + 1, v, line);
       }
       if (j >= s.size()) fail("template line {}: unterminated string", line);
       out.push_back({Token::Kind::String, v});
