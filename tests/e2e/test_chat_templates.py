@@ -186,6 +186,7 @@ FEATURES = {
                       " {{ messages|map(attribute='missing', default='-')|join }}"
                       " {{ 'T' if messages|selectattr('role', 'equalto', 'nobody') else 'F' }}"
                       " {{ 'T' if [1]|select('none') else 'F' }} {{ 'T' if [] else 'F' }}"
+                      " {{ 'T' if []|reverse else 'F' }} {{ 'T' if ''|reverse else 'F' }} {{ 'T' if []|sort else 'F' }}"
                       " {{ ['a', ' b ']|map('trim')|map('upper')|join('+') }} {{ [1.5, 2.5]|map('round')|list }}"
                       " {{ ['1', '2']|map('int')|sum }} {{ [3, 1]|map('string')|join }} {{ 10 is divisibleby(5) }}"
                       " {{ 3 is lt 4 }} {{ 'a' is ne 'b' }} {{ 2 is ge(2) }} {{ [1, 2] < [1, 3] }} {{ [2] > [1, 9] }}",
@@ -196,6 +197,12 @@ FEATURES = {
                           r"|{{ ''|indent(first=true) }}|{{ 'a\u2028b'|indent(1) }}"
                           r"|{{ {'a': [1, 2]}|tojson(indent=2)|indent(4) }}|{{ '\u00e9\U0001F999\101\7\x41\q\\' }}"
                           r"|{{ messages|map(attribute='content')|join('\n')|indent(2, first=true) }}",
+    # Case mapping beyond ASCII (Python's str methods; jinja2's title filter, which is not str.title()), and an
+    # attribute a str or list does not have, which is Undefined (it printed "<function>").
+    "unicode_case": "{{ 'é ß ǆx 1st hello-WORLD ÉTÉ'|upper }}|{{ 'ÉTÉ Straße'|lower }}"
+                    "|{{ 'ǆungla éTé 1st o\\'neil (ab [cD <eF x-y'|title }}|{{ 'ǆungla éTé 1st o\\'neil'.title() }}"
+                    "|{{ 'éCOLE ǆx'|capitalize }}|{{ ['b', 'É', 'é', 'a']|sort }}|{{ ['x', 1].content }}"
+                    "|{{ 'x'.content }}|{{ messages[1].content.upper() }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}

@@ -34,8 +34,9 @@ struct Value {
   std::shared_ptr<Dict> dict;
   std::shared_ptr<Function> fn;
   bool is_namespace = false;
-  // A List standing for what jinja2 returns as a generator (select, reject, selectattr, rejectattr, map, unique):
-  // true in a test even when empty, as a generator object is. It iterates, prints and measures as its list.
+  // A List standing for what jinja2 returns as a generator (select, reject, selectattr, rejectattr, map, unique;
+  // reverse's iterator): true in a test even when empty, as a generator object is. It iterates, prints and measures as
+  // its list.
   bool generator = false;
 
   static Value none();

@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <optional>
+#include <set>
 #include <unordered_set>
+
+#include <utf8proc.h>
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
@@ -497,13 +500,65 @@ Value attribute_path(const Value& item, const std::string& path) {
   }
 }
 
+// Python's str.upper ('U'), lower ('L'), title ('T': a cased letter after an uncased character starts a word in
+// title case, the others lower) and capitalize ('C': the first character in title case, the rest lower), and
+// jinja2's title filter ('J': each run between whitespace, '-', '(', '{', '[' and '<' with its first character upper
+// and the rest lower), per code point by utf8proc's simple case mappings (of Python's full ones only "ß" -> "SS" is
+// added). Bytes that are not UTF-8 stay as they are.
+std::string case_mapped(const std::string& s, char how) {
+  std::string out;
+  out.reserve(s.size());
+  bool after_cased = false;
+  for (size_t i = 0; i < s.size();) {
+    utf8proc_int32_t cp = -1;
+    const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                    static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+    if (n <= 0) {
+      out += s[i++];
+      after_cased = false;
+      continue;
+    }
+    const utf8proc_category_t cat = utf8proc_category(cp);
+    const bool cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+    utf8proc_int32_t mapped;
+    if (how == 'U' && cp == 0xdf) {  // "ß": Python's full mapping, where utf8proc's simple one gives "ẞ"
+      out += "SS";
+      i += static_cast<size_t>(n);
+      after_cased = true;
+      continue;
+    }
+    if (how == 'J') {  // jinja2's title filter: a word's first character upper, the rest lower
+      const bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || (cp >= 9 && cp <= 13) ||
+                       (cp >= 0x1c && cp <= 0x1f) || cp == 0x85 || cat == UTF8PROC_CATEGORY_ZS ||
+                       cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
+      mapped = sep ? cp : after_cased ? utf8proc_tolower(cp) : utf8proc_toupper(cp);
+      after_cased = !sep;  // here: inside a word
+      utf8proc_uint8_t buf[4];
+      out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(utf8proc_encode_char(mapped, buf)));
+      i += static_cast<size_t>(n);
+      continue;
+    }
+    if (how == 'U') {
+      mapped = utf8proc_toupper(cp);
+    } else if (how == 'L') {
+      mapped = utf8proc_tolower(cp);
+    } else {
+      const bool first = how == 'T' ? !after_cased : i == 0;
+      mapped = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
+    }
+    after_cased = cased;
+    utf8proc_uint8_t buf[4];
+    out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(utf8proc_encode_char(mapped, buf)));
+    i += static_cast<size_t>(n);
+  }
+  return out;
+}
+
 // A sort or comparison key as jinja2's filters form it: the item, or its attribute(s) (several comma-separated:
-// a list of them), strings lowered unless case_sensitive (ASCII letters only: Python lowers every cased letter).
+// a list of them), strings lowered unless case_sensitive.
 Value sort_key(const Value& item, const Value& attribute, bool case_sensitive, int line) {
   auto lowered = [&](Value v) {
-    if (!case_sensitive && v.kind == K::String) {
-      for (auto& c : v.s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
+    if (!case_sensitive && v.kind == K::String) v.s = case_mapped(v.s, 'L');
     return v;
   };
   if (!attribute.defined() || attribute.kind == K::None) return lowered(item);
@@ -933,7 +988,20 @@ class Evaluator {
       if (name == "items" || name == "keys" || name == "values" || name == "get") return method(obj, name, line);
       return {};
     }
-    if (obj.kind == K::String || obj.kind == K::List) return method(obj, name, line);
+    // A name Python's str or list has is a method (calling one not written here fails by name); any other is
+    // Undefined, as jinja2 gives ('x'.content printed "<function>").
+    static const std::set<std::string, std::less<>> kStr = {
+        "capitalize", "casefold",     "center",       "count",   "encode",     "endswith",    "expandtabs",
+        "find",       "format",       "format_map",   "index",   "isalnum",    "isalpha",     "isascii",
+        "isdecimal",  "isdigit",      "isidentifier", "islower", "isnumeric",  "isprintable", "isspace",
+        "istitle",    "isupper",      "join",         "ljust",   "lower",      "lstrip",      "maketrans",
+        "partition",  "removeprefix", "removesuffix", "replace", "rfind",      "rindex",      "rjust",
+        "rpartition", "rsplit",       "rstrip",       "split",   "splitlines", "startswith",  "strip",
+        "swapcase",   "title",        "translate",    "upper",   "zfill"};
+    static const std::set<std::string, std::less<>> kList = {"append", "clear", "copy",   "count",   "extend", "index",
+                                                             "insert", "pop",   "remove", "reverse", "sort"};
+    if ((obj.kind == K::String && kStr.contains(name)) || (obj.kind == K::List && kList.contains(name)))
+      return method(obj, name, line);
     if (obj.kind == K::Undefined) fail("template line {}: '{}' of an undefined value", line, name);
     return {};
   }
@@ -946,11 +1014,7 @@ class Evaluator {
         if (name == "strip") return Value::string(strip(s, arg(0), true, true));
         if (name == "lstrip") return Value::string(strip(s, arg(0), true, false));
         if (name == "rstrip") return Value::string(strip(s, arg(0), false, true));
-        if (name == "upper" || name == "lower") {
-          std::string r = s;
-          for (auto& c : r) c = static_cast<char>(name == "upper" ? std::toupper(c) : std::tolower(c));
-          return Value::string(r);
-        }
+        if (name == "upper" || name == "lower") return Value::string(case_mapped(s, name == "upper" ? 'U' : 'L'));
         if (name == "startswith" || name == "endswith") {
           const std::string& p = as_str(*arg(0), line, name.c_str());
           const bool ok =
@@ -991,15 +1055,7 @@ class Evaluator {
           }
           return Value::string(r + s.substr(st));
         }
-        if (name == "title" || name == "capitalize") {
-          std::string r = s;
-          bool start = true;
-          for (auto& c : r) {
-            c = static_cast<char>(start ? std::toupper(c) : std::tolower(c));
-            start = name == "title" ? !std::isalpha(static_cast<unsigned char>(c)) : false;
-          }
-          return Value::string(r);
-        }
+        if (name == "title" || name == "capitalize") return Value::string(case_mapped(s, name == "title" ? 'T' : 'C'));
         if (name == "find") {
           const size_t at = s.find(as_str(*arg(0), line, "find"));
           return Value::integer(at == std::string::npos ? -1 : static_cast<int64_t>(at));
@@ -1119,7 +1175,8 @@ class Evaluator {
     }
     if (f == "trim") return Value::string(strip(to_string(v), a.empty() ? nullptr : &a[0], true, true));
     if (f == "string") return Value::string(to_string(v));
-    if (f == "upper" || f == "lower" || f == "title" || f == "capitalize") {
+    if (f == "title") return Value::string(case_mapped(to_string(v), 'J'));  // not str.title()
+    if (f == "upper" || f == "lower" || f == "capitalize") {
       return (*method(Value::string(to_string(v)), f, line).fn)({}, {});
     }
     if (f == "replace") return (*method(Value::string(to_string(v)), "replace", line).fn)(a, {});
@@ -1157,7 +1214,7 @@ class Evaluator {
         for (const auto& c : items) s += c.s;
         return Value::string(s);
       }
-      return Value::make_list(std::move(items));
+      return generator_of(std::move(items));  // jinja2's reversed(): an iterator, true even when empty
     }
     if (f == "indent") {
       // jinja2: each line after the first gains the indentation (width spaces, or width itself when a string), blank
