@@ -248,7 +248,7 @@ void run(Options& o) {
 void add_bench(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* c = app.add_subcommand("bench", "prefill and decode throughput against this machine's roofline");
-  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", o->model, kModelHelp)->required();
   c->add_option("-p,--n-prompt", o->prefill, "prefill tokens (0: skip)")->capture_default_str();
   c->add_option("-n,--n-gen", o->decode, "decode tokens (0: skip)")->capture_default_str();
   c->add_option("-d,--n-depth", o->depth, "tokens already in the KV cache when each run starts")->capture_default_str();

@@ -11,6 +11,9 @@
 
 namespace ascent::cli {
 
+// What every subcommand's -m,--model takes: each format model/loaders.h reads.
+inline constexpr const char* kModelHelp = "HF folder, .gguf, llama2.c .bin or Ascent .safetensors";
+
 void add_generate(CLI::App& app);
 void add_info(CLI::App& app);
 void add_perplexity(CLI::App& app);

@@ -29,7 +29,7 @@ void add_convert(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto type = std::make_shared<std::string>("f16");
   auto* c = app.add_subcommand("convert", "convert a model to GGUF");
-  c->add_option("-m,--model", *in, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", *in, kModelHelp)->required();
   c->add_option("-o,--output", *out, "output .gguf")->required();
   c->add_option("--type", *type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();
   c->callback([in, out, type] { run(*in, *out, *type); });

@@ -97,7 +97,7 @@ void run(Options& o) {
 void add_generate(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* c = app.add_subcommand("generate", "generate text from a prompt");
-  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", o->model, kModelHelp)->required();
   c->add_option("-p,--prompt", o->prompt, "prompt text");
   c->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids, e.g. \"1 2 3\"");
   c->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();

@@ -73,7 +73,7 @@ void add_info(CLI::App& app) {
   };
   auto o = std::make_shared<Opt>();
   auto* c = app.add_subcommand("info", "describe a model");
-  c->add_option("-m,--model", o->path, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", o->path, kModelHelp)->required();
   add_no_mmap_flag(c, o->no_mmap);
   add_no_repack_flag(c, o->no_repack);
   add_no_thread_layout_flag(c, o->no_thread_layout);

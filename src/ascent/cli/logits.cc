@@ -90,7 +90,7 @@ void add_logits(CLI::App& app) {
   };
   auto o = std::make_shared<Opt>();
   auto* c = app.add_subcommand("logits", "write all-position logits of token ids to a .npy file");
-  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", o->model, kModelHelp)->required();
   c->add_option("--prompt-ids", o->ids, "token ids")->required();
   c->add_option("-o,--output", o->out, "output .npy")->required();
   c->add_option("--step", o->step, "feed this many tokens per forward call (0: all at once)");

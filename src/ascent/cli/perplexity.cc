@@ -69,7 +69,7 @@ void run(Options& o) {
 void add_perplexity(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* c = app.add_subcommand("perplexity", "perplexity of a model over a text file");
-  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", o->model, kModelHelp)->required();
   c->add_option("-f,--file", o->file, "text file")->required();
   c->add_option("-c,--ctx-size", o->ctx, "window length in tokens (default: 512, or the model's context if shorter)");
   c->add_option("--chunks", o->chunks, "evaluate at most this many windows (0: all)");

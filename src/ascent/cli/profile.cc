@@ -158,7 +158,7 @@ void run(Options& o) {
 void add_profile(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* c = app.add_subcommand("profile", "where the time and memory of a prefill and decode steps go");
-  c->add_option("-m,--model", o->model, "HF folder, .gguf or llama2.c .bin")->required();
+  c->add_option("-m,--model", o->model, kModelHelp)->required();
   c->add_option("-p,--prefill", o->prefill, "prefill tokens")->capture_default_str();
   c->add_option("-n,--n-decode", o->decode, "decode steps")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "threads (0: all cores)");

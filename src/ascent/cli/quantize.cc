@@ -38,7 +38,7 @@ void add_quantize(CLI::App& app) {
   auto opt = std::make_shared<model::QuantizeOptions>();
   opt->type = "int8";
   auto* c = app.add_subcommand("quantize", "quantize a model's matrices to int8, int4 or bf16 (Ascent format)");
-  c->add_option("-m,--model", *in, "HF folder, .gguf, llama2.c .bin or Ascent .safetensors")->required();
+  c->add_option("-m,--model", *in, kModelHelp)->required();
   c->add_option("-o,--output", *out, "output .safetensors")->required();
   c->add_option("--type", opt->type, "int8, int4 or bf16")->capture_default_str();
   c->add_option("--group", opt->group, "int4 group size: 32, 64 or 128")->capture_default_str();
