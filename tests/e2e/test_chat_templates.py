@@ -203,6 +203,13 @@ FEATURES = {
                     "|{{ 'ǆungla éTé 1st o\\'neil (ab [cD <eF x-y'|title }}|{{ 'ǆungla éTé 1st o\\'neil'.title() }}"
                     "|{{ 'éCOLE ǆx'|capitalize }}|{{ ['b', 'É', 'é', 'a']|sort }}|{{ ['x', 1].content }}"
                     "|{{ 'x'.content }}|{{ messages[1].content.upper() }}",
+    # Tuples: (a, b) literals, items() and dictsort pairs print as Python's, equal no list, add only to a tuple,
+    # slice, repeat, sort and hash (unique) as tuples.
+    "tuples": "{{ (1, 2) }} {{ (1,) }} {{ (1, 2) == [1, 2] }} {{ (1, 2) + (3,) }} {{ {'a': 1}.items()|list }}"
+              " {{ {'b': 1, 'a': 2}|dictsort }} {{ (1, 2)[1:] }} {{ (1, 'x') * 2 }}"
+              " {{ [(1, 2), (1, 2), (2, 1)]|unique|list }}"
+              " {{ [(2, 1), (1, 2)]|sort }} {{ {'a': 1}|items|list }} {{ (1, 2)|tojson }} {{ (1, 2) < (1, 3) }}"
+              " {{ 1 in (1, 2) }} {{ (1, 2)|list }} {{ messages[0]|dictsort }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -268,6 +275,7 @@ def main():
             ("an unknown filter argument", "{{ [1]|sort(by='x') }}", "filter 'sort' has no argument 'by'"),
             ("a truncated \\x escape", r"{{ '\x4' }}", "truncated \\x escape in a string (needs 2 hex digits)"),
             ("a surrogate escape", r"{{ '\ud800' }}", "is not a Unicode character (U+D800)"),
+            ("a tuple plus a list", "{{ (1, 2) + [3] }}", "cannot add (1, 2) and [3] (a tuple and a list)"),
             ("unique over lists", "{{ [[1], [1]]|unique|list }}", "unique: unhashable value [1]"),
             ("strftime_now without a format", "{{ strftime_now() }}", "strftime_now takes one format string"),
             # The literal itself: std::stoll threw out_of_range, printed as a bare "stoll".

@@ -38,6 +38,9 @@ struct Value {
   // reverse's iterator): true in a test even when empty, as a generator object is. It iterates, prints and measures as
   // its list.
   bool generator = false;
+  // A List that is a Python tuple ((a, b) literals, items() and dictsort pairs): prints as (a, b), equals no list,
+  // adds only to a tuple.
+  bool tuple = false;
 
   static Value none();
   static Value boolean(bool v);
@@ -45,6 +48,7 @@ struct Value {
   static Value number(double v);
   static Value string(std::string v);
   static Value make_list(List v = {});
+  static Value make_tuple(List v);
   static Value make_dict(Dict v = {});
   static Value function(Function f);
   static Value from_json(const nlohmann::ordered_json& j);

@@ -17,6 +17,7 @@ struct Expr {
   std::vector<std::unique_ptr<Expr>> args;  // operands, callee + arguments, slice parts (may hold nullptr)
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> kwargs;
   bool negate = false;  // "is not"
+  bool tuple = false;   // ListLit: a parenthesized tuple
   int line = 0;
 };
 

@@ -53,6 +53,12 @@ Value Value::make_list(List x) {
   v.list = std::make_shared<List>(std::move(x));
   return v;
 }
+Value Value::make_tuple(List x) {
+  Value v = make_list(std::move(x));
+  v.tuple = true;
+  return v;
+}
+
 Value Value::make_dict(Dict x) {
   Value v;
   v.kind = Kind::Dict;
@@ -302,9 +308,9 @@ std::string to_string(const Value& v) {
     case Value::Kind::String:
       return v.s;
     case Value::Kind::List: {
-      std::string s = "[";
+      std::string s = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) s += (k ? ", " : "") + repr((*v.list)[k]);
-      return s + "]";
+      return s + (!v.tuple ? "]" : v.list->size() == 1 ? ",)" : ")");
     }
     case Value::Kind::Dict: {
       std::string s = "{";
@@ -366,7 +372,7 @@ bool equal(const Value& a, const Value& b) {
     case K::String:
       return a.s == b.s;
     case K::List:
-      if (a.list->size() != b.list->size()) return false;
+      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k) {
         if (!equal((*a.list)[k], (*b.list)[k])) return false;
       }
@@ -465,7 +471,7 @@ int compare(const Value& l, const Value& r, int line) {
     const int c = l.s.compare(r.s);
     return (c > 0) - (c < 0);
   }
-  if (l.kind == K::List && r.kind == K::List) {
+  if (l.kind == K::List && r.kind == K::List && l.tuple == r.tuple) {
     const size_t n = std::min(l.list->size(), r.list->size());
     for (size_t k = 0; k < n; ++k) {
       if (const int c = compare((*l.list)[k], (*r.list)[k], line); c != 0) return c;
@@ -625,7 +631,7 @@ std::vector<std::string> split_lines(const std::string& s) {
 
 // What Python's set tells apart, as one string (unique's seen set: comparing each item with every one kept took
 // 10^10 steps for range(100000)): equal numbers alike whatever their type (1, 1.0 and true), strings, None and
-// Undefined; lists and dicts fail, as Python's "unhashable type".
+// Undefined, and tuples of those; lists and dicts fail, as Python's "unhashable type".
 std::string hash_key(const Value& v, int line) {
   switch (v.kind) {
     case K::Undefined:
@@ -640,6 +646,16 @@ std::string hash_key(const Value& v, int line) {
       return "f" + float_repr(v.f);
     case K::String:
       return "s" + v.s;
+    case K::List:
+      if (v.tuple) {
+        std::string key = "t" + std::to_string(v.list->size());
+        for (const auto& x : *v.list) {
+          const std::string k = hash_key(x, line);
+          key += ":" + std::to_string(k.size()) + ":" + k;  // lengths keep ("a", "b") apart from ("a:b",)
+        }
+        return key;
+      }
+      [[fallthrough]];
     default:
       fail("template line {}: unique: unhashable value {}", line, repr(v));
   }
@@ -798,7 +814,7 @@ class Evaluator {
       case Expr::Kind::ListLit: {
         List l;
         for (const auto& a : e.args) l.push_back(eval(*a));
-        return Value::make_list(std::move(l));
+        return e.tuple ? Value::make_tuple(std::move(l)) : Value::make_list(std::move(l));
       }
       case Expr::Kind::DictLit: {
         Value d = Value::make_dict();
@@ -1076,7 +1092,7 @@ class Evaluator {
         if (name == "items" || name == "keys" || name == "values") {
           List l;
           for (const auto& [k, v] : *obj.dict) {
-            if (name == "items") l.push_back(Value::make_list({Value::string(k), v}));
+            if (name == "items") l.push_back(Value::make_tuple({Value::string(k), v}));
             if (name == "keys") l.push_back(Value::string(k));
             if (name == "values") l.push_back(v);
           }
@@ -1137,7 +1153,8 @@ class Evaluator {
         s += obj.s[static_cast<size_t>(k)];
       }
     }
-    return obj.kind == K::List ? Value::make_list(std::move(l)) : Value::string(s);
+    if (obj.kind == K::List) return obj.tuple ? Value::make_tuple(std::move(l)) : Value::make_list(std::move(l));
+    return Value::string(s);
   }
 
   Value call(const Expr& e) {
@@ -1282,14 +1299,14 @@ class Evaluator {
       return Value::make_list(sorted(iterate(v, line), p[2], p[1].truthy(), p[0].truthy(), line));
     }
     if (f == "dictsort") {
-      // jinja2: (key, value) pairs by key or value; here pairs print as lists, where Python prints tuples.
+      // jinja2: (key, value) tuples by key or value.
       const std::vector<Value> p = bind_args(f, {"case_sensitive", "by", "reverse"}, a, kw, line);
       if (v.kind != K::Dict) fail("template line {}: dictsort expects a dict, got '{}'", line, to_string(v));
       const std::string by = p[1].defined() ? as_str(p[1], line, "dictsort's by") : "key";
       if (by != "key" && by != "value")
         fail("template line {}: dictsort sorts by 'key' or 'value', got '{}'", line, by);
       List pairs;
-      for (const auto& [k, x] : *v.dict) pairs.push_back(Value::make_list({Value::string(k), x}));
+      for (const auto& [k, x] : *v.dict) pairs.push_back(Value::make_tuple({Value::string(k), x}));
       return Value::make_list(
           sorted(std::move(pairs), Value::integer(by == "key" ? 0 : 1), p[0].truthy(), p[2].truthy(), line));
     }
@@ -1421,9 +1438,11 @@ class Evaluator {
     if (op == "+") {
       if (l.kind == K::String && r.kind == K::String) return Value::string(l.s + r.s);
       if (l.kind == K::List && r.kind == K::List) {
+        if (l.tuple != r.tuple)
+          fail("template line {}: cannot add {} and {} (a tuple and a list)", e.line, repr(l), repr(r));
         List c = *l.list;
         c.insert(c.end(), r.list->begin(), r.list->end());
-        return Value::make_list(std::move(c));
+        return l.tuple ? Value::make_tuple(std::move(c)) : Value::make_list(std::move(c));
       }
       if (l.kind == K::String || r.kind == K::String || l.kind == K::Undefined || r.kind == K::Undefined) {
         fail("template line {}: cannot add '{}' and '{}'", e.line, to_string(l), to_string(r));
@@ -1445,7 +1464,7 @@ class Evaluator {
       }
       List out;
       for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
-      return Value::make_list(std::move(out));
+      return seq.tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
     }
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       const int c = compare(l, r, e.line);

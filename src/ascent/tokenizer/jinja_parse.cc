@@ -595,8 +595,9 @@ class ExprParser {
       case Token::Kind::Op:
         if (t.text == "(") {
           ExprPtr first = expression();
-          if (is_op(",")) {  // a tuple: treated as a list
+          if (is_op(",")) {  // a tuple
             auto n = node(Expr::Kind::ListLit);
+            n->tuple = true;
             n->args.push_back(std::move(first));
             while (is_op(",")) {
               ++pos_;
