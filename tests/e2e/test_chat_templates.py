@@ -275,6 +275,12 @@ def main():
             ("an unknown filter argument", "{{ [1]|sort(by='x') }}", "filter 'sort' has no argument 'by'"),
             ("a truncated \\x escape", r"{{ '\x4' }}", "truncated \\x escape in a string (needs 2 hex digits)"),
             ("a surrogate escape", r"{{ '\ud800' }}", "is not a Unicode character (U+D800)"),
+            # inf before (Python: ZeroDivisionError).
+            ("0 to a negative power", "{{ 0 ** -1 }}", "0 cannot be raised to a negative power"),
+            # "expected a number, got '%s'" before.
+            ("%-formatting", "{{ '%s' % 5 }}", "string formatting with % is not supported"),
+            ("sorting by a missing attribute", "{{ [3, 1]|sort(attribute='x') }}",
+             "cannot compare an undefined value with an undefined value"),
             ("a tuple plus a list", "{{ (1, 2) + [3] }}", "cannot add (1, 2) and [3] (a tuple and a list)"),
             ("unique over lists", "{{ [[1], [1]]|unique|list }}", "unique: unhashable value [1]"),
             ("strftime_now without a format", "{{ strftime_now() }}", "strftime_now takes one format string"),

@@ -478,7 +478,8 @@ int compare(const Value& l, const Value& r, int line) {
     }
     return (l.list->size() > n) - (r.list->size() > n);
   }
-  fail("template line {}: cannot compare {} with {}", line, repr(l), repr(r));
+  const auto what = [](const Value& v) { return v.kind == K::Undefined ? std::string("an undefined value") : repr(v); };
+  fail("template line {}: cannot compare {} with {}", line, what(l), what(r));
 }
 
 // jinja2's attribute path (sort's, selectattr's, map's attribute=): dot-separated parts, each a dict key or, when
@@ -1477,6 +1478,7 @@ class Evaluator {
       if (op == "-") return Value::integer(checked(x, y, '-', e.line));
       if (op == "*") return Value::integer(checked(x, y, '*', e.line));
       if (op == "**") {
+        if (y < 0 && x == 0) fail("template line {}: 0 cannot be raised to a negative power", e.line);
         if (y < 0) return Value::number(std::pow(static_cast<double>(x), static_cast<double>(y)));
         int64_t p = 1, b = x;  // by squaring, every product checked
         for (int64_t k = y; k > 0; k >>= 1) {
@@ -1491,7 +1493,9 @@ class Evaluator {
       if (op == "//") return Value::integer(q);
       if (op == "%") return Value::integer(x - q * y);
     }
+    if (op == "%" && l.kind == K::String) fail("template line {}: string formatting with % is not supported", e.line);
     const double x = as_number(l, e.line), y = as_number(r, e.line);
+    if (op == "**" && x == 0 && y < 0) fail("template line {}: 0 cannot be raised to a negative power", e.line);
     if (op == "+") return Value::number(x + y);
     if (op == "-") return Value::number(x - y);
     if (op == "*") return Value::number(x * y);
