@@ -202,7 +202,8 @@ FEATURES = {
     "unicode_case": "{{ 'é ß ǆx 1st hello-WORLD ÉTÉ'|upper }}|{{ 'ÉTÉ Straße'|lower }}"
                     "|{{ 'ǆungla éTé 1st o\\'neil (ab [cD <eF x-y'|title }}|{{ 'ǆungla éTé 1st o\\'neil'.title() }}"
                     "|{{ 'éCOLE ǆx'|capitalize }}|{{ ['b', 'É', 'é', 'a']|sort }}|{{ ['x', 1].content }}"
-                    "|{{ 'x'.content }}|{{ messages[1].content.upper() }}",
+                    "|{{ 'x'.content }}|{{ messages[1].content.upper() }}|{{ 'ßa-ßb straße'|title }}"
+                    "|{{ 'ßa xß'.title() }}|{{ 'ßa'|capitalize }}",
     # Tuples: (a, b) literals, items() and dictsort pairs print as Python's, equal no list, add only to a tuple,
     # slice, repeat, sort and hash (unique) as tuples.
     "tuples": "{{ (1, 2) }} {{ (1,) }} {{ (1, 2) == [1, 2] }} {{ (1, 2) + (3,) }} {{ {'a': 1}.items()|list }}"

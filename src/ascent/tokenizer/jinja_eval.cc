@@ -510,8 +510,8 @@ Value attribute_path(const Value& item, const std::string& path) {
 // Python's str.upper ('U'), lower ('L'), title ('T': a cased letter after an uncased character starts a word in
 // title case, the others lower) and capitalize ('C': the first character in title case, the rest lower), and
 // jinja2's title filter ('J': each run between whitespace, '-', '(', '{', '[' and '<' with its first character upper
-// and the rest lower), per code point by utf8proc's simple case mappings (of Python's full ones only "ß" -> "SS" is
-// added). Bytes that are not UTF-8 stay as they are.
+// and the rest lower), per code point by utf8proc's simple case mappings (of Python's full ones only "ß" -> "SS" /
+// "Ss" is added). Bytes that are not UTF-8 stay as they are.
 std::string case_mapped(const std::string& s, char how) {
   std::string out;
   out.reserve(s.size());
@@ -528,8 +528,11 @@ std::string case_mapped(const std::string& s, char how) {
     const utf8proc_category_t cat = utf8proc_category(cp);
     const bool cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
     utf8proc_int32_t mapped;
-    if (how == 'U' && cp == 0xdf) {  // "ß": Python's full mapping, where utf8proc's simple one gives "ẞ"
-      out += "SS";
+    // "ß" has no one-character upper or title case: Python's full mappings give "SS" and "Ss", utf8proc's "ẞ".
+    const bool upper = how == 'U' || (how == 'J' && !after_cased);
+    const bool title = (how == 'T' && !after_cased) || (how == 'C' && i == 0);
+    if (cp == 0xdf && (upper || title)) {
+      out += upper ? "SS" : "Ss";
       i += static_cast<size_t>(n);
       after_cased = true;
       continue;
