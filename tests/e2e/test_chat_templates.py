@@ -211,6 +211,17 @@ FEATURES = {
               " {{ [(1, 2), (1, 2), (2, 1)]|unique|list }}"
               " {{ [(2, 1), (1, 2)]|sort }} {{ {'a': 1}|items|list }} {{ (1, 2)|tojson }} {{ (1, 2) < (1, 3) }}"
               " {{ 1 in (1, 2) }} {{ (1, 2)|list }} {{ messages[0]|dictsort }}",
+    # Python's printf-style formatting: the % operator on strings and jinja2's format filter.
+    "percent_format": "{{ '%s|%r|%5s|%-5s|%.2s' % ('ab', 'ab', 'ab', 'ab', 'abc') }}"
+                      " {{ '%d %i %5d %-5d| %05d %+d % d %x %X %#x %#o %o %.3d'"
+                      " % (3.7, -4, 42, 42, -42, 5, 5, 255, 255, 255, 8, 8, 7) }}"
+                      " {{ '%f %.2f %10.3f %-10.1f| %e %E %g %G %+.1f %05.1f'"
+                      " % (3.14159, 2.5, 1.5, 2.25, 12345.678, 0.00012, 1e20, 1e-5, 2.0, -1.5) }}"
+                      " {{ '%(a)s and %(b)05d' % {'a': 'x', 'b': 7} }} {{ '%c%c %%' % (65, 'é') }}"
+                      " {{ '%s' % [1, 2] }} {{ '%s' % (1,) }} {{ '%s'|format('x') }} {{ '%s-%s'|format(1, 2) }}"
+                      " {{ '%(k)s'|format(k='v') }} {{ '%*d|%-*d|%.*f' % (5, 1, 5, 2, 2, 3.14) }} {{ '%s' % none }}"
+                      " {{ '%d' % true }} {{ '%5s|' % 'é' }} {{ '%x' % -255 }} {{ '%.0f %.0f' % (0.5, 1.5) }}"
+                      " {{ '<|im_start|>%s\\n' % messages[1].role }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -278,8 +289,10 @@ def main():
             ("a surrogate escape", r"{{ '\ud800' }}", "is not a Unicode character (U+D800)"),
             # inf before (Python: ZeroDivisionError).
             ("0 to a negative power", "{{ 0 ** -1 }}", "0 cannot be raised to a negative power"),
-            # "expected a number, got '%s'" before.
-            ("%-formatting", "{{ '%s' % 5 }}", "string formatting with % is not supported"),
+            # "expected a number, got '%s'" before; now formatted, as Python does, and its errors as Python's.
+            ("too few format arguments", "{{ '%s %s' % 5 }}", "not enough arguments for format string"),
+            ("too many format arguments", "{{ '%s' % (1, 2) }}", "not all arguments converted during string formatting"),
+            ("a bad format character", "{{ '%z' % 1 }}", "unsupported format character 'z'"),
             ("sorting by a missing attribute", "{{ [3, 1]|sort(attribute='x') }}",
              "cannot compare an undefined value with an undefined value"),
             ("a tuple plus a list", "{{ (1, 2) + [3] }}", "cannot add (1, 2) and [3] (a tuple and a list)"),

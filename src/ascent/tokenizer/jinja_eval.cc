@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <optional>
 #include <set>
@@ -633,6 +634,141 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
+// Python's printf-style formatting, format % args (the % operator on a string, jinja2's format filter): a tuple
+// gives the positional arguments, a dict the %(name)s ones, any other value the one argument. Conversions s r a d i u
+// o x X e E f F g G c and %%, with flags (- + space 0 #), width and precision (digits or *).
+std::string percent_format(const std::string& format, const Value& args, int line) {
+  const bool mapping = args.kind == K::Dict;
+  const List positional = args.kind == K::List && args.tuple ? *args.list : mapping ? List{} : List{args};
+  size_t next = 0;
+  auto take = [&]() -> const Value& {
+    if (next >= positional.size()) fail("template line {}: not enough arguments for format string", line);
+    return positional[next++];
+  };
+  std::string out;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out += format[i];
+      continue;
+    }
+    if (++i >= format.size()) fail("template line {}: incomplete format", line);
+    const Value* named = nullptr;
+    if (format[i] == '(') {
+      const size_t close = format.find(')', i);
+      if (close == std::string::npos) fail("template line {}: incomplete format key", line);
+      if (!mapping) fail("template line {}: format requires a mapping", line);
+      named = args.get(format.substr(i + 1, close - i - 1));
+      if (named == nullptr)
+        fail("template line {}: format key '{}' is missing", line, format.substr(i + 1, close - i - 1));
+      i = close + 1;
+    }
+    std::string flags;
+    while (i < format.size() && std::strchr("-+ 0#", format[i]) != nullptr && format[i] != 0) flags += format[i++];
+    auto number = [&](const char* what) -> int64_t {
+      if (i < format.size() && format[i] == '*') {
+        ++i;
+        const int64_t n = as_int(take(), line);
+        if (n > (1 << 20) || n < -(1 << 20)) fail("template line {}: format {} {} past 2^20", line, what, n);
+        return n;
+      }
+      int64_t n = 0;
+      while (i < format.size() && format[i] >= '0' && format[i] <= '9') {
+        n = n * 10 + (format[i++] - '0');
+        if (n > (1 << 20)) fail("template line {}: format {} past 2^20", line, what);
+      }
+      return n;
+    };
+    int64_t width = number("width"), precision = -1;
+    if (width < 0) {
+      flags += '-';
+      width = -width;
+    }
+    if (i < format.size() && format[i] == '.') {
+      ++i;
+      precision = std::max<int64_t>(0, number("precision"));
+    }
+    while (i < format.size() && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L')) ++i;  // Python ignores them
+    if (i >= format.size()) fail("template line {}: incomplete format", line);
+    const char type = format[i];
+    if (type == '%') {
+      if (format[i - 1] != '%') fail("template line {}: unsupported format character '%' after a flag or width", line);
+      out += '%';
+      continue;
+    }
+    const Value& v = named != nullptr ? *named : take();
+    std::string body;
+    const bool left = flags.find('-') != std::string::npos;
+    bool zero_pad = flags.find('0') != std::string::npos && !left;
+    const std::string sign_flag = flags.find('+') != std::string::npos   ? "+"
+                                  : flags.find(' ') != std::string::npos ? " "
+                                                                         : "";
+    if (type == 's' || type == 'r' || type == 'a') {
+      body = type == 's' ? to_string(v) : repr(v);
+      if (precision >= 0) body = body.substr(0, static_cast<size_t>(precision));  // bytes: ASCII-exact
+      zero_pad = false;
+    } else if (type == 'c') {
+      if (v.kind == K::String) {
+        if (iterate(v, line).size() != 1) fail("template line {}: %c requires an int or a single character", line);
+        body = v.s;
+      } else {
+        const int64_t cp = as_int(v, line);
+        utf8proc_uint8_t buf[4];
+        if (!utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)) || cp < 0 || cp > 0x10ffff)
+          fail("template line {}: %c arg {} not in range(0x110000)", line, cp);
+        body.assign(reinterpret_cast<const char*>(buf),
+                    static_cast<size_t>(utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf)));
+      }
+      zero_pad = false;
+    } else if (std::strchr("diuoxX", type) != nullptr) {
+      if (v.kind != K::Int && v.kind != K::Bool && v.kind != K::Float)
+        fail("template line {}: %{} format: a number is required, not {}", line, type, repr(v));
+      if (v.kind == K::Float && (type == 'o' || type == 'x' || type == 'X'))
+        fail("template line {}: %{} format: an integer is required, not {}", line, type, repr(v));
+      if (v.kind == K::Float && !std::isfinite(v.f))
+        fail("template line {}: cannot convert {} to integer", line, repr(v));
+      if (v.kind == K::Float && std::fabs(v.f) >= 0x1p63) fail("template line {}: {} is past 64 bits", line, repr(v));
+      const int64_t x = v.kind == K::Float ? static_cast<int64_t>(v.f) : as_int(v, line);
+      const uint64_t mag = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+      char buf[32];
+      const char* fmt = type == 'o' ? "%llo" : type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llu";
+      std::snprintf(buf, sizeof buf, fmt, static_cast<unsigned long long>(mag));
+      std::string digits = buf;
+      if (precision >= 0 && static_cast<int64_t>(digits.size()) < precision)
+        digits.insert(0, static_cast<size_t>(precision) - digits.size(), '0');
+      const std::string prefix = flags.find('#') == std::string::npos ? ""
+                                 : type == 'o'                        ? "0o"
+                                 : type == 'x'                        ? "0x"
+                                 : type == 'X'                        ? "0X"
+                                                                      : "";
+      const std::string sign = x < 0 ? "-" : sign_flag;
+      if (zero_pad && static_cast<int64_t>(sign.size() + prefix.size() + digits.size()) < width)
+        digits.insert(0, static_cast<size_t>(width) - sign.size() - prefix.size() - digits.size(), '0');
+      body = sign + prefix + digits;
+    } else if (std::strchr("eEfFgG", type) != nullptr) {
+      const double x = as_number(v, line);
+      std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "") + "." +
+                         std::to_string(precision >= 0 ? precision : 6) + type;
+      const int n = std::snprintf(nullptr, 0, spec.c_str(), x);
+      body.resize(static_cast<size_t>(n) + 1);
+      std::snprintf(body.data(), body.size(), spec.c_str(), x);
+      body.resize(static_cast<size_t>(n));
+      out += body;
+      continue;
+    } else {
+      fail("template line {}: unsupported format character '{}'", line, type);
+    }
+    const int64_t len = static_cast<int64_t>(iterate(Value::string(body), line).size());
+    if (len < width) {
+      const std::string pad(static_cast<size_t>(width - len), ' ');
+      body = left ? body + pad : pad + body;
+    }
+    out += body;
+  }
+  if (!mapping && next < positional.size())
+    fail("template line {}: not all arguments converted during string formatting", line);
+  return out;
+}
+
 // What Python's set tells apart, as one string (unique's seen set: comparing each item with every one kept took
 // 10^10 steps for range(100000)): equal numbers alike whatever their type (1, 1.0 and true), strings, None and
 // Undefined, and tuples of those; lists and dicts fail, as Python's "unhashable type".
@@ -1255,6 +1391,14 @@ class Evaluator {
       }
       return Value::string(out);
     }
+    if (f == "format") {
+      // jinja2: value % (args or kwargs), the positional arguments as a tuple.
+      if (!a.empty() && !kw.empty())
+        fail("template line {}: format takes positional or keyword arguments, not both", line);
+      if (!kw.empty())
+        return Value::string(percent_format(to_string(v), Value::make_dict(Dict(kw.begin(), kw.end())), line));
+      return Value::string(percent_format(to_string(v), Value::make_tuple(a), line));
+    }
     if (f == "select" || f == "reject") {
       // jinja2: select(test, *args); without a test, each item's truth.
       const std::string test_name = a.empty() ? std::string() : as_str(a[0], line, f.c_str());
@@ -1496,7 +1640,7 @@ class Evaluator {
       if (op == "//") return Value::integer(q);
       if (op == "%") return Value::integer(x - q * y);
     }
-    if (op == "%" && l.kind == K::String) fail("template line {}: string formatting with % is not supported", e.line);
+    if (op == "%" && l.kind == K::String) return Value::string(percent_format(l.s, r, e.line));
     const double x = as_number(l, e.line), y = as_number(r, e.line);
     if (op == "**" && x == 0 && y < 0) fail("template line {}: 0 cannot be raised to a negative power", e.line);
     if (op == "+") return Value::number(x + y);
