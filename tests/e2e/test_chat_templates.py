@@ -212,6 +212,10 @@ FEATURES = {
               " {{ [(2, 1), (1, 2)]|sort }} {{ {'a': 1}|items|list }} {{ (1, 2)|tojson }} {{ (1, 2) < (1, 3) }}"
               " {{ 1 in (1, 2) }} {{ (1, 2)|list }} {{ messages[0]|dictsort }}",
     # Python's printf-style formatting: the % operator on strings and jinja2's format filter.
+    # Python's str.replace: an empty old string matches before every character and at the end; count.
+    "replace": "{{ 'ab'.replace('', '-') }} {{ 'éa'|replace('', '-') }} {{ 'aaa'.replace('a', 'b', 2) }}"
+               " {{ 'aaa'|replace('a', 'b', 2) }} {{ ''.replace('', 'x') }} {{ 'ab'.replace('', '-', 1) }}"
+               " {{ 'aaa'.replace('a', 'b', -1) }} {{ 'aaa'.replace('a', 'b', 0) }} {{ 'a.b.c'|replace('.', '::') }}",
     "percent_format": "{{ '%s|%r|%5s|%-5s|%.2s' % ('ab', 'ab', 'ab', 'ab', 'abc') }}"
                       " {{ '%d %i %5d %-5d| %05d %+d % d %x %X %#x %#o %o %.3d'"
                       " % (3.7, -4, 42, 42, -42, 5, 5, 255, 255, 255, 8, 8, 7) }}"
@@ -276,6 +280,18 @@ def main():
              "rendering nested more than 200 levels deep"),
             ("range(10**9)", "{% for i in range(1000000000) %}{% endfor %}", "more than 100000 items"),
             ("'x' * 10**9", "{{ 'x' * 1000000000 }}", "repeating 1 items 1000000000 times"),
+            # Each step within the repetition limit, but doubled 40 times: a terabyte asked for (std::bad_alloc, or
+            # the machine's memory, before).
+            ("a string doubled by ~ in a loop", "{% set ns = namespace(s='x') %}{% for i in range(40) %}"
+             "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}", "~ makes more than 268435456 bytes"),
+            ("a list doubled by + in a loop", "{% set ns = namespace(s=[1]) %}{% for i in range(40) %}"
+             "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}", "+ makes more than 268435456 bytes"),
+            ("a list of large strings repeated", "{{ (['x' * 100000000] * 100)|length }}",
+             "repeating 1 items 100 times makes more than 268435456 bytes"),
+            ("replace growing a string 10**5 times", "{{ ('x' * 100000)|replace('x', 'y' * 100000)|length }}",
+             "replace makes more than 268435456 bytes"),
+            ("indent growing a string 10**5 times", "{{ ('x\\n' * 100000)|indent('y' * 100000)|length }}",
+             "indent makes more than 268435456 bytes"),
             # Each range within the limit, but 10**10 steps nested (hours): stopped after 10**7 (2.5 s here, 12 s
             # under AddressSanitizer).
             ("nested loops of 10**10 steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"

@@ -339,13 +339,27 @@ using K = Value::Kind;
 
 // Limits on what a model's template may make the renderer do (each an error naming the template line, where before
 // the process hung, ran out of memory or overflowed its stack): jinja2's sandbox range limit, which Hugging Face
-// renders under; how deep rendering may nest (a recursive macro); how many items one repetition may make; how many
-// loop iterations one rendering may run.
+// renders under; how deep rendering may nest (a recursive macro); how many items (or bytes) one repetition,
+// concatenation, replace or indent may make (a string doubled in a loop 40 times asked for a terabyte); how many loop
+// iterations one rendering may run.
 constexpr int64_t kMaxRange = 100000;
 // Each level costs up to ~20 KiB of stack under AddressSanitizer (a macro call's chain), so 200 stay within 4 MiB.
 constexpr int kMaxDepth = 200;
-constexpr int64_t kMaxRepeat = int64_t{1} << 28;
-constexpr int64_t kMaxLoopSteps = 10'000'000;  // nested loops within range's limit: 10^10 steps would take hours
+constexpr int64_t kMaxRepeat = int64_t{1} << 28;  // bytes of a string, or of a list's items and their strings
+constexpr int64_t kMaxLoopSteps = 10'000'000;     // nested loops within range's limit: 10^10 steps would take hours
+
+// Fails when an operation would build a string, or a list, of more than kMaxRepeat bytes.
+void check_built(size_t bytes, const char* what, int line) {
+  if (bytes > static_cast<size_t>(kMaxRepeat))
+    fail("template line {}: {} makes more than {} bytes", line, what, kMaxRepeat);
+}
+
+// What a copy of l's items costs: each Value, and its string (lists and dicts inside are shared, not copied).
+size_t list_bytes(const List& l) {
+  size_t n = 0;
+  for (const Value& v : l) n += sizeof(Value) + v.s.size();
+  return n;
+}
 
 // x op y for op in + - *, failing where Python's unbounded integers would leave int64 (signed overflow was undefined
 // behaviour here). Unary minus is 0 - x.
@@ -1201,15 +1215,33 @@ class Evaluator {
           return Value::make_list(std::move(parts));
         }
         if (name == "replace") {
+          // Python's str.replace(old, new[, count]): an empty old matches before every character and at the end
+          // (it returned the string unchanged here).
+          if (arg(0) == nullptr || arg(1) == nullptr) fail("template line {}: replace needs old and new", line);
           const std::string& from = as_str(*arg(0), line, "replace");
           const std::string& to = as_str(*arg(1), line, "replace");
-          if (from.empty()) return Value::string(s);
+          int64_t count = arg(2) != nullptr ? as_int(*arg(2), line) : -1;
+          if (count < 0) count = INT64_MAX;
           std::string r;
+          auto add = [&](std::string_view piece) {
+            check_built(r.size() + piece.size(), "replace", line);
+            r += piece;
+          };
           size_t st = 0;
-          for (size_t at; (at = s.find(from, st)) != std::string::npos; st = at + from.size()) {
-            r += s.substr(st, at - st) + to;
+          if (from.empty()) {
+            for (const Value& c : iterate(obj, line)) {
+              if (count-- > 0) add(to);
+              add(c.s);
+            }
+            if (count > 0) add(to);
+            return Value::string(r);
           }
-          return Value::string(r + s.substr(st));
+          for (size_t at; count > 0 && (at = s.find(from, st)) != std::string::npos; st = at + from.size(), --count) {
+            add(std::string_view(s).substr(st, at - st));
+            add(to);
+          }
+          add(std::string_view(s).substr(st));
+          return Value::string(r);
         }
         if (name == "title" || name == "capitalize") return Value::string(case_mapped(s, name == "title" ? 'T' : 'C'));
         if (name == "find") {
@@ -1388,6 +1420,7 @@ class Evaluator {
         if (k > 0) out += '\n';
         if (k == 0 ? p[1].truthy() : !lines[k].empty() || p[2].truthy()) out += pad;
         out += lines[k];
+        check_built(out.size(), "indent", line);
       }
       return Value::string(out);
     }
@@ -1578,16 +1611,24 @@ class Evaluator {
       return l.truthy() ? l : eval(*e.args[1]);
     }
     const Value l = eval(*e.args[0]), r = eval(*e.args[1]);
-    if (op == "~") return Value::string(to_string(l) + to_string(r));
+    if (op == "~") {
+      std::string a = to_string(l), b = to_string(r);
+      check_built(a.size() + b.size(), "~", e.line);
+      return Value::string(a + b);
+    }
     if (op == "==") return Value::boolean(equal(l, r));
     if (op == "!=") return Value::boolean(!equal(l, r));
     if (op == "in") return Value::boolean(contains(r, l, e.line));
     if (op == "not in") return Value::boolean(!contains(r, l, e.line));
     if (op == "+") {
-      if (l.kind == K::String && r.kind == K::String) return Value::string(l.s + r.s);
+      if (l.kind == K::String && r.kind == K::String) {
+        check_built(l.s.size() + r.s.size(), "+", e.line);
+        return Value::string(l.s + r.s);
+      }
       if (l.kind == K::List && r.kind == K::List) {
         if (l.tuple != r.tuple)
           fail("template line {}: cannot add {} and {} (a tuple and a list)", e.line, repr(l), repr(r));
+        check_built(list_bytes(*l.list) + list_bytes(*r.list), "+", e.line);
         List c = *l.list;
         c.insert(c.end(), r.list->begin(), r.list->end());
         return l.tuple ? Value::make_tuple(std::move(c)) : Value::make_list(std::move(c));
@@ -1602,8 +1643,9 @@ class Evaluator {
       const int64_t times = std::max<int64_t>(0, l.kind == K::Int ? l.i : r.i);
       const auto size = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : seq.list->size());
       // Python would go on until memory runs out; a model's template is not let take the process down with it.
-      if (size > 0 && times > kMaxRepeat / size)
-        fail("template line {}: repeating {} items {} times is more than {}", e.line, size, times, kMaxRepeat);
+      const auto bytes = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : list_bytes(*seq.list));
+      if (bytes > 0 && times > kMaxRepeat / bytes)
+        fail("template line {}: repeating {} items {} times makes more than {} bytes", e.line, size, times, kMaxRepeat);
       if (seq.kind == K::String) {
         std::string out;
         out.reserve(static_cast<size_t>(size * times));
