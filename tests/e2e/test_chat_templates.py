@@ -213,6 +213,9 @@ FEATURES = {
               " {{ 1 in (1, 2) }} {{ (1, 2)|list }} {{ messages[0]|dictsort }}",
     # Python's printf-style formatting: the % operator on strings and jinja2's format filter.
     # Python's str.replace: an empty old string matches before every character and at the end; count.
+    # tojson's negative indent writes line ends only, as json.dumps does; |length of a string counts code points.
+    "tojson_indent_and_length": "{{ [1, [2]]|tojson(indent=-1) }} {{ [1]|tojson(indent=0) }} {{ ('é' * 1000)|length }}"
+                                " {{ (range(1000)|list)|tojson(indent=3)|length }}",
     "replace": "{{ 'ab'.replace('', '-') }} {{ 'éa'|replace('', '-') }} {{ 'aaa'.replace('a', 'b', 2) }}"
                " {{ 'aaa'|replace('a', 'b', 2) }} {{ ''.replace('', 'x') }} {{ 'ab'.replace('', '-', 1) }}"
                " {{ 'aaa'.replace('a', 'b', -1) }} {{ 'aaa'.replace('a', 'b', 0) }} {{ 'a.b.c'|replace('.', '::') }}",
@@ -290,6 +293,18 @@ def main():
              "repeating 1 items 100 times makes more than 268435456 bytes"),
             ("replace growing a string 10**5 times", "{{ ('x' * 100000)|replace('x', 'y' * 100000)|length }}",
              "replace makes more than 268435456 bytes"),
+            # A method called without its argument dereferenced a null pointer (SIGSEGV, exit 139).
+            ("join() without its argument", "{{ ','.join() }}", "join() needs at least 1 argument(s), got 0"),
+            ("startswith() without its argument", "{{ 'a'.startswith() }}", "startswith() needs at least 1 argument"),
+            ("get() without its argument", "{{ {'a': 1}.get() }}", "get() needs at least 1 argument"),
+            ("join growing a string 10**5 times", "{{ (range(100000)|list)|join('y' * 100000)|length }}",
+             "join makes more than 268435456 bytes"),
+            # 2^40 was cast to an int (0).
+            ("tojson with a huge indent", "{{ [1]|tojson(indent=1099511627776) }}",
+             "tojson indent 1099511627776 is past 1024"),
+            # A Value per character: 200 MB of text asked for 20 GB.
+            ("iterating a 200 MB string", "{% for c in 'x' * 200000000 %}{% endfor %}",
+             "iterating a string of 200000000 bytes (at most 4 MiB)"),
             ("indent growing a string 10**5 times", "{{ ('x\\n' * 100000)|indent('y' * 100000)|length }}",
              "indent makes more than 268435456 bytes"),
             # Each range within the limit, but 10**10 steps nested (hours): stopped after 10**7 (2.5 s here, 12 s

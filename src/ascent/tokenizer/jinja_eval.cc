@@ -450,6 +450,9 @@ std::vector<Value> iterate(const Value& v, int line) {
       return keys;
     }
     case K::String: {
+      // A Value per character (~100 bytes each): a 256 MiB string would take 25 GiB.
+      if (v.s.size() > (size_t{1} << 22))
+        fail("template line {}: iterating a string of {} bytes (at most 4 MiB)", line, v.s.size());
       std::vector<Value> chars;
       for (size_t k = 0; k < v.s.size();) {
         const unsigned char c = static_cast<unsigned char>(v.s[k]);
@@ -1179,6 +1182,12 @@ class Evaluator {
   Value method(const Value& obj, const std::string& name, int line) {
     return Value::function([obj, name, line](const Args& a, const Kwargs&) -> Value {
       auto arg = [&](size_t k) { return k < a.size() ? &a[k] : nullptr; };
+      // A required argument: a method called without it dereferenced a null pointer (',' .join() crashed).
+      auto need = [&](size_t k) -> const Value& {
+        if (k >= a.size())
+          fail("template line {}: {}() needs at least {} argument(s), got {}", line, name, k + 1, a.size());
+        return a[k];
+      };
       if (obj.kind == K::String) {
         const std::string& s = obj.s;
         if (name == "strip") return Value::string(strip(s, arg(0), true, true));
@@ -1186,7 +1195,7 @@ class Evaluator {
         if (name == "rstrip") return Value::string(strip(s, arg(0), false, true));
         if (name == "upper" || name == "lower") return Value::string(case_mapped(s, name == "upper" ? 'U' : 'L'));
         if (name == "startswith" || name == "endswith") {
-          const std::string& p = as_str(*arg(0), line, name.c_str());
+          const std::string& p = as_str(need(0), line, name.c_str());
           const bool ok =
               p.size() <= s.size() && (name == "startswith" ? s.compare(0, p.size(), p) == 0
                                                             : s.compare(s.size() - p.size(), p.size(), p) == 0);
@@ -1217,9 +1226,8 @@ class Evaluator {
         if (name == "replace") {
           // Python's str.replace(old, new[, count]): an empty old matches before every character and at the end
           // (it returned the string unchanged here).
-          if (arg(0) == nullptr || arg(1) == nullptr) fail("template line {}: replace needs old and new", line);
-          const std::string& from = as_str(*arg(0), line, "replace");
-          const std::string& to = as_str(*arg(1), line, "replace");
+          const std::string& from = as_str(need(0), line, "replace");
+          const std::string& to = as_str(need(1), line, "replace");
           int64_t count = arg(2) != nullptr ? as_int(*arg(2), line) : -1;
           if (count < 0) count = INT64_MAX;
           std::string r;
@@ -1245,19 +1253,22 @@ class Evaluator {
         }
         if (name == "title" || name == "capitalize") return Value::string(case_mapped(s, name == "title" ? 'T' : 'C'));
         if (name == "find") {
-          const size_t at = s.find(as_str(*arg(0), line, "find"));
+          const size_t at = s.find(as_str(need(0), line, "find"));
           return Value::integer(at == std::string::npos ? -1 : static_cast<int64_t>(at));
         }
         if (name == "count") {
-          const std::string& p = as_str(*arg(0), line, "count");
+          const std::string& p = as_str(need(0), line, "count");
           int64_t c = 0;
           for (size_t at = 0; !p.empty() && (at = s.find(p, at)) != std::string::npos; at += p.size()) ++c;
           return Value::integer(c);
         }
         if (name == "join") {
           std::string r;
-          const auto items = iterate(*arg(0), line);
-          for (size_t k = 0; k < items.size(); ++k) r += (k ? s : "") + to_string(items[k]);
+          const auto items = iterate(need(0), line);
+          for (size_t k = 0; k < items.size(); ++k) {
+            r += (k ? s : "") + to_string(items[k]);
+            check_built(r.size(), "join", line);
+          }
           return Value::string(r);
         }
       } else if (obj.kind == K::Dict) {
@@ -1271,7 +1282,7 @@ class Evaluator {
           return Value::make_list(std::move(l));
         }
         if (name == "get") {
-          const Value* v = obj.get(as_str(*arg(0), line, "get"));
+          const Value* v = obj.get(as_str(need(0), line, "get"));
           return v ? *v : (arg(1) ? *arg(1) : Value::none());
         }
       } else if (obj.kind == K::List && name == "append") {
@@ -1351,16 +1362,26 @@ class Evaluator {
   // jinja2's built-in filter f on v (map() applies one by name too).
   Value apply_filter(const std::string& f, const Value& v, const Args& a, const Kwargs& kw, int line) {
     if (f == "length" || f == "count") {
-      if (v.kind == K::String) return Value::integer(static_cast<int64_t>(iterate(v, line).size()));
+      if (v.kind == K::String) {  // code points: the bytes that do not continue one
+        return Value::integer(static_cast<int64_t>(std::count_if(
+            v.s.begin(), v.s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; })));
+      }
       return Value::integer(static_cast<int64_t>(iterate(v, line).size()));
     }
     if (f == "tojson") {
-      int indent = -1;
-      if (!a.empty()) indent = static_cast<int>(as_int(a[0], line));
+      // json.dumps' indent: none for one line; a negative one writes the line ends only, as 0 does. Past 1024 it is
+      // refused (2^40 was cast to an int: 0).
+      int64_t indent = -1;
+      auto set_indent = [&](const Value& x) {
+        if (x.kind == K::None) return;
+        indent = std::max<int64_t>(0, as_int(x, line));
+        if (indent > 1024) fail("template line {}: tojson indent {} is past 1024", line, indent);
+      };
+      if (!a.empty()) set_indent(a[0]);
       for (const auto& [k, x] : kw) {
-        if (k == "indent" && x.kind != K::None) indent = static_cast<int>(as_int(x, line));
+        if (k == "indent") set_indent(x);
       }
-      return Value::string(to_json(v, indent));
+      return Value::string(to_json(v, static_cast<int>(indent)));
     }
     if (f == "trim") return Value::string(strip(to_string(v), a.empty() ? nullptr : &a[0], true, true));
     if (f == "string") return Value::string(to_string(v));
