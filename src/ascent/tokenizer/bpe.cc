@@ -7,6 +7,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/tokenizer.h"
+#include "ascent/tokenizer/utf8.h"
 
 namespace ascent::tokenizer {
 namespace {
@@ -29,13 +30,6 @@ std::string normalize(std::string_view s, Normalization form);  // below
 template <class Specials, class OnRun>
 void split_at_specials(std::string_view text, const Specials& specials, std::vector<int32_t>& out, OnRun&& on_run);
 
-// The code point of the UTF-8 character at s[at] and its length (an invalid byte: -1, length 1).
-std::pair<utf8proc_int32_t, size_t> char_at(std::string_view s, size_t at) {
-  utf8proc_int32_t cp = -1;
-  const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + at),
-                                  static_cast<utf8proc_ssize_t>(s.size() - at), &cp);
-  return {n > 0 ? cp : -1, n > 0 ? static_cast<size_t>(n) : 1};
-}
 // Where the UTF-8 character ending at s[end - 1] starts.
 size_t char_start_before(std::string_view s, size_t end) {
   size_t at = end - 1;

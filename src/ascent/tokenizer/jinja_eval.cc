@@ -16,6 +16,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
+#include "ascent/tokenizer/utf8.h"
 
 namespace ascent::tokenizer::jinja {
 
@@ -481,8 +482,7 @@ int compare(const Value& l, const Value& r, int line) {
       const int64_t x = l.kind == K::Int ? l.i : l.b, y = r.kind == K::Int ? r.i : r.b;
       return (x > y) - (x < y);
     }
-    const double x = l.kind == K::Float ? l.f : l.kind == K::Int ? static_cast<double>(l.i) : l.b;
-    const double y = r.kind == K::Float ? r.f : r.kind == K::Int ? static_cast<double>(r.i) : r.b;
+    const double x = as_number(l, line), y = as_number(r, line);
     return (x > y) - (x < y);
   }
   if (l.kind == K::String && r.kind == K::String) {
@@ -500,13 +500,22 @@ int compare(const Value& l, const Value& r, int line) {
   fail("template line {}: cannot compare {} with {}", line, what(l), what(r));
 }
 
+// s cut at every sep (jinja2's attribute paths: "a.b", "role,content").
+std::vector<std::string> split_on(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  for (size_t b = 0;;) {
+    const size_t e = s.find(sep, b);
+    parts.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) return parts;
+    b = e + 1;
+  }
+}
+
 // jinja2's attribute path (sort's, selectattr's, map's attribute=): dot-separated parts, each a dict key or, when
 // all digits, a list index; a missing one gives Undefined.
 Value attribute_path(const Value& item, const std::string& path) {
   Value cur = item;
-  for (size_t b = 0;;) {
-    const size_t e = path.find('.', b);
-    const std::string part = path.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  for (const std::string& part : split_on(path, '.')) {
     const bool digits =
         !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (cur.kind == K::Dict && !digits) {
@@ -520,9 +529,8 @@ Value attribute_path(const Value& item, const std::string& path) {
     } else {
       return {};
     }
-    if (e == std::string::npos) return cur;
-    b = e + 1;
   }
+  return cur;
 }
 
 // Python's str.upper ('U'), lower ('L'), title ('T': a cased letter after an uncased character starts a word in
@@ -533,51 +541,32 @@ Value attribute_path(const Value& item, const std::string& path) {
 std::string case_mapped(const std::string& s, char how) {
   std::string out;
   out.reserve(s.size());
-  bool after_cased = false;
+  bool after_cased = false;  // 'J': inside a word
   for (size_t i = 0; i < s.size();) {
-    utf8proc_int32_t cp = -1;
-    const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
-                                    static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
-    if (n <= 0) {
+    const auto [cp, n] = char_at(s, i);
+    if (cp < 0) {
       out += s[i++];
       after_cased = false;
       continue;
     }
     const utf8proc_category_t cat = utf8proc_category(cp);
-    const bool cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
-    utf8proc_int32_t mapped;
     // "ß" has no one-character upper or title case: Python's full mappings give "SS" and "Ss", utf8proc's "ẞ".
     const bool upper = how == 'U' || (how == 'J' && !after_cased);
     const bool title = (how == 'T' && !after_cased) || (how == 'C' && i == 0);
     if (cp == 0xdf && (upper || title)) {
       out += upper ? "SS" : "Ss";
-      i += static_cast<size_t>(n);
       after_cased = true;
-      continue;
-    }
-    if (how == 'J') {  // jinja2's title filter: a word's first character upper, the rest lower
+    } else if (how == 'J') {  // jinja2's title filter: a word's first character upper, the rest lower
       const bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || (cp >= 9 && cp <= 13) ||
                        (cp >= 0x1c && cp <= 0x1f) || cp == 0x85 || cat == UTF8PROC_CATEGORY_ZS ||
                        cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
-      mapped = sep ? cp : after_cased ? utf8proc_tolower(cp) : utf8proc_toupper(cp);
-      after_cased = !sep;  // here: inside a word
-      utf8proc_uint8_t buf[4];
-      out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(utf8proc_encode_char(mapped, buf)));
-      i += static_cast<size_t>(n);
-      continue;
-    }
-    if (how == 'U') {
-      mapped = utf8proc_toupper(cp);
-    } else if (how == 'L') {
-      mapped = utf8proc_tolower(cp);
+      append_utf8(out, sep ? cp : after_cased ? utf8proc_tolower(cp) : utf8proc_toupper(cp));
+      after_cased = !sep;
     } else {
-      const bool first = how == 'T' ? !after_cased : i == 0;
-      mapped = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
+      append_utf8(out, how == 'U' ? utf8proc_toupper(cp) : title ? utf8proc_totitle(cp) : utf8proc_tolower(cp));
+      after_cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
     }
-    after_cased = cased;
-    utf8proc_uint8_t buf[4];
-    out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(utf8proc_encode_char(mapped, buf)));
-    i += static_cast<size_t>(n);
+    i += n;
   }
   return out;
 }
@@ -594,12 +583,7 @@ Value sort_key(const Value& item, const Value& attribute, bool case_sensitive, i
   const std::string& path = as_str(attribute, line, "attribute");
   if (path.find(',') == std::string::npos) return lowered(attribute_path(item, path));
   List parts;
-  for (size_t b = 0;;) {
-    const size_t e = path.find(',', b);
-    parts.push_back(lowered(attribute_path(item, path.substr(b, e == std::string::npos ? std::string::npos : e - b))));
-    if (e == std::string::npos) break;
-    b = e + 1;
-  }
+  for (const std::string& one : split_on(path, ',')) parts.push_back(lowered(attribute_path(item, one)));
   return Value::make_list(std::move(parts));
 }
 
@@ -725,15 +709,13 @@ std::string percent_format(const std::string& format, const Value& args, int lin
       zero_pad = false;
     } else if (type == 'c') {
       if (v.kind == K::String) {
-        if (iterate(v, line).size() != 1) fail("template line {}: %c requires an int or a single character", line);
+        if (code_points(v.s) != 1) fail("template line {}: %c requires an int or a single character", line);
         body = v.s;
       } else {
         const int64_t cp = as_int(v, line);
-        utf8proc_uint8_t buf[4];
-        if (!utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)) || cp < 0 || cp > 0x10ffff)
+        if (cp < 0 || cp > 0x10ffff || !utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)))
           fail("template line {}: %c arg {} not in range(0x110000)", line, cp);
-        body.assign(reinterpret_cast<const char*>(buf),
-                    static_cast<size_t>(utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf)));
+        append_utf8(body, static_cast<utf8proc_int32_t>(cp));
       }
       zero_pad = false;
     } else if (std::strchr("diuoxX", type) != nullptr) {
@@ -774,7 +756,7 @@ std::string percent_format(const std::string& format, const Value& args, int lin
     } else {
       fail("template line {}: unsupported format character '{}'", line, type);
     }
-    const int64_t len = static_cast<int64_t>(iterate(Value::string(body), line).size());
+    const auto len = static_cast<int64_t>(code_points(body));
     if (len < width) {
       const std::string pad(static_cast<size_t>(width - len), ' ');
       body = left ? body + pad : pad + body;
@@ -816,6 +798,11 @@ std::string hash_key(const Value& v, int line) {
     default:
       fail("template line {}: unique: unhashable value {}", line, repr(v));
   }
+}
+
+// A list or a tuple as `like` is one (slicing, + and repetition keep the kind).
+Value list_like(const Value& like, List l) {
+  return like.tuple ? Value::make_tuple(std::move(l)) : Value::make_list(std::move(l));
 }
 
 Value generator_of(List l) {
@@ -1336,7 +1323,7 @@ class Evaluator {
         s += obj.s[static_cast<size_t>(k)];
       }
     }
-    if (obj.kind == K::List) return obj.tuple ? Value::make_tuple(std::move(l)) : Value::make_list(std::move(l));
+    if (obj.kind == K::List) return list_like(obj, std::move(l));
     return Value::string(s);
   }
 
@@ -1362,10 +1349,7 @@ class Evaluator {
   // jinja2's built-in filter f on v (map() applies one by name too).
   Value apply_filter(const std::string& f, const Value& v, const Args& a, const Kwargs& kw, int line) {
     if (f == "length" || f == "count") {
-      if (v.kind == K::String) {  // code points: the bytes that do not continue one
-        return Value::integer(static_cast<int64_t>(std::count_if(
-            v.s.begin(), v.s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; })));
-      }
+      if (v.kind == K::String) return Value::integer(static_cast<int64_t>(code_points(v.s)));
       return Value::integer(static_cast<int64_t>(iterate(v, line).size()));
     }
     if (f == "tojson") {
@@ -1652,7 +1636,7 @@ class Evaluator {
         check_built(list_bytes(*l.list) + list_bytes(*r.list), "+", e.line);
         List c = *l.list;
         c.insert(c.end(), r.list->begin(), r.list->end());
-        return l.tuple ? Value::make_tuple(std::move(c)) : Value::make_list(std::move(c));
+        return list_like(l, std::move(c));
       }
       if (l.kind == K::String || r.kind == K::String || l.kind == K::Undefined || r.kind == K::Undefined) {
         fail("template line {}: cannot add '{}' and '{}'", e.line, to_string(l), to_string(r));
@@ -1675,12 +1659,9 @@ class Evaluator {
       }
       List out;
       for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
-      return seq.tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
+      return list_like(seq, std::move(out));
     }
-    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
-      const int c = compare(l, r, e.line);
-      return Value::boolean(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
-    }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") return Value::boolean(apply_test(op, l, {r}, e.line));
     const bool ints = (l.kind == K::Int || l.kind == K::Bool) && (r.kind == K::Int || r.kind == K::Bool);
     if (ints && op != "/") {
       const int64_t x = as_int(l, e.line), y = as_int(r, e.line);

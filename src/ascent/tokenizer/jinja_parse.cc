@@ -8,6 +8,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
+#include "ascent/tokenizer/utf8.h"
 
 namespace ascent::tokenizer::jinja {
 namespace {
@@ -128,13 +129,6 @@ struct Token {
   double f = 0;
 };
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // The escape after a backslash at s[j] in a string literal, appended to v as jinja2 reads it (Python's
 // unicode-escape: \\ \' \" \a \b \f \n \r \t \v, up to 3 octal digits, \xhh, \uhhhh, \Uhhhhhhhh, a backslash
 // before a line end drops both; any other backslash stays). Returns the index of the escape's last character.
@@ -181,11 +175,10 @@ size_t unescape(const std::string& s, size_t j, std::string& v, int line) {
     }
   } else if (e == 'x' || e == 'u' || e == 'U') {
     const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-    for (size_t k = j + 1; k <= j + n; ++k) {
-      const int d = k < s.size() ? hex_digit(s[k]) : -1;
-      if (d < 0) fail("template line {}: truncated \\{} escape in a string (needs {} hex digits)", line, e, n);
-      cp = cp * 16 + static_cast<uint32_t>(d);
-    }
+    const char* digits = s.data() + j + 1;
+    const auto [end, ec] = std::from_chars(digits, digits + std::min(n, s.size() - j - 1), cp, 16);
+    if (ec != std::errc() || end != digits + n)
+      fail("template line {}: truncated \\{} escape in a string (needs {} hex digits)", line, e, n);
     last = j + n;
   } else {
     v += '\\';
@@ -195,9 +188,7 @@ size_t unescape(const std::string& s, size_t j, std::string& v, int line) {
   if (!utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)))
     fail("template line {}: escape \\{} in a string is not a Unicode character (U+{:X})", line,
          s.substr(j, last - j + 1), cp);
-  utf8proc_uint8_t buf[4];
-  v.append(reinterpret_cast<const char*>(buf),
-           static_cast<size_t>(utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf)));
+  append_utf8(v, static_cast<utf8proc_int32_t>(cp));
   return last;
 }
 
