@@ -228,7 +228,7 @@ FEATURES = {
                       " {{ '%s' % [1, 2] }} {{ '%s' % (1,) }} {{ '%s'|format('x') }} {{ '%s-%s'|format(1, 2) }}"
                       " {{ '%(k)s'|format(k='v') }} {{ '%*d|%-*d|%.*f' % (5, 1, 5, 2, 2, 3.14) }} {{ '%s' % none }}"
                       " {{ '%d' % true }} {{ '%5s|' % 'é' }} {{ '%x' % -255 }} {{ '%.0f %.0f' % (0.5, 1.5) }}"
-                      " {{ '<|im_start|>%s\\n' % messages[1].role }}",
+                      " {{ '<|im_start|>%s\\n' % messages[1].role }} {{ '%.1s|%.2s|%5.1s|' % ('é', 'aéb', 'éé') }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}

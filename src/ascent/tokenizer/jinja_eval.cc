@@ -705,7 +705,10 @@ std::string percent_format(const std::string& format, const Value& args, int lin
                                                                          : "";
     if (type == 's' || type == 'r' || type == 'a') {
       body = type == 's' ? to_string(v) : repr(v);
-      if (precision >= 0) body = body.substr(0, static_cast<size_t>(precision));  // bytes: ASCII-exact
+      // Python keeps the first `precision` characters (cutting bytes split "é" and wrote invalid UTF-8).
+      size_t end = 0;
+      for (int64_t k = 0; k < precision && end < body.size(); ++k) end += char_at(body, end).second;
+      if (precision >= 0) body.resize(end);
       zero_pad = false;
     } else if (type == 'c') {
       if (v.kind == K::String) {
