@@ -46,15 +46,18 @@ def round_bf16(x):
 
 def quant_rows(x, width):
     """Symmetric int8 per span of `width` columns: d = amax / 127, q = round-half-even(x * (1 / d)), where 1 / d
-    counts as 0 when it is not finite (d = 0, or d subnormal below 1 / FLT_MAX: every code 0)."""
+    counts as 0 when it is not finite (d = 0, or d subnormal below 1 / FLT_MAX: every code 0). A span holding a NaN
+    or an infinity has d = NaN and every code 0, so that whatever it feeds is NaN, as a float matmul's would be."""
     T, K = x.shape
     xs = x.astype(f32).reshape(T, K // width, width)
+    bad = ~np.isfinite(xs).all(axis=2)
+    xs = np.where(bad[:, :, None], f32(0), xs)
     d = (np.abs(xs).max(axis=2) / f32(127)).astype(f32)
     with np.errstate(over="ignore"):
         inv = (f32(1) / np.where(d != 0, d, f32(1))).astype(f32)
     inv = np.where((d != 0) & np.isfinite(inv), inv, f32(0)).astype(f32)
     q = np.clip(np.rint(xs * inv[:, :, None]), -127, 127).astype(np.int64)
-    return q.reshape(T, K), d.astype(np.float64)
+    return q.reshape(T, K), np.where(bad, np.nan, d.astype(np.float64))
 
 
 def ref_f16(x, w):
@@ -239,6 +242,22 @@ def main():
                 same &= full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
                                                  for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+        # A NaN or an infinite activation makes its token's every output NaN (or infinite), as in floats, and
+        # leaves the other tokens' bits alone. A quantizer once dropped the NaN from its block's scale: the output
+        # stayed finite, and a model with a NaN activation went on generating.
+        for isa in supported:
+            ok = True
+            x = rng.standard_normal((3, 96)).astype(f32)
+            w = rng.standard_normal((5, 96)).astype(f32)
+            clean = run([x, w], isa, **attrs)
+            for v in (np.nan, np.inf):
+                xb = x.copy()
+                xb[1, 40] = v
+                got = run([xb, w], isa, **attrs)
+                ok &= (clean is not None and got is not None and not np.isfinite(got[1]).any() and
+                       np.array_equal(got[[0, 2]], clean[[0, 2]]))
+            check(ok, f"{name:9s} {isa:6s} a NaN or infinite activation gives its token no finite output, and the "
+                      f"other tokens their bits")
     # GGUF K-quants, given as super-blocks (rows of uint16 pairs of bytes): K a multiple of 256, decode (T = 1) and
     # tiles of tokens, rows alone bitwise equal to the same rows in a batch.
     # q4_kr, q6_kr: Q4_K and Q6_K blocks repacked (dtype.h Q4_KR, Q6_KR) as models load them for the AVX-512 kernel,
@@ -262,6 +281,17 @@ def main():
             same = full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, wtype=name), full[t:t + 1])
                                             for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+            x = rng.standard_normal((3, 512)).astype(f32)
+            w = make(5, 512).view("<u2").reshape(5, -1)
+            clean, ok = run([x, w], isa, wtype=name), True
+            for v in (np.nan, -np.inf):
+                xb = x.copy()
+                xb[1, 300] = v
+                got = run([xb, w], isa, wtype=name)
+                ok &= (clean is not None and got is not None and not np.isfinite(got[1]).any() and
+                       np.array_equal(got[[0, 2]], clean[[0, 2]]))
+            check(ok, f"{name:9s} {isa:6s} a NaN or infinite activation gives its token no finite output, and the "
+                      f"other tokens their bits")
     # Q4_KR's tiles take two super-blocks per step: K = 1280, an odd number of them, rows alone and in a batch (a
     # generator of its own leaves the other draws as they were).
     g = np.random.default_rng(51)
@@ -359,7 +389,13 @@ def main():
         x[5] = rng.standard_normal(K) * 1e-38  # subnormal d: no finite inverse
         x[6] = rng.standard_normal(K) * np.where(np.arange(K) % 64 < 32, 1.0, 1e-38)
         x[7] = rng.standard_normal(K) * 1e3
-        return x
+        # A NaN, +inf or -inf in the last 32-column span (and values near the float limit, which an input_scale
+        # above 1 takes past it): those spans get d = NaN and zero codes, the others are untouched.
+        special = np.tile(rng.standard_normal(K).astype(f32), (4, 1))
+        for r, v in enumerate((np.nan, np.inf, -np.inf)):
+            special[r, K - 1 - (r * 5) % min(K, 32)] = v
+        special[3, (K - 1) // 2] = f32(3e38)
+        return np.concatenate([x, special]).astype(f32)
 
     bad = []
     for K in (1, 7, 8, 9, 31, 32, 33, 45, 64, 100, 333):
@@ -367,18 +403,20 @@ def main():
         for isa in supported:
             for scale in (None, s):
                 got = act_quant(x, isa, scale)
-                q, d = quant_rows((x * scale).astype(f32) if scale is not None else x, K)
-                if got is None or not (np.array_equal(got[:, :K], q) and np.array_equal(got[:, K:], d)):
+                with np.errstate(over="ignore", invalid="ignore"):
+                    q, d = quant_rows((x * scale).astype(f32) if scale is not None else x, K)
+                if got is None or not (np.array_equal(got[:, :K], q) and np.array_equal(got[:, K:], d, equal_nan=True)):
                     bad.append(f"{isa} per token K={K}{' input_scale' if scale is not None else ''}")
     for K in (32, 96, 2112):
         x = edge_rows(K)
         q, d = quant_rows(x, 32)
         for isa in supported:
             got = act_quant(x, isa, blocks=True)
-            if got is None or not (np.array_equal(got[:, :K], q) and np.array_equal(got[:, K:], d)):
+            if got is None or not (np.array_equal(got[:, :K], q) and np.array_equal(got[:, K:], d, equal_nan=True)):
                 bad.append(f"{isa} per block K={K}")
     check(not bad, f"activation int8 codes and scales bitwise the NumPy reference in {', '.join(supported)}, per token "
-          f"(K = 1..333, with and without input_scale) and per 32 columns (ties, zeros, 1e30 range, d subnormal)"
+          f"(K = 1..333, with and without input_scale) and per 32 columns (ties, zeros, 1e30 range, d subnormal, "
+          f"NaN and infinities)"
           + (f"; differ: {bad}" if bad else ""))
     # Activation-aware scaling: the input_scale multiplies activations and divides weight columns.
     s = rng.uniform(0.25, 4.0, 200).astype(f32)

@@ -113,7 +113,9 @@ void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, con
 
 // Quantizes n values (times s where given) to int8 with d = amax / 127, rounding to nearest even; returns d and,
 // with sum, the codes' sum. The AVX-512 and AVX2 variants (gemm_input_avx512.cc, gemm_input_avx2.cc) give the scalar
-// code's bits (gemm_input.cc); so do the block functions below (the q4r ones only move bytes).
+// code's bits (gemm_input.cc) for finite values; so do the block functions below (the q4r ones only move bytes). A
+// span holding a NaN or an infinity is not theirs to quantize: prepare_gemm_input gives it d = NaN and zero codes in
+// every ISA, as the scalar code does.
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 

@@ -6,6 +6,8 @@
 // so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -16,10 +18,38 @@
 namespace ascent::kernels {
 namespace {
 
+// Whether all n values are finite, read by their exponent bits: an integer test the compiler vectorizes, where a
+// float compare chain would not be reordered.
+bool all_finite(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    uint32_t b;
+    std::memcpy(&b, x + k, 4);
+    bad |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+// A span holding a NaN or an infinity (or whose scaled values overflow) gets codes 0 and d = NaN, so every output it
+// feeds is NaN, as the same matmul in floats gives. Before, the NaN was lost: a max over |x| skips it, so d came out
+// finite, and the NaN's code was whatever the float-to-int conversion made of it (undefined behaviour in scalar code),
+// and a quantized model with a NaN activation went on generating plausible text.
+float poison_span(int64_t n, int8_t* q, int32_t* sum) {
+  std::fill(q, q + n, int8_t{0});
+  if (sum != nullptr) *sum = 0;
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
 // Quantizes n values (scaled by s when given) to int8 with d = amax / 127, rounding to nearest even; returns d.
 float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   float amax = 0.0f;
-  for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(s != nullptr ? x[k] * s[k] : x[k]));
+  bool finite = true;
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = s != nullptr ? x[k] * s[k] : x[k];
+    finite = finite && std::isfinite(v);
+    amax = std::max(amax, std::fabs(v));
+  }
+  if (!finite) return poison_span(n, q, sum);
   const float d = amax / 127.0f;
   const float id = inverse_scale(d);
   // Adding and subtracting 1.5 * 2^23 rounds |v| < 2^22 to the nearest integer, ties to even, as nearbyint does
@@ -77,29 +107,31 @@ void q6r_layout(const int8_t* q, const float* d, int64_t K, int8_t* out, int32_t
   }
 }
 
+// The SIMD quantizers give quantize_span's bits for finite values; what they make of a NaN or an infinity is left
+// to the instructions, so those spans are found here and given quantize_span's NaN scale and zero codes.
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
-  switch (active_isa()) {
-    case Isa::Avx512:
-      return quantize_span_avx512(x, s, n, q, sum);
-    case Isa::Avx2:
-      return quantize_span_avx2(x, s, n, q, sum);
-    case Isa::Ref:
-      break;
-  }
-  return quantize_span(x, s, n, q, sum);
+  if (active_isa() == Isa::Ref) return quantize_span(x, s, n, q, sum);
+  if (!all_finite(x, n) || (s != nullptr && !all_finite(s, n))) return poison_span(n, q, sum);
+  const float d =
+      active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span_avx2(x, s, n, q, sum);
+  return std::isfinite(d) ? d : poison_span(n, q, sum);  // finite values whose products with s overflow
 }
 
 // nb blocks of 32 values, each quantized as quantize_span does one: codes at q + 32 b, d[b], sum[b].
 void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  switch (active_isa()) {
-    case Isa::Avx512:
-      return quantize_blocks32_avx512(x, nb, q, d, sum);
-    case Isa::Avx2:
-      return quantize_blocks32_avx2(x, nb, q, d, sum);
-    case Isa::Ref:
-      break;
+  if (active_isa() == Isa::Ref) {
+    for (int64_t b = 0; b < nb; ++b) d[b] = quantize_span(x + b * kQBlock, nullptr, kQBlock, q + b * kQBlock, &sum[b]);
+    return;
   }
-  for (int64_t b = 0; b < nb; ++b) d[b] = quantize_span(x + b * kQBlock, nullptr, kQBlock, q + b * kQBlock, &sum[b]);
+  if (active_isa() == Isa::Avx512) {
+    quantize_blocks32_avx512(x, nb, q, d, sum);
+  } else {
+    quantize_blocks32_avx2(x, nb, q, d, sum);
+  }
+  if (all_finite(x, nb * kQBlock)) return;  // one pass over a row in L1; the blocks only when it fails
+  for (int64_t b = 0; b < nb; ++b) {
+    if (!all_finite(x + b * kQBlock, kQBlock)) d[b] = poison_span(kQBlock, q + b * kQBlock, &sum[b]);
+  }
 }
 
 // The weight formats whose SIMD kernels read the activations in GemmInput::q4r's order.
