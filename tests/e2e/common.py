@@ -134,9 +134,9 @@ def dequant_q6_k(b, dtype=np.float32):
     return y.reshape(-1).astype(dtype)
 
 
-def read_gguf(path):
-    with open(path, "rb") as f:
-        data = f.read()
+def gguf_layout(data):
+    """A GGUF file's metadata, its tensors as (name, shape outermost-first, ggml type, offset) and where their data
+    section starts."""
     pos = 0
 
     def take(fmt):
@@ -178,7 +178,13 @@ def read_gguf(path):
         dims = [take("Q") for _ in range(nd)]
         infos.append((name, dims[::-1], take("I"), take("Q")))
     align = meta.get("general.alignment", 32)
-    start = (pos + align - 1) // align * align
+    return meta, infos, (pos + align - 1) // align * align
+
+
+def read_gguf(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    meta, infos, start = gguf_layout(data)
     tensors = {}
     for name, shape, t, off in infos:
         n = int(np.prod(shape))

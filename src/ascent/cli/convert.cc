@@ -3,6 +3,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/cli/commands.h"
+#include "ascent/model/check_weights.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/model.h"
 
@@ -18,6 +19,7 @@ void run(const std::string& in, const std::string& out, const std::string& type)
   model::WeightSet w;
   std::unique_ptr<model::GgufFile> gguf;
   model::read_checkpoint(in, format, cfg, w, gguf);
+  model::check_weight_values(w);  // a NaN or infinite weight is refused by name, not carried into the new file
   model::write_gguf_model(cfg, w, dtype, out);
   std::printf("wrote %s (%s)\n", out.c_str(), std::string(dtype_name(dtype)).c_str());
 }

@@ -14,11 +14,21 @@
 namespace ascent::cli {
 namespace {
 
-void run(const std::string& path, bool no_mmap, bool no_repack, bool no_thread_layout, int threads) {
-  set_threads(threads);
-  MappedFile::set_copy_files(no_mmap);
+struct InfoOptions {
+  std::string path;
+  bool no_mmap = false;
+  bool no_repack = false;
+  bool no_thread_layout = false;
+  bool check_tensors = false;
+  int threads = 0;
+};
+
+void run(const InfoOptions& o) {
+  set_threads(o.threads);
+  MappedFile::set_copy_files(o.no_mmap);
   const size_t rss_before = resident_bytes();
-  auto m = model::Model::load(path, {.repack = !no_repack, .thread_layout = !no_thread_layout});
+  auto m = model::Model::load(
+      o.path, {.repack = !o.no_repack, .thread_layout = !o.no_thread_layout, .check_tensors = o.check_tensors});
   const size_t rss_after = resident_bytes();
   const auto& c = m->config();
   std::printf("format            %s\n", model::format_name(m->format()));
@@ -64,21 +74,15 @@ void run(const std::string& path, bool no_mmap, bool no_repack, bool no_thread_l
 }  // namespace
 
 void add_info(CLI::App& app) {
-  struct Opt {
-    std::string path;
-    bool no_mmap = false;
-    bool no_repack = false;
-    bool no_thread_layout = false;
-    int threads = 0;
-  };
-  auto o = std::make_shared<Opt>();
+  auto o = std::make_shared<InfoOptions>();
   auto* c = app.add_subcommand("info", "describe a model");
   c->add_option("-m,--model", o->path, kModelHelp)->required();
   add_no_mmap_flag(c, o->no_mmap);
   add_no_repack_flag(c, o->no_repack);
   add_no_thread_layout_flag(c, o->no_thread_layout);
+  add_check_tensors_flag(c, o->check_tensors);
   c->add_option("-t,--threads", o->threads, "threads the weights are placed for (0: all cores)");
-  c->callback([o] { run(o->path, o->no_mmap, o->no_repack, o->no_thread_layout, o->threads); });
+  c->callback([o] { run(*o); });
 }
 
 }  // namespace ascent::cli

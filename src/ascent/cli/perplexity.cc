@@ -7,6 +7,7 @@
 #include "ascent/base/read_file.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
+#include "ascent/engine/sampler.h"
 #include "ascent/model/model_tokenizer.h"
 
 namespace ascent::cli {
@@ -49,6 +50,9 @@ void run(Options& o) {
     auto logits = m->forward(window, /*all_logits=*/true);
     for (int64_t t = 0; t + 1 < len; ++t) {
       const float* row = logits.data() + t * V;
+      with_context(fmt::format("{}: window {}, position {}", o.file, w + 1, t), [&] {
+        engine::check_logits({row, static_cast<size_t>(V)});
+      });
       float mx = row[0];
       for (int64_t v = 1; v < V; ++v) mx = std::max(mx, row[v]);
       double sum = 0.0;

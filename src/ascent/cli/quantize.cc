@@ -13,7 +13,9 @@ namespace {
 void run(const std::string& in, const std::string& out, const model::QuantizeOptions& opt) {
   check_output_name(out, ".safetensors");
   check_output_folder(out);
-  auto m = model::Model::load(in, {.thread_layout = false});  // read once, row by row: no decode to place for
+  // Read once, row by row: no decode to place for. A weight that is not finite would quantize to a NaN scale (int8,
+  // int4) or stay NaN (bf16): refused here, by name, rather than written.
+  auto m = model::Model::load(in, {.thread_layout = false, .check_tensors = true});
   std::printf("%-28s %-14s %-9s %10s %s\n", "tensor", "shape", "format", "weight err",
               opt.calib_path.empty() ? "" : "output err: nearest -> calibrated (alpha)");
   double sum = 0.0;

@@ -27,6 +27,13 @@ void RuntimeFlags::add_to(CLI::App* c) {
                 "the KV cache's element type: f32, or f16 (half the cache's memory and of what decode's attention "
                 "reads, each K and V value rounded to f16 as stored; llama.cpp's default)")
       ->check(CLI::IsMember({"f32", "f16"}));
+  add_check_tensors_flag(c, check_tensors);
+}
+
+void add_check_tensors_flag(CLI::App* c, bool& check_tensors) {
+  c->add_flag("--check-tensors", check_tensors,
+              "read every weight at load and fail, naming the tensor and position, on a NaN or infinite value or "
+              "block scale (reads the whole file first)");
 }
 
 void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout) {

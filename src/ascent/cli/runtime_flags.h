@@ -1,5 +1,5 @@
 // Flags shared by the commands that run a model: --passes, --profile, --memory-csv, --warmup, --no-mmap, --no-repack,
-// --no-thread-layout, --kv-type.
+// --no-thread-layout, --kv-type, --check-tensors.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,13 +21,17 @@ struct RuntimeFlags {
   bool no_repack = false;         // keep the file's weight layouts (LoadOptions::repack)
   bool no_thread_layout = false;  // keep each copied matrix in one piece (LoadOptions::thread_layout)
   std::string kv_type = "f32";    // the KV cache's element type, f32 or f16 (LoadOptions::kv_type)
+  bool check_tensors = false;     // read every weight's values at load (LoadOptions::check_tensors)
 
   void add_to(CLI::App* c);
   // Before Model::load: applies --passes and --no-mmap.
   void before_load() const;
   // What Model::load takes from the flags (--no-repack, --no-thread-layout).
   model::LoadOptions load_options() const {
-    return {.repack = !no_repack, .thread_layout = !no_thread_layout, .kv_type = parse_dtype(kv_type)};
+    return {.repack = !no_repack,
+            .thread_layout = !no_thread_layout,
+            .kv_type = parse_dtype(kv_type),
+            .check_tensors = check_tensors};
   }
   // After load: attaches the tracer when a profile is asked for, and warms up.
   void after_load(model::Model& m);
@@ -37,11 +41,13 @@ struct RuntimeFlags {
   std::unique_ptr<prof::Tracer> tracer;
 };
 
-// --no-mmap, --no-repack and --no-thread-layout alone, for commands that load a model but take none of RuntimeFlags'
-// other flags (info). The caller applies them: MappedFile::set_copy_files before Model::load, and LoadOptions.
+// --no-mmap, --no-repack, --no-thread-layout and --check-tensors alone, for commands that load a model but take none of
+// RuntimeFlags' other flags (info). The caller applies them: MappedFile::set_copy_files before Model::load, and
+// LoadOptions.
 void add_no_mmap_flag(CLI::App* c, bool& no_mmap);
 void add_no_repack_flag(CLI::App* c, bool& no_repack);
 void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout);
+void add_check_tensors_flag(CLI::App* c, bool& check_tensors);
 
 // --roofline-gbps / -gflops / -int8-gops / -bf16-gflops for the commands that judge speed against the roofline
 // (profile, bench): each either given, or measured by resolve() (and again by remeasure()).

@@ -1,6 +1,7 @@
 #include "ascent/engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <unordered_set>
 
@@ -22,6 +23,18 @@ Sampler::Sampler(SamplingParams p) : p_(p), state_(p.seed) {
                p.repeat_last_n);
 }
 
+void check_logits(std::span<const float> logits) {
+  // By exponent bits, which vectorizes: a decode step checks its whole vocabulary row.
+  uint32_t bad = 0;
+  for (const float l : logits) bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(l) & 0x7f800000u) == 0x7f800000u);
+  if (bad == 0) return;
+  const auto it = std::ranges::find_if(logits, [](float l) { return !std::isfinite(l); });
+  fail(
+      "the logit of token {} is {}: the model computed a NaN or an overflow (a weight that is not finite, or "
+      "activations past the float range; --check-tensors looks for such weights)",
+      it - logits.begin(), std::isnan(*it) ? std::fabs(*it) : *it);  // "nan", whatever its sign bit
+}
+
 double Sampler::uniform() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -32,6 +45,7 @@ double Sampler::uniform() {
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   ASCENT_CHECK(!logits.empty(), "sampler: empty logits");
+  check_logits(logits);
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {

@@ -19,10 +19,15 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
+// Fails, naming the first token id whose logit is a NaN or an infinity. Such logits come from a damaged weight or
+// activations past the float range, never from a sound model: sampling them would pick an arbitrary token (and NaN
+// breaks the ordering the sort needs).
+void check_logits(std::span<const float> logits);
+
 class Sampler {
  public:
   explicit Sampler(SamplingParams p);
-  // history: tokens seen so far (prompt and generated), for the repetition penalty.
+  // history: tokens seen so far (prompt and generated), for the repetition penalty. Logits must pass check_logits.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
  private:

@@ -7,6 +7,7 @@
 #include "ascent/graph/passes.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/model/ascent_file.h"
+#include "ascent/model/check_weights.h"
 #include "ascent/model/loaders.h"
 #include "ascent/model/transformer.h"
 #include "ascent/model/weight_layout.h"
@@ -85,6 +86,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
   read_checkpoint(path, m->format_, m->cfg_, m->weights_, m->gguf_, &m->embedded_tokenizer_);
+  if (options.check_tensors) check_weight_values(m->weights_);  // in the file's layouts, before any is repacked
   // Before the weights are finalized and placed (seconds for a large model): the SIMD attention reads f16 keys only
   // as key tiles, which need an even head size (graph::KvCache::k_tiles).
   ASCENT_CHECK(options.kv_type != DType::F16 || graph::KvCache::k_tiles(m->cfg_.head_dim),

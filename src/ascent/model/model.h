@@ -41,6 +41,9 @@ struct LoadOptions {
   // The KV cache's element type: DType::F32, or DType::F16 (`--kv-type f16`: half the cache's memory and the bytes a
   // decode step's attention reads, each K and V value rounded to f16 as it is stored; needs an even head size).
   DType kv_type = DType::F32;
+  // Every weight's values are read once before the load goes on, and one that is not finite (check_weights.h) fails
+  // it, naming the tensor and the position (`--check-tensors`). Reads the whole file: off by default, as in llama.cpp.
+  bool check_tensors = false;
 };
 
 class Model {
