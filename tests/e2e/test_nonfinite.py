@@ -4,7 +4,8 @@ value, for every storage type that holds floats: f32, f16, bf16 values, the bloc
 dmin) and q6_k, the row and group scales and input scales of Ascent's int8 and int4. Without it, generation and
 perplexity stop at the first logits that are not finite, naming the position, in quantized formats too (whose
 activation quantizers once dropped the NaN and went on generating text). `quantize` and `convert` check their source
-always and write nothing from a bad one. Each error is one line on stderr with exit code 1. The damaged files are
+always and write nothing from a bad one, nor a finite value their rounding would make infinite (f16 values and block
+scales end at 65504). Each error is one line on stderr with exit code 1. The damaged files are
 sound ones with one value overwritten here, at a place this script computes from the formats' layouts."""
 import json
 import os
@@ -126,6 +127,35 @@ def main():
         r = run([cmd, "-m", hf, "-o", out] + extra)
         ok, got = one_line_error(r, want)
         check(ok and not os.path.exists(out), f"{cmd} refuses a source with a NaN weight, writing nothing: {got}")
+
+    # convert checks what it rounds too: f16 (and the f16 block scales of q8_0) end at 65504, so a finite source value
+    # past that would be written as an infinity. bf16 keeps it.
+    big = os.path.join(ROOT, "s656-big")
+    shutil.copytree(S656, big)
+    st = os.path.join(big, "model.safetensors")
+    cols = safetensors_shape(st, "model.layers.1.mlp.up_proj.weight")[1]
+    for value, qtype, want in ((7e4, "f16", "the value at row 3, column 5 is inf once rounded to f16"),
+                               (1e7, "q8_0", f"the scale d of block {3 * cols // 32} (row 3, columns 0-31) is inf once "
+                                             "rounded to q8_0")):
+        damaged(st, st, in_safetensors("model.layers.1.mlp.up_proj.weight", 4 * (3 * cols + 5)), struct.pack("<f", value))
+        out = os.path.join(ROOT, f"big-{qtype}.gguf")
+        r = run(["convert", "-m", big, "-o", out, "--type", qtype])
+        ok, got = one_line_error(r, f"{out}: tensor blk.1.ffn_up.weight: {want}", "--type bf16 or f32 keeps it")
+        check(ok and not os.path.exists(out), f"convert --type {qtype} refuses {value:g}, past its range: {got}")
+    # quantize stores embeddings as f16 (int8, int4): the same bound (story-656K's embedding is its tied lm_head).
+    emb = os.path.join(ROOT, "s656-big-emb")
+    shutil.copytree(S656, emb)
+    st = os.path.join(emb, "model.safetensors")
+    cols = safetensors_shape(st, "lm_head.weight")[1]
+    damaged(st, st, in_safetensors("lm_head.weight", 4 * (9 * cols + 2)), struct.pack("<f", -1e5))
+    out = os.path.join(ROOT, "emb-int8.safetensors")
+    r = run(["quantize", "-m", emb, "-o", out, "--type", "int8"])
+    ok, got = one_line_error(r, f"{out}: tensor token_embd.weight: the value at row 9, column 2 is -inf once stored as f16")
+    check(ok and not os.path.exists(out), f"quantize refuses an embedding value past f16's range: {got}")
+    out = os.path.join(ROOT, "big-bf16.gguf")
+    r = run(["convert", "-m", big, "-o", out, "--type", "bf16"])
+    check(r.returncode == 0 and run(["info", "-m", out, "--check-tensors"]).returncode == 0,
+          f"convert --type bf16 keeps 1e7: exit {r.returncode}")
 
     # Ascent's int8, int4 (groups of 32; calibrated: input scales) and bf16 files from story-656K.
     made = {}

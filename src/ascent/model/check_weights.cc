@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "ascent/base/error.h"
@@ -54,31 +56,28 @@ std::string where(const Tensor& t, int64_t i) {
   return fmt::format("row {}, column {}", i / t.cols(), i % t.cols());
 }
 
-void check_tensor(const std::string& name, const Tensor& t, const std::string& file) {
-  auto fail_at = [&](const std::string& what) { throw Error(fmt::format("{}: tensor {}: {}", file, name, what)); };
-  ASCENT_CHECK(t.parts == nullptr && t.data != nullptr, "{}: tensor {}: values are checked before the load splits it",
-               file, name);
+}  // namespace
+
+std::optional<std::string> first_nonfinite(const Tensor& t) {
+  ASCENT_CHECK(t.parts == nullptr && t.data != nullptr, "values are checked before the load splits a matrix");
   const auto* bytes = static_cast<const uint8_t*>(t.data);
   const int64_t n = t.numel();
   switch (t.dtype) {
     case DType::F32: {
       const int64_t i = first_bad(n, [&](int64_t k) { return f32_bad(t.f32() + k); });
-      if (i < n) fail_at(fmt::format("the value at {} is {}", where(t, i), t.f32()[i]));
-      return;
+      if (i == n) return std::nullopt;
+      return fmt::format("the value at {} is {}", where(t, i), t.f32()[i]);
     }
     case DType::F16:
     case DType::BF16: {
       const bool half = t.dtype == DType::F16;
-      auto bad = [&](int64_t k) {
+      const int64_t i = first_bad(n, [&](int64_t k) {
         const uint16_t h = u16_at(bytes + 2 * k);
         return half ? f16_bad(h) : bf16_bad(h);
-      };
-      const int64_t i = first_bad(n, bad);
-      if (i < n) {
-        const uint16_t h = u16_at(bytes + 2 * i);
-        fail_at(fmt::format("the value at {} is {}", where(t, i), half ? f16_to_f32(h) : bf16_to_f32(h)));
-      }
-      return;
+      });
+      if (i == n) return std::nullopt;
+      const uint16_t h = u16_at(bytes + 2 * i);
+      return fmt::format("the value at {} is {}", where(t, i), half ? f16_to_f32(h) : bf16_to_f32(h));
     }
     case DType::Q8_0:
     case DType::Q4_0:
@@ -95,46 +94,47 @@ void check_tensor(const std::string& name, const Tensor& t, const std::string& f
         }
         return false;
       });
-      if (i == blocks) return;
+      if (i == blocks) return std::nullopt;
       const int s = f16_bad(u16_at(bytes + i * bb + d_at)) ? 0 : 1;
-      const int64_t per_row = t.cols() / be;
-      fail_at(fmt::format("the {} of block {} (row {}, columns {}-{}) is {}", s == 0 ? "scale d" : "minimum scale dmin",
-                          i, i / per_row, i % per_row * be, i % per_row * be + be - 1,
-                          f16_to_f32(u16_at(bytes + i * bb + d_at + 2 * s))));
-      return;
+      const int64_t per_row = t.cols() / be, c0 = i % per_row * be;
+      return fmt::format("the {} of block {} (row {}, columns {}-{}) is {}", s == 0 ? "scale d" : "minimum scale dmin",
+                         i, i / per_row, c0, c0 + be - 1, f16_to_f32(u16_at(bytes + i * bb + d_at + 2 * s)));
     }
     case DType::I8:
     case DType::I4: {
       const int64_t rows = t.rows(), cols = t.cols();
       if (t.input_scale != nullptr) {
         const int64_t i = first_bad(cols, [&](int64_t k) { return f32_bad(t.input_scale + k); });
-        if (i < cols) fail_at(fmt::format("the input scale of column {} is {}", i, t.input_scale[i]));
+        if (i < cols) return fmt::format("the input scale of column {} is {}", i, t.input_scale[i]);
       }
       // Each real row's scales (an I4 matrix's padding rows up to its 16-row block hold scales no output uses).
       const int64_t groups = t.dtype == DType::I8 ? 1 : padded_cols(t.dtype, cols) / t.group;
       auto at = [&](int64_t i) { return t.dtype == DType::I8 ? i : int4_scale_index(groups, i / groups, i % groups); };
       const int64_t i = first_bad(rows * groups, [&](int64_t k) { return f32_bad(t.scales + at(k)); });
-      if (i == rows * groups) return;
-      if (t.dtype == DType::I8) fail_at(fmt::format("the scale of row {} is {}", i, t.scales[i]));
-      fail_at(fmt::format("the scale of row {}, group {} (columns {}-{}) is {}", i / groups, i % groups,
-                          i % groups * t.group, i % groups * t.group + t.group - 1, t.scales[at(i)]));
-      return;
+      if (i == rows * groups) return std::nullopt;
+      if (t.dtype == DType::I8) return fmt::format("the scale of row {} is {}", i, t.scales[i]);
+      const int64_t c0 = i % groups * t.group;
+      return fmt::format("the scale of row {}, group {} (columns {}-{}) is {}", i / groups, i % groups, c0,
+                         c0 + t.group - 1, t.scales[at(i)]);
     }
     case DType::I32:
-      return;  // integers: no invalid values
+      return std::nullopt;  // integers: no invalid values
     case DType::Q4_0R:
     case DType::Q4_KR:
     case DType::Q6_KR:
     case DType::Q8_0R:
-      fail("{}: tensor {}: values are checked in the file's layout, before the load repacks it ({})", file, name,
-           dtype_name(t.dtype));
+      break;
   }
+  fail("values are checked in the file's layout, before the load repacks a matrix ({})", dtype_name(t.dtype));
 }
 
-}  // namespace
+void check_tensor_values(const std::string& name, const Tensor& t, const std::string& file) {
+  const auto bad = with_context(fmt::format("{}: tensor {}", file, name), [&] { return first_nonfinite(t); });
+  if (bad) fail("{}: tensor {}: {}", file, name, *bad);
+}
 
 void check_weight_values(const WeightSet& w) {
-  for (const auto& [name, t] : w.all()) check_tensor(name, t, w.file_of(name));
+  for (const auto& [name, t] : w.all()) check_tensor_values(name, t, w.file_of(name));
 }
 
 }  // namespace ascent::model

@@ -6,6 +6,9 @@
 // not read. It runs on the file's layouts, before a load repacks or splits any matrix (it refuses split ones).
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "ascent/model/weights.h"
 
 namespace ascent::model {
@@ -13,5 +16,9 @@ namespace ascent::model {
 // Throws "FILE: tensor NAME: <what> at <where> is <value>" for the first tensor (by name) holding a value that is
 // not finite, naming the first such value in it. Threaded over each tensor's rows.
 void check_weight_values(const WeightSet& w);
+// The same for one tensor (a plain one, in a file layout), named NAME in FILE.
+void check_tensor_values(const std::string& name, const Tensor& t, const std::string& file);
+// What check_tensor_values would report for t ("the value at row 3, column 5 is nan"), or nothing.
+std::optional<std::string> first_nonfinite(const Tensor& t);
 
 }  // namespace ascent::model

@@ -8,6 +8,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/base/log.h"
+#include "ascent/model/check_weights.h"
 #include "ascent/model/loaders.h"
 
 namespace ascent::model {
@@ -252,7 +253,17 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
     if (is_quantized(target) && is_rounded(t.dtype) && t.dtype != target) {
       requantized.insert(dtype_name(file_type(t.dtype)));
     }
-    if (src.dtype != target) src = convert(src, target);
+    if (src.dtype != target) {
+      src = convert(src, target);
+      // The source is finite (convert checks it first), but f16 and the f16 block scales of q8_0 and q4_0 end at
+      // 65504: a larger value (block maximum over 127 or 8) would be written as an infinity.
+      if (const auto bad = first_nonfinite(src)) {
+        fail(
+            "{}: tensor {}: {} once rounded to {}: a value of the source is past that type's range (--type bf16 or "
+            "f32 keeps it)",
+            path, out_name, *bad, dtype_name(target));
+      }
+    }
     keep.push_back(src);
     out.add_tensor(out_name, keep.back());
   }

@@ -11,6 +11,7 @@
 #include "ascent/base/log.h"
 #include "ascent/base/read_file.h"
 #include "ascent/model/ascent_file.h"
+#include "ascent/model/check_weights.h"
 #include "ascent/model/model_tokenizer.h"
 #include "ascent/quant/awq.h"
 #include "ascent/tensor/quantize.h"
@@ -156,6 +157,16 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
 
   WeightSet q(m.weights().source());
   std::set<std::string_view> requantized;  // the rounded source types rounded again into int8/int4
+  // The source is finite (the CLI loads it with check_tensors), but a value past 65504 becomes an infinity in an f16
+  // embedding, and calibration's activations could overflow into an input scale: nothing that is not finite is
+  // written.
+  auto checked = [&](const std::string& name, Tensor t) {
+    if (const auto bad = first_nonfinite(t)) {
+      fail("{}: tensor {}: {} once stored as {} (the source holds a value past its range)", out, name, *bad,
+           dtype_name(t.dtype));
+    }
+    return t;
+  };
   for (const auto& [name, t] : m.weights().all()) {
     const std::string& file = m.weights().file_of(name);
     if (t.shape.size() != 2) {
@@ -164,7 +175,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     }
     if (!is_linear_weight(name)) {  // embeddings: looked up, not multiplied
       const DType target = opt.type == "bf16" ? DType::BF16 : DType::F16;
-      q.add(name, t.dtype == target ? t : convert(t, target), file);
+      q.add(name, checked(name, t.dtype == target ? t : convert(t, target)), file);
       continue;
     }
     if (opt.type != "bf16" && is_rounded(t.dtype)) requantized.insert(dtype_name(file_type(t.dtype)));
@@ -192,7 +203,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
       }
     }
     r.weight_err = weight_error(t, qt);
-    q.add(name, qt, file);
+    q.add(name, checked(name, qt), file);
     report(r);
   }
   // As convert says it (llama.cpp's quantize asks --allow-requantize): the weight errors above are against the
