@@ -1,6 +1,7 @@
 """`ascent bench` reports prefill and decode throughput like llama-bench: with --jsonl one object per test with
 the median, range and share of the roofline (decode, unless --roofline-gbps is given, each token against reads
-measured beside it); -d runs each test after that many tokens in the KV cache; bad flags are refused with one line."""
+measured beside it); -d runs each test after that many tokens in the KV cache; -p, -n, -d and -t take lists; bad flags
+are refused with one line."""
 import json
 import os
 import re
@@ -18,8 +19,11 @@ def main():
     check(r.returncode == 0 and len(lines) == 2, f"two JSON lines: {lines} {r.stderr.strip()}")
     objs = [json.loads(line) for line in lines] if r.returncode == 0 else []
     check([o.get("test") for o in objs] == ["pp32", "tg8"], "tests are pp32 and tg8")
-    keys = {"test", "tps_median", "tps_min", "tps_max", "roofline_pct", "samples_tps"}
+    keys = {"test", "n_prompt", "n_gen", "n_depth", "n_threads", "tps_median", "tps_min", "tps_max", "roofline_pct",
+            "samples_tps"}
     check(all(set(o) == keys for o in objs), "each object has exactly the documented keys (no read_gbps: given)")
+    check([(o.get("n_prompt"), o.get("n_gen"), o.get("n_depth")) for o in objs] == [(32, 0, 0), (0, 8, 0)] and
+          all(o.get("n_threads", 0) >= 1 for o in objs), "n_prompt, n_gen, n_depth and n_threads as llama-bench's")
     check(all(0 < o["tps_min"] <= o["tps_median"] <= o["tps_max"] and o["roofline_pct"] > 0 for o in objs),
           "min <= median <= max, roofline share positive")
     check(all(len(o["samples_tps"]) == 3 and min(o["samples_tps"]) == o["tps_min"] and
@@ -60,6 +64,20 @@ def main():
             want = 100 * 44.5 * kv_row / 2 / 20e9
             check(abs(less - want) < 1e-3 * want,
                   f"an f16 cache's decode counts half the KV bytes ({less:.4e} vs {want:.4e} %/(t/s) fewer)")
+    # Lists, as llama-bench takes them: every thread count runs, for each depth, each prefill and each decode length
+    # (the model loaded once per thread count, its matrices placed for it).
+    r = run(["bench", "-m", MODEL, "-p", "8,16", "-n", "2", "-d", "0,5", "-t", "1,2", "-r", 1, "--jsonl"] + ROOF)
+    got = [(o["n_threads"], o["test"]) for o in map(json.loads, r.stdout.strip().splitlines())] if r.returncode == 0 else []
+    want = [(t, name) for t in (1, 2) for name in ("pp8", "pp16", "tg2", "pp8 @ d5", "pp16 @ d5", "tg2 @ d5")]
+    check(got == want, f"-p 8,16 -n 2 -d 0,5 -t 1,2 runs the 12 tests in order: {got} {r.stderr.strip()}")
+    r = run(["bench", "-m", MODEL, "-p", "8,16", "-n", 2, "-t", "1,2", "-r", 1] + ROOF)
+    check(r.returncode == 0 and "| 1 | pp16 |" in r.stdout and "| 2 | tg2 |" in r.stdout and
+          "2 threads: roofline" in r.stdout, f"the table has a threads column and a roofline line per count: {r.stdout}")
+    for flag, value, needle in (("-p", "8,-1", "-p and -n must be >= 0"), ("-d", "0,-3", "-d: the depth must be >= 0"),
+                                ("-t", "1,100000", "-t 100000: at most")):
+        r = run(["bench", "-m", os.path.join(MODEL, "nope"), flag, value, "-r", 1] + ROOF)
+        check(r.returncode == 1 and needle in r.stderr and r.stderr.count("\n") == 1,
+              f"{flag} {value} refused before the model loads: {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 8, "-d", 510, "-r", 1] + ROOF)
     check(r.returncode == 1 and "-d" in r.stderr and "512" in r.stderr and r.stderr.count("\n") == 1,
           f"a depth past the model's context refused: {r.stderr.strip()}")
