@@ -134,9 +134,7 @@ void run_threads(Options& o, int threads, prof::ReadProbe* probe, model::ModelCo
     };
     for (const int64_t prefill : o.prefill) {
       if (prefill == 0) continue;
-      Timed t;
-      t.prefill = prefill;
-      t.depth = depth;
+      Timed t{.prefill = prefill, .decode = 0, .depth = depth, .tps = {}, .gbps = {}};
       // The warm-up run pays for first touches (the mapped weights, scratch buffers) as llama-bench's does.
       for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
         const auto ids = random_ids(prefill);
@@ -162,9 +160,7 @@ void run_threads(Options& o, int threads, prof::ReadProbe* probe, model::ModelCo
     constexpr int64_t kProbeWindow = int64_t{64} << 20;
     for (const int64_t decode : o.decode) {
       if (decode == 0) continue;
-      Timed t;
-      t.decode = decode;
-      t.depth = depth;
+      Timed t{.prefill = 0, .decode = decode, .depth = depth, .tps = {}, .gbps = {}};
       for (int r = o.warmup ? -1 : 0; r < o.runs; ++r) {
         fill_depth();
         int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
