@@ -5,8 +5,9 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 
-from common import SHARED, check, finish, run, tmpdir, write_safetensors
+from common import ASCENT, SHARED, check, finish, run, tmpdir, write_safetensors
 from test_models import MODELS, write_hf
 
 ROOT = tmpdir()
@@ -107,6 +108,20 @@ def main():
         f.seek(8)
         f.write(b"{{{{garbage")
     expect_error("bad header JSON", gen(folder), ["model.safetensors", "bad header JSON"])
+
+    # A byte that is not UTF-8 in the header: the JSON parser's message quotes it ("last read"), and the error line
+    # shows it as an escape, so it stays valid UTF-8 (it reached stderr raw before).
+    folder, _, _ = fresh_hf("bad-utf8")
+    with open(st(folder), "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff")
+    r = subprocess.run([ASCENT] + gen(folder), capture_output=True, timeout=120)  # bytes: stderr is what is checked
+    try:
+        err = r.stderr.decode("utf-8")
+    except UnicodeDecodeError:
+        err = None
+    check(r.returncode == 1 and err is not None and "\\xff" in err and err.count("\n") == 1,
+          f"a non-UTF-8 byte quoted by an error is escaped: {r.stderr.strip()!r}")
 
     folder, _, _ = fresh_hf("huge-header")
     with open(st(folder), "r+b") as f:

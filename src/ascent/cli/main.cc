@@ -15,6 +15,7 @@
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/cli/commands.h"
+#include "ascent/tokenizer/utf8.h"
 
 namespace ascent::cli {
 
@@ -80,24 +81,28 @@ void check_output_folder(const std::string& out) {
                std::strerror(errno));
 }
 
-// An error's text on one line: a control character from the input a message quotes (a token piece holding a newline,
-// a corrupted tensor name) is written as an escape, so each error stays the one line scripts and tests read.
+// An error's text on one line of UTF-8: a control character from the input a message quotes (a token piece holding a
+// newline, a corrupted tensor name) is written as an escape, so each error stays the one line scripts and tests read,
+// and so is a byte that is not UTF-8 (a corrupted header's bytes, quoted by the JSON parser's "last read"), which
+// would otherwise reach the terminal or a log reader as a broken character.
 std::string one_line(std::string_view what) {
   std::string out;
   out.reserve(what.size());
-  for (const char ch : what) {
-    const auto c = static_cast<unsigned char>(ch);
+  for (size_t i = 0; i < what.size();) {
+    const auto [cp, n] = tokenizer::char_at(what, i);
+    const auto c = static_cast<unsigned char>(what[i]);
     if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
+    } else if (cp < 0 || c < 0x20 || c == 0x7f) {
       out += fmt::format("\\x{:02x}", c);
     } else {
-      out += ch;
+      out.append(what.substr(i, n));
     }
+    i += cp < 0 ? 1 : n;
   }
   return out;
 }
