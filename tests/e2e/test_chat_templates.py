@@ -229,6 +229,37 @@ FEATURES = {
                       " {{ '%(k)s'|format(k='v') }} {{ '%*d|%-*d|%.*f' % (5, 1, 5, 2, 2, 3.14) }} {{ '%s' % none }}"
                       " {{ '%d' % true }} {{ '%5s|' % 'é' }} {{ '%x' % -255 }} {{ '%.0f %.0f' % (0.5, 1.5) }}"
                       " {{ '<|im_start|>%s\\n' % messages[1].role }} {{ '%.1s|%.2s|%5.1s|' % ('é', 'aéb', 'éé') }}",
+    # jinja2's groupby ((grouper, list) tuples, case-insensitive by default with the first item's own case; an index or
+    # none as the attribute), batch, slice, truncate (HF's leeway 5), center, wordcount, urlencode, filesizeformat and
+    # attr (attributes only, never keys).
+    "groupby_batch_slice": "{% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|map(attribute='content')"
+                           "|join(',') }};{% endfor %}{% for role, items in messages|groupby('role') %}{{ role }}="
+                           "{{ items|length }};{% endfor %}{{ messages|groupby('role')|length }}"
+                           " {{ [{'a': 'X'}, {'a': 'x'}, {'a': 'y'}, {'b': 1}]|groupby('a', default='z') }}"
+                           " {{ [{'a': 'X'}, {'a': 'x'}]|groupby('a', case_sensitive=true) }}"
+                           " {{ [[1, 'a'], [0, 'b'], [1, 'c']]|groupby(0) }} {{ 'abca'|groupby(-1) }}"
+                           " {{ 'bab'|groupby(none) }} {{ []|groupby('a') }}"
+                           " {{ [1, 2, 3, 4, 5]|batch(2)|list }} {{ [1, 2, 3, 4, 5]|batch(2, 'x')|list }}"
+                           " {{ 'abcd'|batch(3)|list }} {{ [1, 2, 3]|batch(0)|list }} {{ [1, 2, 3]|batch(-1)|list }}"
+                           " {{ [1, 2, 3, 4, 5, 6, 7]|slice(3)|list }} {{ [1, 2, 3, 4, 5, 6, 7]|slice(3, 0)|list }}"
+                           " {{ [1]|slice(3, 'f')|list }} {{ [1, 2]|slice(-3)|list }}",
+    "truncate_center_and_more": "{{ 'foo bar baz qux'|truncate(9) }}|{{ 'foo bar baz qux'|truncate(9, True) }}"
+                                "|{{ 'foo bar baz qux'|truncate(11, False, '!', 0) }}|{{ 'foo bar'|truncate(5) }}"
+                                "|{{ 'foo bar'|truncate(5, leeway=0) }}|{{ 'ééééééééé éé'|truncate(6, leeway=0) }}"
+                                "|{{ ('x' * 300)|truncate }}|{{ 'a'|truncate(9223372036854775807) }}"
+                                "|{{ 'ab cd'|truncate(3, leeway=9223372036854775807) }}"
+                                "|[{{ 'ab'|center(7) }}][{{ 'abc'|center(8) }}][{{ 'ab'|center(8) }}][{{ 'é'|center(4) }}]"
+                                "[{{ 'abc'|center(2) }}][{{ 5|center(5) }}][{{ 'ab'|center(-9223372036854775807) }}]"
+                                " {{ 'Hello wörld, foo_bar 42 x-y 3.5 ½ ٣ é'|wordcount }} {{ '  '|wordcount }}"
+                                " {{ 'a b/c?d=é&f~g.h-i_j'|urlencode }} {{ {'a b': 'c/d', 'x': 1}|urlencode }}"
+                                " {{ [('k', 'v w'), ['a', 'é']]|urlencode }} {{ 42|urlencode }}"
+                                " {{ 0|filesizeformat }}|{{ 1|filesizeformat }}|{{ 999|filesizeformat }}"
+                                "|{{ 1000|filesizeformat }}|{{ 1024|filesizeformat(true) }}|{{ 123456789|filesizeformat }}"
+                                "|{{ 123456789|filesizeformat(binary=true) }}|{{ 1e30|filesizeformat }}"
+                                "|{{ -1e20|filesizeformat }}|{{ '2048'|filesizeformat }}|{{ -0.5|filesizeformat }}"
+                                " {{ messages[0]|attr('role') }}|{{ messages[0]|attr('items') is defined }}"
+                                "|{{ 'abc'|attr('upper') is defined }}|{{ [1]|attr('append') is defined }}"
+                                "|{% set ns = namespace(a=3) %}{{ ns|attr('a') }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -297,6 +328,15 @@ def main():
             ("join() without its argument", "{{ ','.join() }}", "join() needs at least 1 argument(s), got 0"),
             ("startswith() without its argument", "{{ 'a'.startswith() }}", "startswith() needs at least 1 argument"),
             ("get() without its argument", "{{ {'a': 1}.get() }}", "get() needs at least 1 argument"),
+            ("batch filling 2^63 items", "{{ ([1]|batch(9223372036854775807, 'x'))|list }}",
+             "batch filled up to 9223372036854775807 items, past 100000"),
+            ("slice into 2^63 parts", "{{ ([1]|slice(9223372036854775807))|list }}",
+             "slice into 9223372036854775807 parts, past 100000"),
+            ("center to 2^63 characters", "{{ 'a'|center(9223372036854775807) }}", "center makes more than 268435456"),
+            ("truncate shorter than its end", "{{ 'foo'|truncate(2) }}", "truncate: expected length >= 3, got 2"),
+            ("slice into 0 parts", "{{ ([1, 2]|slice(0))|list }}", "slice into 0 parts"),
+            ("filesizeformat of a word", "{{ 'abc'|filesizeformat }}", "filesizeformat of 'abc', not a number"),
+            ("attr with a number", "{{ 'a'|attr(4) }}", "attr expects a string, got '4'"),
             ("join growing a string 10**5 times", "{{ (range(100000)|list)|join('y' * 100000)|length }}",
              "join makes more than 268435456 bytes"),
             # 2^40 was cast to an int (0).

@@ -41,6 +41,9 @@ struct Value {
   // A List that is a Python tuple ((a, b) literals, items() and dictsort pairs): prints as (a, b), equals no list,
   // adds only to a tuple.
   bool tuple = false;
+  // A tuple from groupby (jinja2's _GroupTuple): (grouper, list), whose items are also its attributes .grouper and
+  // .list.
+  bool group = false;
 
   static Value none();
   static Value boolean(bool v);

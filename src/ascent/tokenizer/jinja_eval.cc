@@ -706,9 +706,7 @@ std::string percent_format(const std::string& format, const Value& args, int lin
     if (type == 's' || type == 'r' || type == 'a') {
       body = type == 's' ? to_string(v) : repr(v);
       // Python keeps the first `precision` characters (cutting bytes split "é" and wrote invalid UTF-8).
-      size_t end = 0;
-      for (int64_t k = 0; k < precision && end < body.size(); ++k) end += char_at(body, end).second;
-      if (precision >= 0) body.resize(end);
+      if (precision >= 0) body = prefix_chars(body, static_cast<size_t>(precision));
       zero_pad = false;
     } else if (type == 'c') {
       if (v.kind == K::String) {
@@ -1146,6 +1144,7 @@ class Evaluator {
   }
 
   Value attribute(const Value& obj, const std::string& name, int line) {
+    if (obj.group && (name == "grouper" || name == "list")) return (*obj.list)[name == "grouper" ? 0 : 1];
     if (obj.kind == K::Dict) {
       if (const Value* v = obj.get(name)) return *v;
       if (name == "items" || name == "keys" || name == "values" || name == "get") return method(obj, name, line);
@@ -1534,6 +1533,207 @@ class Evaluator {
                      : Value::number(as_number(total, line) + as_number(x, line));
       }
       return total;
+    }
+    if (f == "wordcount") {
+      // jinja2: len(re.findall(r"\w+", s)); \w is a letter, a number (Unicode categories L and N) or '_'.
+      const std::string text = to_string(v);
+      int64_t words = 0;
+      bool in_word = false;
+      for (size_t k = 0; k < text.size();) {
+        const auto [cp, n] = char_at(text, k);
+        const utf8proc_category_t c = cp < 0 ? UTF8PROC_CATEGORY_CN : utf8proc_category(cp);
+        const bool word = cp == '_' || (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
+                          (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
+        words += word && !in_word ? 1 : 0;
+        in_word = word;
+        k += n;
+      }
+      return Value::integer(words);
+    }
+    if (f == "truncate") {
+      // jinja2's do_truncate: within length + leeway (5, HF's default policy) as is; else cut to length - len(end)
+      // characters, back to the last space unless killwords, and end appended. Lengths count code points.
+      const std::vector<Value> p = bind_args(f, {"length", "killwords", "end", "leeway"}, a, kw, line);
+      const std::string& text = as_str(v, line, "truncate");
+      const int64_t length = p[0].defined() ? as_int(p[0], line) : 255;
+      const std::string end = p[2].defined() ? to_string(p[2]) : "...";
+      const int64_t leeway = p[3].defined() && p[3].kind != K::None ? as_int(p[3], line) : 5;
+      const auto end_len = static_cast<int64_t>(code_points(end));
+      if (length < end_len) fail("template line {}: truncate: expected length >= {}, got {}", line, end_len, length);
+      if (leeway < 0) fail("template line {}: truncate: expected leeway >= 0, got {}", line, leeway);
+      const auto n = static_cast<int64_t>(code_points(text));
+      if (n <= length || n - length <= leeway) return Value::string(text);  // n <= length + leeway, without overflow
+      std::string kept = prefix_chars(text, static_cast<size_t>(length - end_len));
+      if (!p[1].truthy()) {
+        const size_t space = kept.rfind(' ');
+        if (space != std::string::npos) kept.resize(space);
+      }
+      return Value::string(kept + end);
+    }
+    if (f == "center") {
+      // str.center(width): the margin split with the extra space on the left when both it and width are odd.
+      const std::vector<Value> p = bind_args(f, {"width"}, a, kw, line);
+      const std::string text = to_string(v);
+      const int64_t width = p[0].defined() ? as_int(p[0], line) : 80;
+      const auto n = static_cast<int64_t>(code_points(text));
+      if (width <= n) return Value::string(text);
+      const int64_t marg = width - n;
+      check_built(static_cast<size_t>(width), "center", line);
+      const int64_t left = marg / 2 + (marg & width & 1);
+      return Value::string(std::string(static_cast<size_t>(left), ' ') + text +
+                           std::string(static_cast<size_t>(marg - left), ' '));
+    }
+    if (f == "batch") {
+      // jinja2's do_batch: lists of linecount items, the last filled up with fill_with when one is given.
+      const std::vector<Value> p = bind_args(f, {"linecount", "fill_with"}, a, kw, line);
+      if (!p[0].defined()) fail("template line {}: batch needs a linecount", line);
+      const int64_t count = as_int(p[0], line);
+      List out, cur;
+      for (const auto& item : iterate(v, line)) {
+        if (static_cast<int64_t>(cur.size()) == count) {
+          out.push_back(Value::make_list(std::move(cur)));
+          cur.clear();
+        }
+        cur.push_back(item);
+      }
+      if (!cur.empty()) {
+        if (p[1].defined() && p[1].kind != K::None) {
+          if (count > kMaxRange) fail("template line {}: batch filled up to {} items, past {}", line, count, kMaxRange);
+          while (static_cast<int64_t>(cur.size()) < count) cur.push_back(p[1]);
+        }
+        out.push_back(Value::make_list(std::move(cur)));
+      }
+      return generator_of(std::move(out));
+    }
+    if (f == "slice") {
+      // jinja2's do_slice: `slices` lists of consecutive items, the first len % slices one longer; with fill_with
+      // the shorter ones get it appended.
+      const std::vector<Value> p = bind_args(f, {"slices", "fill_with"}, a, kw, line);
+      if (!p[0].defined()) fail("template line {}: slice needs a number of slices", line);
+      const int64_t slices = as_int(p[0], line);
+      const List seq = iterate(v, line);
+      if (slices == 0) fail("template line {}: slice into 0 parts (a division by zero in jinja2)", line);
+      if (slices < 0) return generator_of({});  // jinja2's range(slices): no slices
+      const auto length = static_cast<int64_t>(seq.size());
+      const int64_t per = length / slices, extra = length % slices;
+      if (slices > kMaxRange) fail("template line {}: slice into {} parts, past {}", line, slices, kMaxRange);
+      List out;
+      int64_t offset = 0;
+      for (int64_t k = 0; k < slices; ++k) {
+        const int64_t start = offset + k * per;
+        if (k < extra) ++offset;
+        const int64_t stop = offset + (k + 1) * per;
+        List part(seq.begin() + start, seq.begin() + stop);
+        if (p[1].defined() && p[1].kind != K::None && k >= extra) part.push_back(p[1]);
+        out.push_back(Value::make_list(std::move(part)));
+      }
+      return generator_of(std::move(out));
+    }
+    if (f == "filesizeformat") {
+      // jinja2's do_filesizeformat: decimal (kB, MB, ...) or binary (KiB, MiB, ...) units, one decimal place.
+      const std::vector<Value> p = bind_args(f, {"binary"}, a, kw, line);
+      const Value x = float_filter(v, Value{});
+      if (!x.defined()) fail("template line {}: filesizeformat of '{}', not a number", line, to_string(v));
+      const bool binary = p[0].truthy();
+      const double bytes = x.f, base = binary ? 1024.0 : 1000.0;
+      if (bytes == 1.0) return Value::string("1 Byte");
+      if (bytes < base) return Value::string(fmt::format("{:.0f} Bytes", std::trunc(bytes) + 0.0));
+      static constexpr const char* kDecimal[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+      static constexpr const char* kBinary[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+      double unit = base;
+      for (int k = 0; k < 8; ++k) {
+        unit *= base;  // base ** (k + 2)
+        if (bytes < unit || k == 7) {
+          return Value::string(fmt::format("{:.1f} {}", base * bytes / unit, binary ? kBinary[k] : kDecimal[k]));
+        }
+      }
+    }
+    if (f == "urlencode") {
+      // jinja2's do_urlencode: a string (or any value that does not iterate) quoted with '/' kept; a dict's items or
+      // an iterable's pairs as key=value joined by '&', quoted with nothing kept and spaces as '+'.
+      auto quote = [](const std::string& text, bool for_qs) {
+        std::string out;
+        for (const char ch : text) {
+          const auto c = static_cast<unsigned char>(ch);
+          if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-' || c == '~' || (c == '/' && !for_qs)) {
+            out += ch;
+          } else if (c == ' ' && for_qs) {
+            out += '+';
+          } else {
+            out += fmt::format("%{:02X}", c);
+          }
+        }
+        return out;
+      };
+      if (v.kind != K::List && v.kind != K::Dict) return Value::string(quote(to_string(v), /*for_qs=*/false));
+      std::string out;
+      auto add = [&](const Value& key, const Value& val) {
+        out += (out.empty() ? "" : "&") + quote(to_string(key), /*for_qs=*/true) + "=" +
+               quote(to_string(val), /*for_qs=*/true);
+      };
+      if (v.kind == K::Dict) {
+        for (const auto& [key, val] : *v.dict) add(Value::string(key), val);
+      } else {
+        for (const auto& item : *v.list) {
+          const List pair = iterate(item, line);
+          if (pair.size() != 2)
+            fail("template line {}: urlencode expects (key, value) pairs, got '{}'", line, to_string(item));
+          add(pair[0], pair[1]);
+        }
+      }
+      return Value::string(out);
+    }
+    if (f == "attr") {
+      // jinja2's do_attr: getattr(obj, name) only, never obj[name] (a dict's keys are not its attributes).
+      const std::vector<Value> p = bind_args(f, {"name"}, a, kw, line);
+      if (!p[0].defined()) fail("template line {}: attr needs a name", line);
+      const std::string& name = as_str(p[0], line, "attr");
+      if (v.kind == K::Dict && !v.is_namespace) {
+        if (name == "items" || name == "keys" || name == "values" || name == "get") return method(v, name, line);
+        return {};
+      }
+      // HF's immutable sandbox gives a list's modifying methods as undefined.
+      static const std::set<std::string, std::less<>> kModifying = {"append", "clear",  "extend",  "insert",
+                                                                    "pop",    "remove", "reverse", "sort"};
+      if (v.kind == K::Undefined || (v.kind == K::List && kModifying.contains(name))) return {};
+      return attribute(v, name, line);
+    }
+    if (f == "groupby") {
+      // jinja2's do_groupby: the items sorted by the attribute (strings lowered unless case_sensitive; default for
+      // a missing one), then runs of equal keys as (grouper, list) pairs; the grouper is the first item's own value.
+      const std::vector<Value> p = bind_args(f, {"attribute", "default", "case_sensitive"}, a, kw, line);
+      // The attribute: a dotted path, an index (negative from the end) or none (the item itself).
+      if (!p[0].defined()) fail("template line {}: groupby needs an attribute", line);
+      if (p[0].kind != K::None && p[0].kind != K::Int) as_str(p[0], line, "groupby's attribute");
+      const bool case_sensitive = p[2].truthy();
+      auto key_of = [&](const Value& item, bool lowered) {
+        Value k = p[0].kind == K::None ? item : p[0].kind == K::String ? attribute_path(item, p[0].s) : Value{};
+        if (p[0].kind == K::Int && (item.kind == K::List || item.kind == K::String)) {
+          const List seq = iterate(item, line);
+          const int64_t at = normalize_index(p[0].i, static_cast<int64_t>(seq.size()));
+          if (at >= 0 && at < static_cast<int64_t>(seq.size())) k = seq[static_cast<size_t>(at)];
+        }
+        if (!k.defined() && p[1].defined()) k = p[1];
+        if (lowered && !case_sensitive && k.kind == K::String) k.s = case_mapped(k.s, 'L');
+        return k;
+      };
+      List items = iterate(v, line);
+      std::vector<std::pair<Value, size_t>> keyed;
+      for (size_t k = 0; k < items.size(); ++k) keyed.emplace_back(key_of(items[k], /*lowered=*/true), k);
+      std::stable_sort(keyed.begin(), keyed.end(),
+                       [&](const auto& x, const auto& y) { return compare(x.first, y.first, line) < 0; });
+      List out;
+      for (size_t k = 0; k < keyed.size();) {
+        List group;
+        size_t e = k;
+        for (; e < keyed.size() && equal(keyed[e].first, keyed[k].first); ++e) group.push_back(items[keyed[e].second]);
+        Value pair = Value::make_tuple({key_of(group.front(), /*lowered=*/false), Value::make_list(std::move(group))});
+        pair.group = true;
+        out.push_back(std::move(pair));
+        k = e;
+      }
+      return Value::make_list(std::move(out));
     }
     fail("template line {}: unknown filter '{}'", line, f);
   }

@@ -31,4 +31,11 @@ inline size_t code_points(std::string_view s) {
       std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; }));
 }
 
+// The first n characters of s (all of it when shorter): Python's s[:n].
+inline std::string prefix_chars(std::string_view s, size_t n) {
+  size_t end = 0;
+  for (size_t k = 0; k < n && end < s.size(); ++k) end += char_at(s, end).second;
+  return std::string(s.substr(0, end));
+}
+
 }  // namespace ascent::tokenizer
