@@ -74,8 +74,10 @@ def main():
     check(r.returncode == 0 and "| 1 | pp16 |" in r.stdout and "| 2 | tg2 |" in r.stdout and
           "2 threads: roofline" in r.stdout, f"the table has a threads column and a roofline line per count: {r.stdout}")
     for flag, value, needle in (("-p", "8,-1", "-p and -n must be >= 0"), ("-d", "0,-3", "-d: the depth must be >= 0"),
-                                ("-t", "1,100000", "-t 100000: at most")):
-        r = run(["bench", "-m", os.path.join(MODEL, "nope"), flag, value, "-r", 1] + ROOF)
+                                ("-t", "1,100000", "-t 100000: at most"),
+                                ("--profile", "t.json", "--profile and --memory-csv record one thread count")):
+        extra = ["-t", "1,2"] if flag == "--profile" else []
+        r = run(["bench", "-m", os.path.join(MODEL, "nope"), flag, value, "-r", 1] + extra + ROOF)
         check(r.returncode == 1 and needle in r.stderr and r.stderr.count("\n") == 1,
               f"{flag} {value} refused before the model loads: {r.stderr.strip()}")
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 8, "-d", 510, "-r", 1] + ROOF)

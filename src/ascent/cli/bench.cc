@@ -256,6 +256,9 @@ void run(Options& o) {
                fmt::join(o.depth, ","));
   ASCENT_CHECK(o.runs >= 1, "-r: at least one run, got {}", o.runs);
   ASCENT_CHECK(!o.threads.empty(), "-t: give at least one thread count");
+  // One trace or memory log per run of the program: with several thread counts each load would replace the last's.
+  ASCENT_CHECK(o.threads.size() == 1 || (o.runtime.profile.empty() && o.runtime.memory_csv.empty()),
+               "--profile and --memory-csv record one thread count, and -t gives {}", o.threads.size());
   for (const int t : o.threads) set_threads(t);  // every count refused before any model loads, not after minutes
   // The decode read probe's buffer (see below) is allocated before the weights, so that it gets huge pages however
   // a large --no-mmap model leaves memory (on 4 KiB pages the same reads run ~15% slower here).
