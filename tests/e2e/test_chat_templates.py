@@ -5,12 +5,13 @@ tool definitions, tool calls and results, reasoning, Unicode, and the generation
 feature templates exercises the rest of the Jinja subset the same way."""
 import json
 import os
+import subprocess
 from datetime import datetime
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from common import SHARED, check, finish, run, tmpdir
+from common import ASCENT, SHARED, check, finish, run, tmpdir
 
 D = tmpdir()
 
@@ -42,8 +43,11 @@ def ours(config, context, name):
     path = os.path.join(D, name + ".json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(context, f, ensure_ascii=False)
-    r = run(["chat-template", "--config", config, "--context", path])
-    return r.stdout if r.returncode == 0 else "ERROR: " + r.stderr
+    # Bytes, decoded here: output that is not UTF-8 (a string cut inside a character) is then a difference this test
+    # reports, not an exception in the harness.
+    r = subprocess.run([ASCENT, "chat-template", "--config", config, "--context", path], capture_output=True, timeout=600)
+    out = (r.stdout if r.returncode == 0 else r.stderr).decode("utf-8", "surrogateescape")
+    return out if r.returncode == 0 else "ERROR: " + out
 
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
@@ -260,6 +264,14 @@ FEATURES = {
                                 " {{ messages[0]|attr('role') }}|{{ messages[0]|attr('items') is defined }}"
                                 "|{{ 'abc'|attr('upper') is defined }}|{{ [1]|attr('append') is defined }}"
                                 "|{% set ns = namespace(a=3) %}{{ ns|attr('a') }}",
+    # Strings index and slice by characters, and strip, trim and split take Python's whitespace (U+00A0, U+3000, ...)
+    # and whole characters: bytes were taken before.
+    "unicode_strings": "[{{ 'ÉtÉ'[0:3:2] }}][{{ 'aé'[1] }}][{{ 'ÉtÉ'[0:2] }}][{{ 'aéb日'[-2] }}][{{ 'aéb日'[::-1] }}]"
+                       "[{{ 'aéb日'[-1:-5:-2] }}][{{ '日本語テキスト'[2:5] }}][{{ '日本語テキスト'[::-3] }}]"
+                       "[{{ messages[1].content[0] }}][{{ ' hi\u00a0'.strip() }}][{{ '\u3000hi\u3000'|trim }}]"
+                       "[{{ 'a\u2003b c'.split() }}][{{ '\x1chi\x85'.strip() }}][{{ '\u200bhi'.strip() }}]"
+                       "[{{ 'a b c  '.split(none, 1) }}][{{ '  a b'.split(none, 0) }}][{{ 'éaè'.strip('é') }}]"
+                       "[{{ '日本語日'.strip('日') }}][{{ 'xax'|trim('x') }}][{{ ' a\u3000'.rstrip() }}]",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}

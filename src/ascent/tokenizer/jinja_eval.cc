@@ -423,20 +423,52 @@ const std::string& as_str(const Value& v, int line, const char* what) {
   return v.s;
 }
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+// Python's str.isspace() for one code point (the whitespace str.split() and str.strip() take by default): bidi
+// classes WS, B and S and category Zs. Only ASCII's six were taken before, so a template's trim kept a no-break space
+// (U+00A0) or an ideographic space (U+3000) that Hugging Face's rendering strips.
+bool is_space(int32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
+// Where the character ending at byte e of s starts (a byte that is not UTF-8 is a character of its own).
+size_t prev_char(std::string_view s, size_t e) {
+  size_t b = e - 1;
+  while (b > 0 && e - b < 4 && (static_cast<unsigned char>(s[b]) & 0xc0) == 0x80) --b;
+  return b + char_at(s, b).second == e ? b : e - 1;
+}
+
+// Python's len() of s, counting a byte that is not UTF-8 as a character of its own, as char_at steps.
+int64_t char_count(std::string_view s) {
+  int64_t n = 0;
+  for (size_t at = 0; at < s.size(); at += char_at(s, at).second) ++n;
+  return n;
+}
+
+// Python's str.strip / lstrip / rstrip: whole characters from the ends, those in chars (a string) or whitespace. Bytes
+// were compared before, so strip('é') also took the first byte of an 'è' and left invalid UTF-8.
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
-  auto drop = [&](char c) {
-    return chars && chars->kind == K::String ? chars->s.find(c) != std::string::npos : is_space(c);
+  std::vector<std::string_view> set;
+  const bool given = chars != nullptr && chars->kind == K::String;
+  for (size_t k = 0; given && k < chars->s.size();) {
+    const size_t n = char_at(chars->s, k).second;
+    set.push_back(std::string_view(chars->s).substr(k, n));
+    k += n;
+  }
+  auto drop = [&](size_t b, size_t n) {
+    const std::string_view c = std::string_view(s).substr(b, n);
+    return given ? std::find(set.begin(), set.end(), c) != set.end() : is_space(char_at(s, b).first);
   };
   size_t b = 0, e = s.size();
-  if (left) {
-    while (b < e && drop(s[b])) ++b;
+  while (left && b < e) {
+    const size_t n = char_at(s, b).second;
+    if (!drop(b, n)) break;
+    b += n;
   }
-  if (right) {
-    while (e > b && drop(s[e - 1])) --e;
+  while (right && e > b) {
+    const size_t p = prev_char(s, e);
+    if (!drop(p, e - p)) break;
+    e = p;
   }
   return s.substr(b, e - b);
 }
@@ -1193,12 +1225,22 @@ class Evaluator {
         if (name == "split") {
           List parts;
           if (arg(0) == nullptr || arg(0)->kind == K::None) {
+            // Python's split(None, maxsplit): runs of whitespace separate, none at the ends; after maxsplit words
+            // the rest is one item, its trailing whitespace kept (maxsplit was ignored here).
+            const int64_t max = arg(1) ? as_int(*arg(1), line) : -1;
+            auto space_at = [&](size_t k) { return is_space(char_at(s, k).first); };
+            auto next = [&](size_t k) { return k + char_at(s, k).second; };
             size_t k = 0;
-            while (k < s.size()) {
-              while (k < s.size() && is_space(s[k])) ++k;
+            for (int64_t made = 0;; ++made) {
+              while (k < s.size() && space_at(k)) k = next(k);
+              if (k == s.size()) break;
+              if (max >= 0 && made == max) {
+                parts.push_back(Value::string(s.substr(k)));
+                break;
+              }
               const size_t st = k;
-              while (k < s.size() && !is_space(s[k])) ++k;
-              if (k > st) parts.push_back(Value::string(s.substr(st, k - st)));
+              while (k < s.size() && !space_at(k)) k = next(k);
+              parts.push_back(Value::string(s.substr(st, k - st)));
             }
           } else {
             const std::string& sep = as_str(*arg(0), line, "split");
@@ -1289,12 +1331,14 @@ class Evaluator {
       return v ? *v : Value{};
     }
     if (obj.kind == K::List || obj.kind == K::String) {
-      const int64_t n =
-          obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
+      const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : char_count(obj.s);
       const int64_t k = normalize_index(as_int(key, line), n);
       if (k < 0 || k >= n) return {};
-      return obj.kind == K::List ? (*obj.list)[static_cast<size_t>(k)]
-                                 : Value::string(obj.s.substr(static_cast<size_t>(k), 1));
+      if (obj.kind == K::List) return (*obj.list)[static_cast<size_t>(k)];
+      // A string's k-th character, as Python indexes (bytes were taken before: "aé"[1] gave half an é).
+      size_t at = 0;
+      for (int64_t c = 0; c < k; ++c) at += char_at(obj.s, at).second;
+      return Value::string(obj.s.substr(at, char_at(obj.s, at).second));
     }
     if (obj.kind == K::Undefined) fail("template line {}: indexing an undefined value", line);
     return {};
@@ -1304,7 +1348,7 @@ class Evaluator {
     const Value obj = eval(*e.args[0]);
     if (obj.kind != K::List && obj.kind != K::String)
       fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
-    const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : static_cast<int64_t>(obj.s.size());
+    const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : char_count(obj.s);
     const int64_t step = e.args[3] ? as_int(eval(*e.args[3]), e.line) : 1;
     if (step == 0) fail("template line {}: slice step cannot be zero", e.line);
     auto bound = [&](const std::unique_ptr<Expr>& x, int64_t dflt) {
@@ -1315,18 +1359,33 @@ class Evaluator {
     };
     const int64_t start = bound(e.args[1], step > 0 ? 0 : n - 1);
     const int64_t stop = bound(e.args[2], step > 0 ? n : -1);
-    List l;
-    std::string s;
-    // k in 128 bits: a step near int64's limits would overflow it on the way past `stop`.
-    for (__int128 k = start; step > 0 ? k < stop : k > stop; k += step) {
-      if (obj.kind == K::List) {
-        l.push_back((*obj.list)[static_cast<size_t>(k)]);
+    if (obj.kind == K::String) {
+      // By characters, as Python slices (bytes were taken before, and "ÉtÉ"[::2] gave invalid UTF-8): one walk over
+      // the string, forward or back, keeping each step-th character from start on.
+      std::string out;
+      const std::string& str = obj.s;
+      if (step > 0) {
+        size_t at = 0;
+        for (int64_t c = 0; c < stop; ++c) {
+          const size_t len = char_at(str, at).second;
+          if (c >= start && (c - start) % step == 0) out.append(str, at, len);
+          at += len;
+        }
       } else {
-        s += obj.s[static_cast<size_t>(k)];
+        size_t end = str.size();
+        for (int64_t c = n - 1; c > stop; --c) {
+          const size_t b = prev_char(str, end);
+          if (c <= start && (start - c) % step == 0) out.append(str, b, end - b);
+          end = b;
+        }
       }
+      return Value::string(out);
     }
-    if (obj.kind == K::List) return list_like(obj, std::move(l));
-    return Value::string(s);
+    List l;
+    // k in 128 bits: a step near int64's limits would overflow it on the way past `stop`.
+    for (__int128 k = start; step > 0 ? k < stop : k > stop; k += step)
+      l.push_back((*obj.list)[static_cast<size_t>(k)]);
+    return list_like(obj, std::move(l));
   }
 
   Value call(const Expr& e) {
