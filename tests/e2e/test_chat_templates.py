@@ -272,6 +272,15 @@ FEATURES = {
                        "[{{ 'a\u2003b c'.split() }}][{{ '\x1chi\x85'.strip() }}][{{ '\u200bhi'.strip() }}]"
                        "[{{ 'a b c  '.split(none, 1) }}][{{ '  a b'.split(none, 0) }}][{{ 'éaè'.strip('é') }}]"
                        "[{{ '日本語日'.strip('日') }}][{{ 'xax'|trim('x') }}][{{ ' a\u3000'.rstrip() }}]",
+    # find/rfind/index/rindex/count take start and end and give positions in characters; ljust, rjust, center, zfill.
+    "string_search_and_padding": "[{{ 'éa'.find('a') }}][{{ 'ééa'.find('a', 2) }}][{{ 'ééa'.count('é', 1) }}]"
+                                 "[{{ 'éaéa'.rfind('a') }}][{{ 'éa'.index('a') }}][{{ 'éaéa'.rindex('é') }}]"
+                                 "[{{ 'ab'.find('', 2) }}][{{ 'ab'.find('', 3) }}][{{ 'abc'.find('', 2, 1) }}]"
+                                 "[{{ 'abc'.rfind('') }}][{{ 'abc'.count('') }}][{{ 'abc'.count('', 1, 2) }}]"
+                                 "[{{ 'abc'.count('', 5) }}][{{ 'aaaa'.count('aa') }}][{{ 'héllo'.find('l', -3) }}]"
+                                 "[{{ 'héllo'.find('l', none, 2) }}][{{ 'héllo'.rfind('l', 0, -1) }}][{{ 'é'.ljust(3) }}]"
+                                 "[{{ 'é'.rjust(3, '·') }}][{{ 'é'.center(4, '*') }}][{{ '-5'.zfill(4) }}]"
+                                 "[{{ 'abc'.zfill(2) }}][{{ 'ab'.center(5) }}]",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -349,6 +358,9 @@ def main():
             ("slice into 0 parts", "{{ ([1, 2]|slice(0))|list }}", "slice into 0 parts"),
             ("filesizeformat of a word", "{{ 'abc'|filesizeformat }}", "filesizeformat of 'abc', not a number"),
             ("attr with a number", "{{ 'a'|attr(4) }}", "attr expects a string, got '4'"),
+            ("index of a missing substring", "{{ 'abc'.index('z') }}", "index: substring not found"),
+            ("ljust with two fill characters", "{{ 'a'.ljust(3, 'xy') }}", "the fill character must be one character"),
+            ("rjust to 2^63 characters", "{{ 'a'.rjust(9223372036854775807) }}", "rjust makes more than 268435456"),
             ("join growing a string 10**5 times", "{{ (range(100000)|list)|join('y' * 100000)|length }}",
              "join makes more than 268435456 bytes"),
             # 2^40 was cast to an int (0).

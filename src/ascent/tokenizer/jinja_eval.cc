@@ -1283,15 +1283,67 @@ class Evaluator {
           return Value::string(r);
         }
         if (name == "title" || name == "capitalize") return Value::string(case_mapped(s, name == "title" ? 'T' : 'C'));
-        if (name == "find") {
-          const size_t at = s.find(as_str(need(0), line, "find"));
-          return Value::integer(at == std::string::npos ? -1 : static_cast<int64_t>(at));
+        if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+          // Python's find/rfind/index/rindex/count(sub[, start[, end]]): positions in characters (bytes before, and
+          // start and end were ignored), start and end as a slice's, an empty sub found at every position.
+          const std::string& sub = as_str(need(0), line, name.c_str());
+          const int64_t n = char_count(s);
+          auto bound = [&](const Value* x, int64_t dflt) {
+            if (x == nullptr || x->kind == K::None) return dflt;
+            const int64_t v = as_int(*x, line);
+            return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n);
+          };
+          const int64_t c0 = bound(arg(1), 0), c1 = bound(arg(2), n);
+          const bool past = arg(1) != nullptr && arg(1)->kind != K::None && as_int(*arg(1), line) > n;
+          auto byte_at = [&](int64_t c) {  // the byte offset of character c
+            size_t at = 0;
+            for (int64_t k = 0; k < c; ++k) at += char_at(s, at).second;
+            return at;
+          };
+          const size_t b0 = byte_at(c0), b1 = byte_at(c1);
+          const std::string_view range = c0 <= c1 ? std::string_view(s).substr(b0, b1 - b0) : std::string_view();
+          if (name == "count") {
+            if (past || c0 > c1) return Value::integer(0);
+            if (sub.empty()) return Value::integer(c1 - c0 + 1);
+            int64_t c = 0;
+            for (size_t at = 0; (at = range.find(sub, at)) != std::string_view::npos; at += sub.size()) ++c;
+            return Value::integer(c);
+          }
+          size_t at = std::string_view::npos;
+          if (!past && c0 <= c1) at = name[0] == 'r' ? range.rfind(sub) : range.find(sub);
+          if (at == std::string_view::npos) {
+            if (name == "index" || name == "rindex") fail("template line {}: {}: substring not found", line, name);
+            return Value::integer(-1);
+          }
+          return Value::integer(c0 + char_count(range.substr(0, at)));
         }
-        if (name == "count") {
-          const std::string& p = as_str(need(0), line, "count");
-          int64_t c = 0;
-          for (size_t at = 0; !p.empty() && (at = s.find(p, at)) != std::string::npos; at += p.size()) ++c;
-          return Value::integer(c);
+        if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
+          // Python's padding to width characters: fillchar (one character, a space by default) after, before or on
+          // both sides (center: the extra one on the left when the margin and width are odd); zfill with zeros after
+          // a sign.
+          const int64_t width = as_int(need(0), line);
+          const std::string fill = name == "zfill"     ? "0"
+                                   : arg(1) != nullptr ? as_str(*arg(1), line, name.c_str())
+                                                       : " ";
+          if (char_count(fill) != 1) fail("template line {}: {}: the fill character must be one character", line, name);
+          const int64_t n = char_count(s);
+          if (width <= n) return Value::string(s);
+          check_built(static_cast<size_t>(std::min<int64_t>(width, int64_t{1} << 40)) * fill.size(), name.c_str(),
+                      line);
+          const int64_t marg = width - n;
+          auto pad = [&](int64_t k) {
+            std::string p;
+            for (int64_t i = 0; i < k; ++i) p += fill;
+            return p;
+          };
+          if (name == "ljust") return Value::string(s + pad(marg));
+          if (name == "rjust") return Value::string(pad(marg) + s);
+          if (name == "center") {
+            const int64_t left = marg / 2 + (marg & width & 1);
+            return Value::string(pad(left) + s + pad(marg - left));
+          }
+          const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+          return Value::string(s.substr(0, sign) + pad(marg) + s.substr(sign));
         }
         if (name == "join") {
           std::string r;
