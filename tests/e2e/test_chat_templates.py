@@ -281,6 +281,17 @@ FEATURES = {
                                  "[{{ 'héllo'.find('l', none, 2) }}][{{ 'héllo'.rfind('l', 0, -1) }}][{{ 'é'.ljust(3) }}]"
                                  "[{{ 'é'.rjust(3, '·') }}][{{ 'é'.center(4, '*') }}][{{ '-5'.zfill(4) }}]"
                                  "[{{ 'abc'.zfill(2) }}][{{ 'ab'.center(5) }}]",
+    # str predicates (isalpha, isdecimal, isalnum, isspace and isascii over Unicode; the rest over ASCII), and a list's
+    # or tuple's count and index (a tuple has no other method).
+    "predicates_and_counts": "[{{ 'abc'.isalpha() }}{{ 'ab1'.isalpha() }}{{ ''.isalpha() }}{{ 'éü'.isalpha() }}"
+                             "{{ '日本'.isalpha() }}][{{ '123'.isdecimal() }}{{ '١٢٣'.isdecimal() }}{{ '1.5'.isdecimal() }}]"
+                             "[{{ 'a1'.isalnum() }}{{ 'é½'.isalnum() }}{{ 'a b'.isalnum() }}][{{ ' \t\n'.isspace() }}"
+                             "{{ '\u3000\u00a0'.isspace() }}{{ ''.isspace() }}][{{ 'é'.isascii() }}{{ ''.isascii() }}]"
+                             "[{{ '123'.isdigit() }}{{ '12a'.isnumeric() }}][{{ 'abc'.islower() }}{{ 'aBc'.islower() }}"
+                             "{{ '123'.islower() }}][{{ 'A1'.isupper() }}][{{ 'Hello World'.istitle() }}"
+                             "{{ 'HEllo'.istitle() }}{{ \"O'Neil\".istitle() }}][{{ [1, 2, 1].count(1) }}]"
+                             "[{{ [1, 2, 1].index(1, 1) }}][{{ (1, 2).count(1) }}][{{ (1, 2).index(2) }}]"
+                             "[{{ (1, 2).append is defined }}][{{ [1, 2, 3].index(3, -1) }}]",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -359,6 +370,8 @@ def main():
             ("filesizeformat of a word", "{{ 'abc'|filesizeformat }}", "filesizeformat of 'abc', not a number"),
             ("attr with a number", "{{ 'a'|attr(4) }}", "attr expects a string, got '4'"),
             ("index of a missing substring", "{{ 'abc'.index('z') }}", "index: substring not found"),
+            ("index of a missing item", "{{ [1].index(2) }}", "index: '2' is not in the list"),
+            ("islower beyond ASCII", "{{ 'é'.islower() }}", "islower() of text beyond ASCII is not supported"),
             ("ljust with two fill characters", "{{ 'a'.ljust(3, 'xy') }}", "the fill character must be one character"),
             ("rjust to 2^63 characters", "{{ 'a'.rjust(9223372036854775807) }}", "rjust makes more than 268435456"),
             ("join growing a string 10**5 times", "{{ (range(100000)|list)|join('y' * 100000)|length }}",

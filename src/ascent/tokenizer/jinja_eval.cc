@@ -1194,6 +1194,8 @@ class Evaluator {
         "swapcase",   "title",        "translate",    "upper",   "zfill"};
     static const std::set<std::string, std::less<>> kList = {"append", "clear", "copy",   "count",   "extend", "index",
                                                              "insert", "pop",   "remove", "reverse", "sort"};
+    // A tuple has only count and index.
+    if (obj.kind == K::List && obj.tuple && name != "count" && name != "index") return {};
     if ((obj.kind == K::String && kStr.contains(name)) || (obj.kind == K::List && kList.contains(name)))
       return method(obj, name, line);
     if (obj.kind == K::Undefined) fail("template line {}: '{}' of an undefined value", line, name);
@@ -1345,6 +1347,47 @@ class Evaluator {
           const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
           return Value::string(s.substr(0, sign) + pad(marg) + s.substr(sign));
         }
+        if (name.starts_with("is")) {
+          // Python's str predicates, each true of a non-empty string whose every character passes (islower, isupper
+          // and istitle: whose cased characters pass, at least one). isalpha (category L), isdecimal (Nd), isalnum
+          // (L or N), isspace and isascii hold for all of Unicode; isdigit, isnumeric, islower, isupper and istitle
+          // need Unicode properties utf8proc lacks (Numeric_Type, Other_Lowercase), so beyond ASCII they fail by name
+          // rather than guess.
+          bool ascii = true;
+          for (const char ch : s) ascii = ascii && static_cast<unsigned char>(ch) < 0x80;
+          auto all = [&](auto pass) {
+            if (s.empty()) return false;
+            for (size_t k = 0; k < s.size();) {
+              const auto [cp, n] = char_at(s, k);
+              if (!pass(cp, cp < 0 ? UTF8PROC_CATEGORY_CN : utf8proc_category(cp))) return false;
+              k += n;
+            }
+            return true;
+          };
+          auto letter = [](utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO; };
+          auto number = [](utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO; };
+          if (name == "isascii") return Value::boolean(ascii);
+          if (name == "isspace") return Value::boolean(all([](int32_t cp, auto) { return is_space(cp); }));
+          if (name == "isalpha") return Value::boolean(all([&](int32_t, auto c) { return letter(c); }));
+          if (name == "isdecimal")
+            return Value::boolean(all([](int32_t, auto c) { return c == UTF8PROC_CATEGORY_ND; }));
+          if (name == "isalnum") return Value::boolean(all([&](int32_t, auto c) { return letter(c) || number(c); }));
+          if (name == "isdigit" || name == "isnumeric" || name == "islower" || name == "isupper" || name == "istitle") {
+            if (!ascii) fail("template line {}: {}() of text beyond ASCII is not supported", line, name);
+            if (name == "isdigit" || name == "isnumeric")
+              return Value::boolean(all([](int32_t cp, auto) { return cp >= '0' && cp <= '9'; }));
+            bool cased = false, ok = true, after_cased = false;
+            for (const char ch : s) {
+              const bool up = ch >= 'A' && ch <= 'Z', low = ch >= 'a' && ch <= 'z';
+              cased = cased || up || low;
+              if (name == "islower") ok = ok && !up;
+              if (name == "isupper") ok = ok && !low;
+              if (name == "istitle") ok = ok && (after_cased ? !up : !low);  // upper only after an uncased one
+              after_cased = up || low;
+            }
+            return Value::boolean(cased && ok);
+          }
+        }
         if (name == "join") {
           std::string r;
           const auto items = iterate(need(0), line);
@@ -1368,6 +1411,24 @@ class Evaluator {
           const Value* v = obj.get(as_str(need(0), line, "get"));
           return v ? *v : (arg(1) ? *arg(1) : Value::none());
         }
+      } else if (obj.kind == K::List && (name == "count" || name == "index")) {
+        // Python's list.count(x) and list.index(x[, start[, end]]), by ==.
+        const Value& x = need(0);
+        const auto n = static_cast<int64_t>(obj.list->size());
+        auto bound = [&](const Value* b, int64_t dflt) {
+          if (b == nullptr) return dflt;
+          const int64_t v = as_int(*b, line);
+          return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n);
+        };
+        const int64_t k0 = name == "index" ? bound(arg(1), 0) : 0, k1 = name == "index" ? bound(arg(2), n) : n;
+        int64_t count = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+          if (!equal((*obj.list)[static_cast<size_t>(k)], x)) continue;
+          if (name == "index") return Value::integer(k);
+          ++count;
+        }
+        if (name == "index") fail("template line {}: index: '{}' is not in the list", line, to_string(x));
+        return Value::integer(count);
       } else if (obj.kind == K::List && name == "append") {
         // Hugging Face's sandbox refuses it (SecurityError), and a list appended to itself printed forever.
         fail("template line {}: lists cannot be changed ('append' is refused, as in jinja2's sandbox)", line);
