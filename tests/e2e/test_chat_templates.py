@@ -291,7 +291,11 @@ FEATURES = {
                              "{{ '123'.islower() }}][{{ 'A1'.isupper() }}][{{ 'Hello World'.istitle() }}"
                              "{{ 'HEllo'.istitle() }}{{ \"O'Neil\".istitle() }}][{{ [1, 2, 1].count(1) }}]"
                              "[{{ [1, 2, 1].index(1, 1) }}][{{ (1, 2).count(1) }}][{{ (1, 2).index(2) }}]"
-                             "[{{ (1, 2).append is defined }}][{{ [1, 2, 3].index(3, -1) }}]",
+                             "[{{ (1, 2).append is defined }}][{{ [1, 2, 3].index(3, -1) }}]"
+                             "[{{ 'abc' is lower }}{{ 5 is lower }}{{ 'ABC' is upper }}{{ none is upper }}]"
+                             "[{{ 'trim' is filter }}{{ 'striptags' is filter }}{{ 'nope' is filter }}{{ 5 is filter }}]"
+                             "[{{ 'odd' is test }}{{ 'filter' is test }}{{ 'trim' is test }}]"
+                             "[{{ messages|selectattr('role', 'lower')|list|length }}]",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}

@@ -1965,6 +1965,29 @@ class Evaluator {
     if (t == "gt" || t == ">" || t == "greaterthan") return compare(v, arg(), line) > 0;
     if (t == "ge" || t == ">=") return compare(v, arg(), line) >= 0;
     if (t == "in") return contains(arg(), v, line);
+    // jinja2's lower and upper tests: str(value).islower() / isupper().
+    if (t == "lower" || t == "upper") return (*method(Value::string(to_string(v)), "is" + t, line).fn)({}, {}).truthy();
+    if (t == "filter" || t == "test") {
+      // Whether v names one of HF's environment's filters or tests (jinja2's defaults; a few filters of that set,
+      // striptags for one, are not implemented here and fail by name when called).
+      static const std::set<std::string, std::less<>> kFilters = {
+          "abs",    "attr",       "batch",       "capitalize", "center",   "count",
+          "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+          "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+          "int",    "items",      "join",        "last",       "length",   "list",
+          "lower",  "map",        "max",         "min",        "pprint",   "random",
+          "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+          "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+          "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+          "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"};
+      static const std::set<std::string, std::less<>> kTests = {
+          "!=",       "<",           "<=",          "==",      ">",       ">=",        "boolean",  "callable",
+          "defined",  "divisibleby", "eq",          "equalto", "escaped", "even",      "false",    "filter",
+          "float",    "ge",          "greaterthan", "gt",      "in",      "integer",   "iterable", "le",
+          "lessthan", "lower",       "lt",          "mapping", "ne",      "none",      "number",   "odd",
+          "sameas",   "sequence",    "string",      "test",    "true",    "undefined", "upper"};
+      return v.kind == K::String && (t == "filter" ? kFilters : kTests).contains(v.s);
+    }
     fail("template line {}: unknown test '{}'", line, t);
   }
 
