@@ -296,6 +296,13 @@ FEATURES = {
                              "[{{ 'trim' is filter }}{{ 'striptags' is filter }}{{ 'nope' is filter }}{{ 5 is filter }}]"
                              "[{{ 'odd' is test }}{{ 'filter' is test }}{{ 'trim' is test }}]"
                              "[{{ messages|selectattr('role', 'lower')|list|length }}]",
+    # escape HTML-escapes (it returned its value before), never twice; safe and escape give Markup, shown as such
+    # inside a printed list; forceescape; the escaped test.
+    "escape_and_markup": "[{{ '<b>\"x\" & \\'y\\''|e }}][{{ '<b>'|escape }}][{{ '<b>'|safe }}][{{ 5|e }}]"
+                         "[{{ ('<a>'|e) ~ '<c>' }}][{{ ('<a>'|e)|length }}][{{ '<a>'|e|e }}][{{ ['<a>']|e }}]"
+                         "[{{ none|e }}][{{ 'a'|e is escaped }}{{ 'a' is escaped }}{{ ('a'|e ~ 'b') is escaped }}]"
+                         "[{{ ['<a>'|e, '<b>'|safe, 'c'] }}][{{ '<a>'|safe|e }}][{{ '<a>'|safe|forceescape }}]"
+                         "[{{ [1]|safe|length }}][{{ ('<a>'|e)|tojson }}]{% set x = '<i>'|e %}[{{ x|e }}]",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -375,6 +382,9 @@ def main():
             ("attr with a number", "{{ 'a'|attr(4) }}", "attr expects a string, got '4'"),
             ("index of a missing substring", "{{ 'abc'.index('z') }}", "index: substring not found"),
             ("index of a missing item", "{{ [1].index(2) }}", "index: '2' is not in the list"),
+            # x[] left a null index that rendering dereferenced (SIGSEGV); x[1 2] was read as x[2].
+            ("an empty subscript", "{{ x[] }}", "an empty subscript []"),
+            ("two expressions in a subscript", "{{ [1, 2][1 0] }}", "expected ':' or ']' in a subscript"),
             ("islower beyond ASCII", "{{ 'é'.islower() }}", "islower() of text beyond ASCII is not supported"),
             ("ljust with two fill characters", "{{ 'a'.ljust(3, 'xy') }}", "the fill character must be one character"),
             ("rjust to 2^63 characters", "{{ 'a'.rjust(9223372036854775807) }}", "rjust makes more than 268435456"),

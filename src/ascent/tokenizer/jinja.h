@@ -44,6 +44,10 @@ struct Value {
   // A tuple from groupby (jinja2's _GroupTuple): (grouper, list), whose items are also its attributes .grouper and
   // .list.
   bool group = false;
+  // A String that is markupsafe's Markup (from |safe, |e, |escape, |forceescape): |e leaves it as it is, and inside a
+  // printed container it shows as Markup('...'). Markup's own arithmetic (+ and % escaping the other operand) is not
+  // modelled: any other operation gives a plain string.
+  bool markup = false;
 
   static Value none();
   static Value boolean(bool v);

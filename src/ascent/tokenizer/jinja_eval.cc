@@ -190,8 +190,38 @@ std::string py_quote(const std::string& s) {
 }
 
 std::string repr(const Value& v) {
-  if (v.kind == Value::Kind::String) return py_quote(v.s);
+  if (v.kind == Value::Kind::String) return v.markup ? "Markup(" + py_quote(v.s) + ")" : py_quote(v.s);
   return to_string(v);
+}
+
+// markupsafe's escape: & < > " ' as HTML entities, a Markup string of the result.
+Value html_escaped(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  Value v = Value::string(std::move(out));
+  v.markup = true;
+  return v;
 }
 
 void json_string(const std::string& s, std::string& out) {
@@ -1573,7 +1603,18 @@ class Evaluator {
     if (f == "abs")
       return v.kind == K::Int ? Value::integer(v.i < 0 ? checked(0, v.i, '-', line) : v.i)
                               : Value::number(std::fabs(as_number(v, line)));
-    if (f == "safe" || f == "e" || f == "escape") return v;
+    if (f == "safe" || f == "e" || f == "escape" || f == "forceescape") {
+      // jinja2 (HF renders without autoescape): safe marks str(value) as Markup; escape HTML-escapes str(value)
+      // unless it is Markup already; forceescape always does. (escape returned its value untouched before, so
+      // '<b>'|e printed <b> where jinja2 prints &lt;b&gt;.)
+      if (f == "safe") {
+        Value m = Value::string(to_string(v));
+        m.markup = true;
+        return m;
+      }
+      if (f != "forceescape" && v.kind == K::String && v.markup) return v;
+      return html_escaped(to_string(v));
+    }
     if (f == "reverse") {
       auto items = iterate(v, line);
       std::reverse(items.begin(), items.end());
@@ -1965,6 +2006,7 @@ class Evaluator {
     if (t == "gt" || t == ">" || t == "greaterthan") return compare(v, arg(), line) > 0;
     if (t == "ge" || t == ">=") return compare(v, arg(), line) >= 0;
     if (t == "in") return contains(arg(), v, line);
+    if (t == "escaped") return v.kind == K::String && v.markup;  // jinja2: hasattr(value, "__html__")
     // jinja2's lower and upper tests: str(value).islower() / isupper().
     if (t == "lower" || t == "upper") return (*method(Value::string(to_string(v)), "is" + t, line).fn)({}, {}).truthy();
     if (t == "filter" || t == "test") {

@@ -510,9 +510,13 @@ class ExprParser {
             if (++part > 2) fail("template line {}: bad slice", line_);
             continue;
           }
+          // One expression per part: x[1 2] read as x[2] before.
+          if (parts[part]) fail("template line {}: expected ':' or ']' in a subscript", line_);
           parts[part] = expression();
         }
         expect_op("]");
+        // x[] left the index null, and rendering it dereferenced that (SIGSEGV); jinja2 refuses it as syntax.
+        if (!slice && !parts[0]) fail("template line {}: an empty subscript []", line_);
         auto n = node(slice ? Expr::Kind::Slice : Expr::Kind::Index);
         n->args.push_back(std::move(e));
         for (int k = 0; k < (slice ? 3 : 1); ++k) n->args.push_back(std::move(parts[k]));
