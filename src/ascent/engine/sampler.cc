@@ -1,11 +1,11 @@
 #include "ascent/engine/sampler.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <unordered_set>
 
 #include "ascent/base/error.h"
+#include "ascent/tensor/dtype.h"
 
 namespace ascent::engine {
 
@@ -24,10 +24,7 @@ Sampler::Sampler(SamplingParams p) : p_(p), state_(p.seed) {
 }
 
 void check_logits(std::span<const float> logits) {
-  // By exponent bits, which vectorizes: a decode step checks its whole vocabulary row.
-  uint32_t bad = 0;
-  for (const float l : logits) bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(l) & 0x7f800000u) == 0x7f800000u);
-  if (bad == 0) return;
+  if (all_finite(logits)) return;  // a decode step checks its whole vocabulary row: the vectorized test first
   const auto it = std::ranges::find_if(logits, [](float l) { return !std::isfinite(l); });
   fail(
       "the logit of token {} is {}: the model computed a NaN or an overflow (a weight that is not finite, or "

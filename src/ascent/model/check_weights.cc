@@ -13,22 +13,10 @@
 namespace ascent::model {
 namespace {
 
-// By exponent bits: every one set is an infinity or a NaN.
-bool f32_bad(const float* p) {
-  uint32_t b;
-  std::memcpy(&b, p, 4);
-  return (b & 0x7f800000u) == 0x7f800000u;
-}
 uint16_t u16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return h;
-}
-bool f16_bad(uint16_t h) {
-  return (h & 0x7c00u) == 0x7c00u;
-}
-bool bf16_bad(uint16_t h) {
-  return (h & 0x7f80u) == 0x7f80u;
 }
 
 // The first i in [0, n) with bad(i), or n: each pool thread scans its share and stops at its first find (or at one
@@ -64,7 +52,7 @@ std::optional<std::string> first_nonfinite(const Tensor& t) {
   const int64_t n = t.numel();
   switch (t.dtype) {
     case DType::F32: {
-      const int64_t i = first_bad(n, [&](int64_t k) { return f32_bad(t.f32() + k); });
+      const int64_t i = first_bad(n, [&](int64_t k) { return f32_nonfinite(t.f32()[k]); });
       if (i == n) return std::nullopt;
       return fmt::format("the value at {} is {}", where(t, i), t.f32()[i]);
     }
@@ -73,7 +61,7 @@ std::optional<std::string> first_nonfinite(const Tensor& t) {
       const bool half = t.dtype == DType::F16;
       const int64_t i = first_bad(n, [&](int64_t k) {
         const uint16_t h = u16_at(bytes + 2 * k);
-        return half ? f16_bad(h) : bf16_bad(h);
+        return half ? f16_nonfinite(h) : bf16_nonfinite(h);
       });
       if (i == n) return std::nullopt;
       const uint16_t h = u16_at(bytes + 2 * i);
@@ -90,12 +78,12 @@ std::optional<std::string> first_nonfinite(const Tensor& t) {
       const int64_t blocks = n / be;
       const int64_t i = first_bad(blocks, [&](int64_t b) {
         for (int s = 0; s < scales; ++s) {
-          if (f16_bad(u16_at(bytes + b * bb + d_at + 2 * s))) return true;
+          if (f16_nonfinite(u16_at(bytes + b * bb + d_at + 2 * s))) return true;
         }
         return false;
       });
       if (i == blocks) return std::nullopt;
-      const int s = f16_bad(u16_at(bytes + i * bb + d_at)) ? 0 : 1;
+      const int s = f16_nonfinite(u16_at(bytes + i * bb + d_at)) ? 0 : 1;
       const int64_t per_row = t.cols() / be, c0 = i % per_row * be;
       return fmt::format("the {} of block {} (row {}, columns {}-{}) is {}", s == 0 ? "scale d" : "minimum scale dmin",
                          i, i / per_row, c0, c0 + be - 1, f16_to_f32(u16_at(bytes + i * bb + d_at + 2 * s)));
@@ -104,13 +92,13 @@ std::optional<std::string> first_nonfinite(const Tensor& t) {
     case DType::I4: {
       const int64_t rows = t.rows(), cols = t.cols();
       if (t.input_scale != nullptr) {
-        const int64_t i = first_bad(cols, [&](int64_t k) { return f32_bad(t.input_scale + k); });
+        const int64_t i = first_bad(cols, [&](int64_t k) { return f32_nonfinite(t.input_scale[k]); });
         if (i < cols) return fmt::format("the input scale of column {} is {}", i, t.input_scale[i]);
       }
       // Each real row's scales (an I4 matrix's padding rows up to its 16-row block hold scales no output uses).
       const int64_t groups = t.dtype == DType::I8 ? 1 : padded_cols(t.dtype, cols) / t.group;
       auto at = [&](int64_t i) { return t.dtype == DType::I8 ? i : int4_scale_index(groups, i / groups, i % groups); };
-      const int64_t i = first_bad(rows * groups, [&](int64_t k) { return f32_bad(t.scales + at(k)); });
+      const int64_t i = first_bad(rows * groups, [&](int64_t k) { return f32_nonfinite(t.scales[at(k)]); });
       if (i == rows * groups) return std::nullopt;
       if (t.dtype == DType::I8) return fmt::format("the scale of row {} is {}", i, t.scales[i]);
       const int64_t c0 = i % groups * t.group;

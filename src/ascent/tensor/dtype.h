@@ -201,6 +201,26 @@ inline float bf16_to_f32(uint16_t h) {
 }
 uint16_t f32_to_bf16(float f);  // round to nearest even; NaN stays NaN
 
+// Whether a value is a NaN or an infinity, read from its exponent bits (all set): an integer test, which the compiler
+// vectorizes over a row where a chain of float compares would not be reordered.
+inline bool f32_nonfinite(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return (b & 0x7f800000u) == 0x7f800000u;
+}
+inline bool f16_nonfinite(uint16_t h) {
+  return (h & 0x7c00u) == 0x7c00u;
+}
+inline bool bf16_nonfinite(uint16_t h) {
+  return (h & 0x7f80u) == 0x7f80u;
+}
+// Whether every value of x is finite.
+inline bool all_finite(std::span<const float> x) {
+  bool bad = false;
+  for (const float v : x) bad |= f32_nonfinite(v);
+  return !bad;
+}
+
 // The multiplier that turns values into codes for a quantization scale d: 1 / d, or 0 where that is not finite (d = 0,
 // or a subnormal d below 1 / FLT_MAX, i.e. a span whose largest magnitude is under ~3.7e-37 for int8), so every value
 // codes as 0 rather than as x * inf (NaN for a zero value: code -127 in the SIMD quantizers, an undefined integer

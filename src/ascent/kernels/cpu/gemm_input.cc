@@ -18,16 +18,9 @@
 namespace ascent::kernels {
 namespace {
 
-// Whether all n values are finite, read by their exponent bits: an integer test the compiler vectorizes, where a
-// float compare chain would not be reordered.
+// dtype.h's all_finite over n values at x.
 bool all_finite(const float* x, int64_t n) {
-  uint32_t bad = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    uint32_t b;
-    std::memcpy(&b, x + k, 4);
-    bad |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
+  return ascent::all_finite({x, static_cast<size_t>(n)});
 }
 
 // A span holding a NaN or an infinity (or whose scaled values overflow) gets codes 0 and d = NaN, so every output it
