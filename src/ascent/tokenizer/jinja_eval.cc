@@ -453,18 +453,8 @@ bool is_space(int32_t cp) {
          (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
-// Where the character ending at byte e of s starts (a byte that is not UTF-8 is a character of its own).
-size_t prev_char(std::string_view s, size_t e) {
-  size_t b = e - 1;
-  while (b > 0 && e - b < 4 && (static_cast<unsigned char>(s[b]) & 0xc0) == 0x80) --b;
-  return b + char_at(s, b).second == e ? b : e - 1;
-}
-
-// Python's len() of s, counting a byte that is not UTF-8 as a character of its own, as char_at steps.
-int64_t char_count(std::string_view s) {
-  int64_t n = 0;
-  for (size_t at = 0; at < s.size(); at += char_at(s, at).second) ++n;
-  return n;
+int64_t chars_in(std::string_view s) {
+  return static_cast<int64_t>(code_points(s));
 }
 
 // Python's str.strip / lstrip / rstrip: whole characters from the ends, those in chars (a string) or whitespace. Bytes
@@ -611,9 +601,7 @@ std::string case_mapped(const std::string& s, char how) {
       out += upper ? "SS" : "Ss";
       after_cased = true;
     } else if (how == 'J') {  // jinja2's title filter: a word's first character upper, the rest lower
-      const bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || (cp >= 9 && cp <= 13) ||
-                       (cp >= 0x1c && cp <= 0x1f) || cp == 0x85 || cat == UTF8PROC_CATEGORY_ZS ||
-                       cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
+      const bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || is_space(cp);
       append_utf8(out, sep ? cp : after_cased ? utf8proc_tolower(cp) : utf8proc_toupper(cp));
       after_cased = !sep;
     } else {
@@ -1311,7 +1299,7 @@ class Evaluator {
           // Python's find/rfind/index/rindex/count(sub[, start[, end]]): positions in characters (bytes before, and
           // start and end were ignored), start and end as a slice's, an empty sub found at every position.
           const std::string& sub = as_str(need(0), line, name.c_str());
-          const int64_t n = char_count(s);
+          const int64_t n = chars_in(s);
           auto bound = [&](const Value* x, int64_t dflt) {
             if (x == nullptr || x->kind == K::None) return dflt;
             const int64_t v = as_int(*x, line);
@@ -1319,12 +1307,7 @@ class Evaluator {
           };
           const int64_t c0 = bound(arg(1), 0), c1 = bound(arg(2), n);
           const bool past = arg(1) != nullptr && arg(1)->kind != K::None && as_int(*arg(1), line) > n;
-          auto byte_at = [&](int64_t c) {  // the byte offset of character c
-            size_t at = 0;
-            for (int64_t k = 0; k < c; ++k) at += char_at(s, at).second;
-            return at;
-          };
-          const size_t b0 = byte_at(c0), b1 = byte_at(c1);
+          const size_t b0 = byte_offset(s, static_cast<size_t>(c0)), b1 = byte_offset(s, static_cast<size_t>(c1));
           const std::string_view range = c0 <= c1 ? std::string_view(s).substr(b0, b1 - b0) : std::string_view();
           if (name == "count") {
             if (past || c0 > c1) return Value::integer(0);
@@ -1339,7 +1322,7 @@ class Evaluator {
             if (name == "index" || name == "rindex") fail("template line {}: {}: substring not found", line, name);
             return Value::integer(-1);
           }
-          return Value::integer(c0 + char_count(range.substr(0, at)));
+          return Value::integer(c0 + chars_in(range.substr(0, at)));
         }
         if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
           // Python's padding to width characters: fillchar (one character, a space by default) after, before or on
@@ -1349,8 +1332,8 @@ class Evaluator {
           const std::string fill = name == "zfill"     ? "0"
                                    : arg(1) != nullptr ? as_str(*arg(1), line, name.c_str())
                                                        : " ";
-          if (char_count(fill) != 1) fail("template line {}: {}: the fill character must be one character", line, name);
-          const int64_t n = char_count(s);
+          if (chars_in(fill) != 1) fail("template line {}: {}: the fill character must be one character", line, name);
+          const int64_t n = chars_in(s);
           if (width <= n) return Value::string(s);
           check_built(static_cast<size_t>(std::min<int64_t>(width, int64_t{1} << 40)) * fill.size(), name.c_str(),
                       line);
@@ -1466,13 +1449,12 @@ class Evaluator {
       return v ? *v : Value{};
     }
     if (obj.kind == K::List || obj.kind == K::String) {
-      const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : char_count(obj.s);
+      const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : chars_in(obj.s);
       const int64_t k = normalize_index(as_int(key, line), n);
       if (k < 0 || k >= n) return {};
       if (obj.kind == K::List) return (*obj.list)[static_cast<size_t>(k)];
       // A string's k-th character, as Python indexes (bytes were taken before: "aé"[1] gave half an é).
-      size_t at = 0;
-      for (int64_t c = 0; c < k; ++c) at += char_at(obj.s, at).second;
+      const size_t at = byte_offset(obj.s, static_cast<size_t>(k));
       return Value::string(obj.s.substr(at, char_at(obj.s, at).second));
     }
     if (obj.kind == K::Undefined) fail("template line {}: indexing an undefined value", line);
@@ -1483,7 +1465,7 @@ class Evaluator {
     const Value obj = eval(*e.args[0]);
     if (obj.kind != K::List && obj.kind != K::String)
       fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
-    const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : char_count(obj.s);
+    const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : chars_in(obj.s);
     const int64_t step = e.args[3] ? as_int(eval(*e.args[3]), e.line) : 1;
     if (step == 0) fail("template line {}: slice step cannot be zero", e.line);
     auto bound = [&](const std::unique_ptr<Expr>& x, int64_t dflt) {
@@ -1775,18 +1757,10 @@ class Evaluator {
       }
       return Value::string(kept + end);
     }
-    if (f == "center") {
-      // str.center(width): the margin split with the extra space on the left when both it and width are odd.
+    if (f == "center") {  // str(value).center(width), 80 by default
       const std::vector<Value> p = bind_args(f, {"width"}, a, kw, line);
-      const std::string text = to_string(v);
-      const int64_t width = p[0].defined() ? as_int(p[0], line) : 80;
-      const auto n = static_cast<int64_t>(code_points(text));
-      if (width <= n) return Value::string(text);
-      const int64_t marg = width - n;
-      check_built(static_cast<size_t>(width), "center", line);
-      const int64_t left = marg / 2 + (marg & width & 1);
-      return Value::string(std::string(static_cast<size_t>(left), ' ') + text +
-                           std::string(static_cast<size_t>(marg - left), ' '));
+      return (*method(Value::string(to_string(v)), "center", line).fn)({p[0].defined() ? p[0] : Value::integer(80)},
+                                                                       {});
     }
     if (f == "batch") {
       // jinja2's do_batch: lists of linecount items, the last filled up with fill_with when one is given.

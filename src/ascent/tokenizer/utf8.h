@@ -25,17 +25,31 @@ inline void append_utf8(std::string& out, utf8proc_int32_t cp) {
   out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(utf8proc_encode_char(cp, buf)));
 }
 
-// Python's len() of s: the bytes that do not continue a character.
+// Python's len() of s, stepping as char_at does (a byte that is not UTF-8 is a character of its own), so that a count
+// and a walk of that many characters agree.
 inline size_t code_points(std::string_view s) {
-  return static_cast<size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; }));
+  size_t n = 0;
+  for (size_t at = 0; at < s.size(); at += char_at(s, at).second) ++n;
+  return n;
+}
+
+// The byte offset of character n of s (s.size() when s is shorter).
+inline size_t byte_offset(std::string_view s, size_t n) {
+  size_t at = 0;
+  for (size_t k = 0; k < n && at < s.size(); ++k) at += char_at(s, at).second;
+  return std::min(at, s.size());
+}
+
+// Where the character ending at byte e > 0 of s starts (a byte that is not UTF-8 is a character of its own).
+inline size_t prev_char(std::string_view s, size_t e) {
+  size_t b = e - 1;
+  while (b > 0 && e - b < 4 && (static_cast<unsigned char>(s[b]) & 0xc0) == 0x80) --b;
+  return b + char_at(s, b).second == e ? b : e - 1;
 }
 
 // The first n characters of s (all of it when shorter): Python's s[:n].
 inline std::string prefix_chars(std::string_view s, size_t n) {
-  size_t end = 0;
-  for (size_t k = 0; k < n && end < s.size(); ++k) end += char_at(s, end).second;
-  return std::string(s.substr(0, end));
+  return std::string(s.substr(0, byte_offset(s, n)));
 }
 
 }  // namespace ascent::tokenizer
