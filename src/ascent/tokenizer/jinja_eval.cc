@@ -858,6 +858,11 @@ int64_t normalize_index(int64_t i, int64_t n) {
   return i < 0 ? i + n : i;
 }
 
+// A start or end of Python's find/index(sub, start, end) over n items: from the end when negative, then within [0, n].
+int64_t clamped_index(int64_t i, int64_t n) {
+  return std::clamp<int64_t>(normalize_index(i, n), 0, n);
+}
+
 // Python's int() and float() take single underscores between digits ('1_000'): the text without them, or nothing
 // where one stands elsewhere (the reference raises there, and the filters take their default).
 std::optional<std::string> without_digit_underscores(const std::string& t) {
@@ -1302,8 +1307,7 @@ class Evaluator {
           const int64_t n = chars_in(s);
           auto bound = [&](const Value* x, int64_t dflt) {
             if (x == nullptr || x->kind == K::None) return dflt;
-            const int64_t v = as_int(*x, line);
-            return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n);
+            return clamped_index(as_int(*x, line), n);
           };
           const int64_t c0 = bound(arg(1), 0), c1 = bound(arg(2), n);
           const bool past = arg(1) != nullptr && arg(1)->kind != K::None && as_int(*arg(1), line) > n;
@@ -1422,8 +1426,7 @@ class Evaluator {
         const auto n = static_cast<int64_t>(obj.list->size());
         auto bound = [&](const Value* b, int64_t dflt) {
           if (b == nullptr) return dflt;
-          const int64_t v = as_int(*b, line);
-          return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n);
+          return clamped_index(as_int(*b, line), n);
         };
         const int64_t k0 = name == "index" ? bound(arg(1), 0) : 0, k1 = name == "index" ? bound(arg(2), n) : n;
         int64_t count = 0;
