@@ -114,16 +114,21 @@ void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, con
 // Quantizes n values (times s where given) to int8 with d = amax / 127, rounding to nearest even; returns d and,
 // with sum, the codes' sum. The AVX-512 and AVX2 variants (gemm_input_avx512.cc, gemm_input_avx2.cc) give the scalar
 // code's bits (gemm_input.cc) for finite values; so do the block functions below (the q4r ones only move bytes). A
-// span holding a NaN or an infinity is not theirs to quantize: prepare_gemm_input gives it d = NaN and zero codes in
-// every ISA, as the scalar code does.
+// span whose values (times s) hold a NaN or an infinity is not theirs to quantize: they return NaN at once, codes and
+// sum unwritten, and prepare_gemm_input gives it d = NaN and zero codes in every ISA, as the scalar code does.
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 
 // quantize_span_avx512 over nb consecutive 32-value blocks of x (no s) in one loop, so that one block's reductions
 // and divisions overlap the next one's: block b's codes at q + 32 b, its d at d[b] and its codes' sum at sum[b], the
-// same bits as a call per block (gemm_input_avx512.cc).
+// same bits as a call per block (gemm_input_avx512.cc). A block holding a NaN or an infinity gets the scalar code's
+// poisoned result: zero codes, sum 0, d = NaN.
 void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
 void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
+
+// The sums of nb consecutive blocks of 32 int8 codes at q (GemmInput::sum32), exact.
+void code_sums32_avx512(const int8_t* q, int64_t nb, int32_t* out);
+void code_sums32_avx2(const int8_t* q, int64_t nb, int32_t* out);
 
 // GemmInput::q4r's codes for one token from its per-block quantized row q (Kp columns, a whole number of 512): per
 // 512 columns, 4-byte column group c of block i goes to lane i of chunk c % 4, half c / 4 (gemm.h's order), by

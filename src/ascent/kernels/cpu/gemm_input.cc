@@ -18,11 +18,6 @@
 namespace ascent::kernels {
 namespace {
 
-// dtype.h's all_finite over n values at x.
-bool all_finite(const float* x, int64_t n) {
-  return ascent::all_finite({x, static_cast<size_t>(n)});
-}
-
 // A span holding a NaN or an infinity (or whose scaled values overflow) gets codes 0 and d = NaN, so every output it
 // feeds is NaN, as the same matmul in floats gives. Before, the NaN was lost: a max over |x| skips it, so d came out
 // finite, and the NaN's code was whatever the float-to-int conversion made of it (undefined behaviour in scalar code),
@@ -100,14 +95,15 @@ void q6r_layout(const int8_t* q, const float* d, int64_t K, int8_t* out, int32_t
   }
 }
 
-// The SIMD quantizers give quantize_span's bits for finite values; what they make of a NaN or an infinity is left
-// to the instructions, so those spans are found here and given quantize_span's NaN scale and zero codes.
+// The SIMD quantizers give quantize_span's bits for finite values and NaN for a span whose values times s hold a NaN
+// or an infinity (a non-finite x or s, or a product that overflows): such a span gets quantize_span's NaN scale and
+// zero codes here. (The test rides in their max pass: two separate passes over x and s cost a decode step's
+// single-threaded preparation about as much as the quantization itself.)
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   if (active_isa() == Isa::Ref) return quantize_span(x, s, n, q, sum);
-  if (!all_finite(x, n) || (s != nullptr && !all_finite(s, n))) return poison_span(n, q, sum);
   const float d =
       active_isa() == Isa::Avx512 ? quantize_span_avx512(x, s, n, q, sum) : quantize_span_avx2(x, s, n, q, sum);
-  return std::isfinite(d) ? d : poison_span(n, q, sum);  // finite values whose products with s overflow
+  return std::isfinite(d) ? d : poison_span(n, q, sum);
 }
 
 // nb blocks of 32 values, each quantized as quantize_span does one: codes at q + 32 b, d[b], sum[b].
@@ -121,9 +117,22 @@ void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int32_t* s
   } else {
     quantize_blocks32_avx2(x, nb, q, d, sum);
   }
-  if (all_finite(x, nb * kQBlock)) return;  // one pass over a row in L1; the blocks only when it fails
-  for (int64_t b = 0; b < nb; ++b) {
-    if (!all_finite(x + b * kQBlock, kQBlock)) d[b] = poison_span(kQBlock, q + b * kQBlock, &sum[b]);
+}
+
+// GemmInput::sum32 for one token's codes (Kp / 32 blocks).
+void code_sums32(const int8_t* q, int64_t nb, int32_t* out) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return code_sums32_avx512(q, nb, out);
+    case Isa::Avx2:
+      return code_sums32_avx2(q, nb, out);
+    case Isa::Ref:
+      break;
+  }
+  for (int64_t c = 0; c < nb; ++c) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += q[c * 32 + j];
+    out[c] = s;
   }
 }
 
@@ -218,13 +227,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
         int8_t* row = in.q.data() + t * in.Kp;
         in.d[static_cast<size_t>(t)] = quantize_any(x + t * K, w.input_scale, K, row, &in.qsum[static_cast<size_t>(t)]);
         std::fill(row + K, row + in.Kp, int8_t{0});
-        if (!in.sum32_ready) return;
-        int32_t* s32 = in.sum32.data() + t * in.Kp / 32;
-        for (int64_t c = 0; c < in.Kp / 32; ++c) {
-          int32_t s = 0;
-          for (int j = 0; j < 32; ++j) s += row[c * 32 + j];
-          s32[c] = s;
-        }
+        if (in.sum32_ready) code_sums32(row, in.Kp / 32, in.sum32.data() + t * in.Kp / 32);
       });
       break;
     case ActKind::Int8PerBlock: {

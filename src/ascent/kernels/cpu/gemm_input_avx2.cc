@@ -1,12 +1,14 @@
 // Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX2 for CPUs without AVX-512: the same IEEE
 // operations per element as the scalar code (max of |x s|, then (x s) / d rounded by the same magic number,
 // truncated, clamped), so bitwise its result. A decode step prepares its single token on one thread while the other
-// waits, and the scalar loops took 2-4 ns per value on a Zen 3 core (about 1% of a tl16 q4_0 decode step). Also the
-// q4r codes' placement (data movement only) as an 8 x 8 transpose of 32-bit words.
+// waits, and the scalar loops took 2-4 ns per value on a Zen 3 core (about 1% of a tl16 q4_0 decode step). The
+// non-finite test rides in the max pass, on the vector already loaded. Also the q4r codes' placement (data movement
+// only) as an 8 x 8 transpose of 32-bit words, and the codes' sums per 32 columns.
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "ascent/kernels/cpu/gemm.h"
 
@@ -41,6 +43,12 @@ inline __m256 max_abs(__m256 v, __m256 amax) {
   return _mm256_max_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))), amax);
 }
 
+// Lanes of v that are a NaN or an infinity (all exponent bits set), as all-ones.
+inline __m256i nonfinite(__m256 v) {
+  const __m256i exp = _mm256_set1_epi32(0x7f800000);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), exp), exp);
+}
+
 // One vector's codes: v x id rounded to nearest even, clamped to [-127, 127] (a NaN converts to INT_MIN and clamps
 // to -127, as the scalar cast does on x86).
 inline __m256i codes8(__m256 v, __m256 id) {
@@ -60,7 +68,13 @@ inline __m256i pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
 
 float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   __m256 amax = _mm256_setzero_ps();
-  for (int64_t k = 0; k < n; k += 8) amax = max_abs(load_scaled(x, s, n, k), amax);
+  __m256i bad = _mm256_setzero_si256();
+  for (int64_t k = 0; k < n; k += 8) {
+    const __m256 v = load_scaled(x, s, n, k);
+    bad = _mm256_or_si256(bad, nonfinite(v));
+    amax = max_abs(v, amax);
+  }
+  if (!_mm256_testz_si256(bad, bad)) return std::numeric_limits<float>::quiet_NaN();
   const float d = hmax8(amax) / 127.0f;
   const __m256 id = _mm256_set1_ps(inverse_scale(d));
   __m256i total = _mm256_setzero_si256();
@@ -88,9 +102,17 @@ void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int
     const float* xb = x + 32 * b;
     __m256 v[4];
     __m256 amax = _mm256_setzero_ps();
+    __m256i bad = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i) {
       v[i] = _mm256_loadu_ps(xb + 8 * i);
+      bad = _mm256_or_si256(bad, nonfinite(v[i]));
       amax = max_abs(v[i], amax);
+    }
+    if (!_mm256_testz_si256(bad, bad)) {  // not ours to quantize: the poisoned block (gemm.h)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_setzero_si256());
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      sum[b] = 0;
+      continue;
     }
     const float db = hmax8(amax) / 127.0f;
     const __m256 id = _mm256_set1_ps(inverse_scale(db));
@@ -99,6 +121,19 @@ void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), pack32(c[0], c[1], c[2], c[3]));
     d[b] = db;
     sum[b] = hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3])));
+  }
+}
+
+void code_sums32_avx2(const int8_t* q, int64_t nb, int32_t* out) {
+  // As code_sums32_avx512: vpsadbw over the codes flipped to q + 128, four 8-byte lanes of sum(q) + 1024 per block.
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i lanes =
+        _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)), flip),
+                        _mm256_setzero_si256());
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(t) - 4096);
   }
 }
 

@@ -1,10 +1,13 @@
 // Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX-512: the same IEEE operations per element
 // in the same order (max of |x s|, then (x s) / d rounded by the same magic number, truncated, clamped), so
 // bitwise the scalar result; only faster (activation preparation was ~5% of an int8 prefill, and a decode step
-// prepares its token on one thread while the other waits). Also the q4r codes' placement, data movement only.
+// prepares its token on one thread while the other waits). The non-finite test rides in the max pass (vfpclassps
+// on the vector already loaded) rather than in passes of its own. Also the q4r codes' placement and the codes'
+// sums per 32 columns (int4's offsets), data movement and integer sums only.
 #include <immintrin.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "ascent/kernels/cpu/gemm.h"
 
@@ -25,15 +28,24 @@ inline __m512 load_scaled(const float* x, const float* s, int64_t n, int64_t k) 
   return s != nullptr ? _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, s + k)) : v;
 }
 
+// Lanes of v that are a NaN or an infinity (vfpclassps: QNaN, +inf, -inf, SNaN).
+inline __mmask16 nonfinite(__m512 v) {
+  return _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x10 | 0x80);
+}
+
 }  // namespace
 
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   __m512 amax = _mm512_setzero_ps();
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  __mmask16 bad = 0;
   for (int64_t k = 0; k < n; k += 16) {
+    const __m512 v = load_scaled(x, s, n, k);
+    bad |= nonfinite(v);
     // max(|v|, amax) with |v| first: a NaN value is skipped, as std::max(amax, |v|) skips it.
-    amax = _mm512_max_ps(_mm512_and_ps(load_scaled(x, s, n, k), abs_mask), amax);
+    amax = _mm512_max_ps(_mm512_and_ps(v, abs_mask), amax);
   }
+  if (bad != 0) return std::numeric_limits<float>::quiet_NaN();
   const float d = _mm512_reduce_max_ps(amax) / 127.0f;
   const __m512 id = _mm512_set1_ps(inverse_scale(d));
   const __m512 round = _mm512_set1_ps(12582912.0f);
@@ -57,6 +69,12 @@ void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, i
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    if ((nonfinite(v0) | nonfinite(v1)) != 0) {  // not ours to quantize: the poisoned block (gemm.h)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_setzero_si256());
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      sum[b] = 0;
+      continue;
+    }
     // As quantize_span_avx512: max(|v|, amax) with |v| first, from amax = 0, in the same order.
     const __m512 amax =
         _mm512_max_ps(_mm512_and_ps(v1, abs_mask), _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps()));
@@ -72,6 +90,27 @@ void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, i
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(c1));
     d[b] = db;
     sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+  }
+}
+
+void code_sums32_avx512(const int8_t* q, int64_t nb, int32_t* out) {
+  // vpsadbw against zero sums 8 unsigned bytes per 64-bit lane; the codes flipped to u = q + 128 give each lane
+  // sum(q) + 1024, a 32-column block's four lanes sum(q) + 4096.
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m512i lanes =
+        _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(q + 32 * b), flip), _mm512_setzero_si512());
+    // Pairs of lanes within each 128 bits, then pairs of 128-bit quarters: quarter 0 holds block b, quarter 2 b + 1.
+    const __m512i pairs = _mm512_add_epi64(lanes, _mm512_shuffle_epi32(lanes, static_cast<_MM_PERM_ENUM>(0x4e)));
+    const __m512i blocks = _mm512_add_epi64(pairs, _mm512_shuffle_i64x2(pairs, pairs, 0xb1));
+    out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(blocks)) - 4096);
+    out[b + 1] = static_cast<int32_t>(_mm_cvtsi128_si64(_mm512_extracti64x2_epi64(blocks, 2)) - 4096);
+  }
+  for (; b < nb; ++b) {
+    int32_t total = 0;
+    for (int j = 0; j < 32; ++j) total += q[32 * b + j];
+    out[b] = total;
   }
 }
 
