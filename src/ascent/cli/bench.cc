@@ -55,33 +55,46 @@ struct Group {
   std::vector<double> tg_gbps;  // every decode run's read
 };
 
+// One thread count's tests (run_threads): its results, what they were judged against, and the model they ran.
+struct ThreadsRun {
+  model::ModelConfig cfg;
+  double wbytes = 0;  // weight bytes a decode token streams
+  Group group;
+  std::vector<Result> results;
+};
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Bytes of the matrices every token streams (the embedding table is gathered, not streamed; int8/int4 scales
-// count), their elements, and the storage type holding most of them.
-void weight_traffic(const model::Model& m, double& bytes, double& elems, DType& main_type) {
-  bytes = elems = 0;
+// The matrices every token streams (the embedding table is gathered, not streamed).
+struct WeightTraffic {
+  double bytes = 0;  // int8/int4 scales count
+  double elems = 0;
+  DType main_type = DType::F32;  // the storage type holding most of the elements
+};
+
+WeightTraffic weight_traffic(const model::Model& m) {
+  WeightTraffic w;
   std::map<DType, double> by_type;
   for (const auto& [name, t] : m.weights().all()) {
     if (t.shape.size() != 2 || name == "token_embd.weight" || name == "position_embd.weight") continue;
-    bytes += static_cast<double>(t.nbytes());
+    w.bytes += static_cast<double>(t.nbytes());
     if (is_int_weight(t.dtype)) {
-      bytes += 4.0 * static_cast<double>(int_weight_scale_count(t.dtype, t.shape[0], t.shape[1], t.group));
+      w.bytes += 4.0 * static_cast<double>(int_weight_scale_count(t.dtype, t.shape[0], t.shape[1], t.group));
     }
-    elems += static_cast<double>(t.numel());
+    w.elems += static_cast<double>(t.numel());
     by_type[t.dtype] += static_cast<double>(t.numel());
   }
-  main_type = DType::F32;
   double most = -1;
   for (const auto& [t, n] : by_type) {
     if (n > most) {
       most = n;
-      main_type = t;
+      w.main_type = t;
     }
   }
+  return w;
 }
 
 Result summarize(std::string test, std::vector<double> tps, double pct_per_tps) {
@@ -98,22 +111,24 @@ Result summarize(std::string test, std::vector<double> tps, double pct_per_tps) 
 
 // The tests of one thread count: the model loaded for it (its matrices placed for that many threads), the roofline
 // measured on those threads (unless given), then for each depth each prefill and each decode length.
-void run_threads(Options& o, int threads, prof::ReadProbe* probe, model::ModelConfig& cfg_out, double& wbytes,
-                 std::vector<Result>& results, Group& g) {
+ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
   set_threads(threads);
+  ThreadsRun out;
+  Group& g = out.group;
   RooflineFlags roofline = o.roofline;  // measured per thread count: a peak on one thread is not one on two
   auto m = model::Model::load(o.model, o.runtime.load_options());
   const auto& cfg = m->config();
-  cfg_out = cfg;
+  out.cfg = cfg;
   const int64_t ctx = *std::ranges::max_element(o.depth) +
                       std::max(*std::ranges::max_element(o.prefill), *std::ranges::max_element(o.decode) + 1);
   ASCENT_CHECK(ctx <= cfg.max_seq, "-d/-p/-n need {} positions, more than the model's context {}", ctx, cfg.max_seq);
   m->set_context(ctx);
   o.runtime.after_load(*m);
   roofline.resolve();  // and again after the runs
-  double welems;
-  DType main_type;
-  weight_traffic(*m, wbytes, welems, main_type);
+  const WeightTraffic traffic = weight_traffic(*m);
+  out.wbytes = traffic.bytes;
+  const double wbytes = traffic.bytes, welems = traffic.elems;
+  const DType main_type = traffic.main_type;
   std::mt19937 rng(7);
   auto random_ids = [&](int64_t n) {
     std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -242,8 +257,9 @@ void run_threads(Options& o, int threads, prof::ReadProbe* probe, model::ModelCo
     r.n_gen = t.decode;
     r.n_depth = t.depth;
     r.threads = g.threads;
-    results.push_back(std::move(r));
+    out.results.push_back(std::move(r));
   }
+  return out;
 }
 
 void run(Options& o) {
@@ -270,10 +286,13 @@ void run(Options& o) {
   model::ModelConfig cfg;
   double wbytes = 0;
   for (const int t : o.threads) {
-    groups.emplace_back();
     // -t 0 is every core, whatever count ran before it.
-    run_threads(o, t > 0 ? t : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), probe.get(), cfg,
-                wbytes, results, groups.back());
+    ThreadsRun tr =
+        run_threads(o, t > 0 ? t : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), probe.get());
+    cfg = tr.cfg;
+    wbytes = tr.wbytes;
+    groups.push_back(std::move(tr.group));
+    std::ranges::move(tr.results, std::back_inserter(results));
   }
   o.runtime.finish();
   if (o.jsonl) {
