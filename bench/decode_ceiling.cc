@@ -4,7 +4,9 @@
 // overlap its arithmetic with the stream (bench/RESULTS.md, sessions 12-13). The activations are prepared once
 // (prepare_gemm_input), then gemm_rows for the active ISA (ASCENT_ISA to force one) runs over the whole matrix
 // again and again on the calling thread, no thread pool. Beside each format, a plain 256-bit read of the same
-// bytes from L2 in the same run, the peer its GB/s is judged against.
+// bytes from L2 in the same run, the peer its GB/s is judged against, and the time one token's activations take to
+// prepare for it (prepare_gemm_input over --cols values, in L1): a decode step runs that on the calling thread alone
+// before each matmul, while the other threads wait.
 //   decode_ceiling [--rows 512] [--cols 2048] [--passes 15] [--bytes-per-pass 40000000] [--cpu N] [format ...]
 // --cpu N pins the thread to logical CPU N (as `taskset -c N` would), so that each core's ceiling can be read in
 // turn: on this project's 2-vCPU Zen 5 VM one vCPU at times ran the instruction-heavy loops a third slower than the
@@ -127,6 +129,19 @@ ascent::Tensor make_weight(const std::string& format, const ascent::Tensor& f, s
 struct Rate {
   double best = 0, median = 0;
 };
+
+// Median microseconds of one call of fn over `passes` passes of `reps` calls.
+template <class Fn>
+double median_us(int64_t passes, int64_t reps, Fn&& fn) {
+  std::vector<double> us;
+  for (int64_t p = 0; p < passes; ++p) {
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < reps; ++i) fn();
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / static_cast<double>(reps));
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
 
 // Best and median GB/s over `passes` passes of `reps` calls of fn, each call covering `bytes`.
 template <class Fn>
@@ -374,8 +389,8 @@ int main(int argc, char** argv) {
   std::printf("matrices of at most %lld KiB (5/8 of a %lld KiB L2)\n", static_cast<long long>(budget >> 10),
               static_cast<long long>(budget / 5 * 8 >> 10));
   std::printf(
-      "| format | rows | bytes | kernel best | kernel median | plain read best | kernel / read "
-      "|\n|---|---|---|---|---|---|---|\n");
+      "| format | rows | bytes | kernel best | kernel median | plain read best | kernel / read | prepare us "
+      "|\n|---|---|---|---|---|---|---|---|\n");
   volatile uint64_t sink = 0;  // keeps the plain reads
   for (const std::string& format : o.formats) {
     ascent::Tensor w = make_weight(format, f, rng);
@@ -389,9 +404,11 @@ int main(int argc, char** argv) {
     const Rate k = measure(o.passes, reps, bytes, [&] { ascent::kernels::gemm_rows(in, w, 0, w.shape[0], out); });
     const Rate r = measure(o.passes, reps, bytes,
                            [&] { sink = sink + ascent::prof::sum_bytes(static_cast<const uint8_t*>(w.data), bytes); });
-    std::printf("| %s | %lld | %lld | %.1f | %.1f | %.1f | %.2f |\n", format.c_str(),
+    const double prepare_us =
+        median_us(o.passes, 100, [&] { ascent::kernels::prepare_gemm_input(x.data(), 1, w, in); });
+    std::printf("| %s | %lld | %lld | %.1f | %.1f | %.1f | %.2f | %.2f |\n", format.c_str(),
                 static_cast<long long>(w.shape[0]), static_cast<long long>(bytes), k.best, k.median, r.best,
-                k.best / r.best);
+                k.best / r.best, prepare_us);
   }
   return 0;
 }
