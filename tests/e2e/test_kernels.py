@@ -394,6 +394,9 @@ def main():
         special = np.tile(rng.standard_normal(K).astype(f32), (4, 1))
         for r, v in enumerate((np.nan, np.inf, -np.inf)):
             special[r, K - 1 - (r * 5) % min(K, 32)] = v
+            # And one in an early span: the AVX-512 block quantizer takes 16 blocks at a time before its tail.
+            if K > 64:
+                special[r, 33 + 7 * r] = v
         special[3, (K - 1) // 2] = f32(3e38)
         return np.concatenate([x, special]).astype(f32)
 
