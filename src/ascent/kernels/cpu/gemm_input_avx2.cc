@@ -97,8 +97,73 @@ float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, i
   return d;
 }
 
+namespace {
+
+// Each of 8 vectors reduced to its largest lane, in lane order: lane i of the result is the max of a[i]'s lanes (as
+// lane_maxima16 in gemm_input_avx512.cc; max is exact, so the separate reductions' values).
+inline __m256 lane_maxima8(const __m256 a[8]) {
+  __m256 m[4], s[2];
+  for (int k = 0; k < 4; ++k) {  // halves: a[2k] (low | high), a[2k+1] (low | high)
+    m[k] = _mm256_max_ps(_mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x20),
+                         _mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x31));
+  }
+  for (int k = 0; k < 2; ++k) {  // within each half: m[2k] (0|2, 1|3), m[2k+1] (0|2, 1|3)
+    s[k] =
+        _mm256_max_ps(_mm256_shuffle_ps(m[2 * k], m[2 * k + 1], 0x44), _mm256_shuffle_ps(m[2 * k], m[2 * k + 1], 0xee));
+  }
+  // Lane 4h + k: the max of a[2k + h]; put back in order.
+  const __m256 t = _mm256_max_ps(_mm256_shuffle_ps(s[0], s[1], 0x88), _mm256_shuffle_ps(s[0], s[1], 0xdd));
+  return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+void poison_block(int8_t* q, float* d, int32_t* sum) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_setzero_si256());
+  *d = std::numeric_limits<float>::quiet_NaN();
+  *sum = 0;
+}
+
+}  // namespace
+
 void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  for (int64_t b = 0; b < nb; ++b) {
+  int64_t b = 0;
+  // Eight blocks at a time, as quantize_blocks32_avx512 takes sixteen: their maxima in one vector, one division each
+  // for their scales and multipliers, their sums from the stored codes.
+  for (; b + 8 <= nb; b += 8) {
+    const float* xb = x + 32 * b;
+    __m256 amax[8];
+    uint32_t bad = 0;  // bit i: block b + i holds a NaN or an infinity
+    for (int i = 0; i < 8; ++i) {
+      __m256 m = _mm256_setzero_ps();
+      __m256i nf = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256 v = _mm256_loadu_ps(xb + 32 * i + 8 * j);
+        nf = _mm256_or_si256(nf, nonfinite(v));
+        m = max_abs(v, m);
+      }
+      bad |= static_cast<uint32_t>(!_mm256_testz_si256(nf, nf)) << i;
+      amax[i] = m;
+    }
+    const __m256 db = _mm256_div_ps(lane_maxima8(amax), _mm256_set1_ps(127.0f));
+    // inverse_scale, lane-wise: 1 / d, or 0 where that is infinite (d = 0 or subnormal).
+    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), db);
+    const __m256 abs_inv = _mm256_and_ps(inv, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+    const __m256 finite = _mm256_cmp_ps(abs_inv, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NEQ_UQ);
+    alignas(32) float id[8];
+    _mm256_store_ps(id, _mm256_and_ps(inv, finite));
+    _mm256_storeu_ps(d + b, db);
+    for (int i = 0; i < 8; ++i) {
+      const __m256 idv = _mm256_set1_ps(id[i]);
+      __m256i c[4];
+      for (int j = 0; j < 4; ++j) c[j] = codes8(_mm256_loadu_ps(xb + 32 * i + 8 * j), idv);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * (b + i)), pack32(c[0], c[1], c[2], c[3]));
+    }
+    code_sums32_avx2(q + 32 * b, 8, sum + b);
+    for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
+      const int64_t i = b + __builtin_ctz(bad);
+      poison_block(q + 32 * i, d + i, sum + i);
+    }
+  }
+  for (; b < nb; ++b) {
     const float* xb = x + 32 * b;
     __m256 v[4];
     __m256 amax = _mm256_setzero_ps();
@@ -108,10 +173,8 @@ void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int
       bad = _mm256_or_si256(bad, nonfinite(v[i]));
       amax = max_abs(v[i], amax);
     }
-    if (!_mm256_testz_si256(bad, bad)) {  // not ours to quantize: the poisoned block (gemm.h)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_setzero_si256());
-      d[b] = std::numeric_limits<float>::quiet_NaN();
-      sum[b] = 0;
+    if (!_mm256_testz_si256(bad, bad)) {
+      poison_block(q + 32 * b, d + b, sum + b);
       continue;
     }
     const float db = hmax8(amax) / 127.0f;
