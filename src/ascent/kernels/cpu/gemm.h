@@ -111,6 +111,11 @@ struct GemmOut {
 // Computes output columns [n0, n1) of x @ w^T for every token, with the active ISA.
 void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
 
+// The quantized form of a span holding a NaN or an infinity (or whose scaled values overflow): codes 0, sum 0 (where
+// given), and d = NaN, returned, so every output it feeds is NaN, as the same matmul in floats gives. Every ISA's
+// quantizers give it so (gemm_input.cc).
+float poison_span(int64_t n, int8_t* q, int32_t* sum);
+
 // Quantizes n values (times s where given) to int8 with d = amax / 127, rounding to nearest even; returns d and,
 // with sum, the codes' sum. The AVX-512 and AVX2 variants (gemm_input_avx512.cc, gemm_input_avx2.cc) give the scalar
 // code's bits (gemm_input.cc) for finite values; so do the block functions below (the q4r ones only move bytes). A

@@ -16,17 +16,17 @@
 #include "ascent/kernels/cpu/isa.h"
 
 namespace ascent::kernels {
-namespace {
 
-// A span holding a NaN or an infinity (or whose scaled values overflow) gets codes 0 and d = NaN, so every output it
-// feeds is NaN, as the same matmul in floats gives. Before, the NaN was lost: a max over |x| skips it, so d came out
-// finite, and the NaN's code was whatever the float-to-int conversion made of it (undefined behaviour in scalar code),
-// and a quantized model with a NaN activation went on generating plausible text.
+// Before, the NaN was lost: a max over |x| skips it, so d came out finite, and the NaN's code was whatever the
+// float-to-int conversion made of it (undefined behaviour in scalar code), and a quantized model with a NaN
+// activation went on generating plausible text.
 float poison_span(int64_t n, int8_t* q, int32_t* sum) {
   std::fill(q, q + n, int8_t{0});
   if (sum != nullptr) *sum = 0;
   return std::numeric_limits<float>::quiet_NaN();
 }
+
+namespace {
 
 // Quantizes n values (scaled by s when given) to int8 with d = amax / 127, rounding to nearest even; returns d.
 float quantize_span(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {

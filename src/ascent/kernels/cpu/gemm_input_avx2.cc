@@ -64,6 +64,13 @@ inline __m256i pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
   return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// One 32-value block's codes (four vectors at xb) with multiplier id, stored at q.
+inline void block_codes(const float* xb, __m256 id, int8_t* q) {
+  __m256i c[4];
+  for (int j = 0; j < 4; ++j) c[j] = codes8(_mm256_loadu_ps(xb + 8 * j), id);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), pack32(c[0], c[1], c[2], c[3]));
+}
+
 }  // namespace
 
 float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
@@ -116,12 +123,6 @@ inline __m256 lane_maxima8(const __m256 a[8]) {
   return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-void poison_block(int8_t* q, float* d, int32_t* sum) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_setzero_si256());
-  *d = std::numeric_limits<float>::quiet_NaN();
-  *sum = 0;
-}
-
 }  // namespace
 
 void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
@@ -151,39 +152,30 @@ void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int
     alignas(32) float id[8];
     _mm256_store_ps(id, _mm256_and_ps(inv, finite));
     _mm256_storeu_ps(d + b, db);
-    for (int i = 0; i < 8; ++i) {
-      const __m256 idv = _mm256_set1_ps(id[i]);
-      __m256i c[4];
-      for (int j = 0; j < 4; ++j) c[j] = codes8(_mm256_loadu_ps(xb + 32 * i + 8 * j), idv);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * (b + i)), pack32(c[0], c[1], c[2], c[3]));
-    }
+    for (int i = 0; i < 8; ++i) block_codes(xb + 32 * i, _mm256_set1_ps(id[i]), q + 32 * (b + i));
     code_sums32_avx2(q + 32 * b, 8, sum + b);
     for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
       const int64_t i = b + __builtin_ctz(bad);
-      poison_block(q + 32 * i, d + i, sum + i);
+      d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
     }
   }
   for (; b < nb; ++b) {
     const float* xb = x + 32 * b;
-    __m256 v[4];
     __m256 amax = _mm256_setzero_ps();
     __m256i bad = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(xb + 8 * i);
-      bad = _mm256_or_si256(bad, nonfinite(v[i]));
-      amax = max_abs(v[i], amax);
+      const __m256 v = _mm256_loadu_ps(xb + 8 * i);
+      bad = _mm256_or_si256(bad, nonfinite(v));
+      amax = max_abs(v, amax);
     }
     if (!_mm256_testz_si256(bad, bad)) {
-      poison_block(q + 32 * b, d + b, sum + b);
+      d[b] = poison_span(kQBlock, q + 32 * b, sum + b);
       continue;
     }
     const float db = hmax8(amax) / 127.0f;
-    const __m256 id = _mm256_set1_ps(inverse_scale(db));
-    __m256i c[4];
-    for (int i = 0; i < 4; ++i) c[i] = codes8(v[i], id);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), pack32(c[0], c[1], c[2], c[3]));
+    block_codes(xb, _mm256_set1_ps(inverse_scale(db)), q + 32 * b);
     d[b] = db;
-    sum[b] = hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3])));
+    code_sums32_avx2(q + 32 * b, 1, sum + b);
   }
 }
 

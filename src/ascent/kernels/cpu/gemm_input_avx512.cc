@@ -99,12 +99,6 @@ inline void block_codes(__m512 v0, __m512 v1, __m512 id, int8_t* q) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(c1));
 }
 
-void poison_block(int8_t* q, float* d, int32_t* sum) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_setzero_si256());
-  *d = std::numeric_limits<float>::quiet_NaN();
-  *sum = 0;
-}
-
 }  // namespace
 
 void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
@@ -137,13 +131,13 @@ void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, i
     code_sums32_avx512(q + 32 * b, 16, sum + b);
     for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
       const int64_t i = b + __builtin_ctz(bad);
-      poison_block(q + 32 * i, d + i, sum + i);
+      d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
     }
   }
   for (; b < nb; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
     if ((nonfinite(v0) | nonfinite(v1)) != 0) {
-      poison_block(q + 32 * b, d + b, sum + b);
+      d[b] = poison_span(kQBlock, q + 32 * b, sum + b);
       continue;
     }
     const __m512 amax =
@@ -169,11 +163,7 @@ void code_sums32_avx512(const int8_t* q, int64_t nb, int32_t* out) {
     out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(blocks)) - 4096);
     out[b + 1] = static_cast<int32_t>(_mm_cvtsi128_si64(_mm512_extracti64x2_epi64(blocks, 2)) - 4096);
   }
-  for (; b < nb; ++b) {
-    int32_t total = 0;
-    for (int j = 0; j < 32; ++j) total += q[32 * b + j];
-    out[b] = total;
-  }
+  if (b < nb) code_sums32_avx2(q + 32 * b, nb - b, out + b);  // an odd last block: half a vector
 }
 
 void q4r_codes_avx512(const int8_t* q, int64_t Kp, int8_t* out) {
