@@ -5,8 +5,9 @@ against the issue's targets.
 One pass runs `ascent bench -m MODEL -p 512 -n 128 -t 2 -r 3 --no-mmap --jsonl` for each model in turn. This host's
 memory rate moves by up to 1.8x within minutes (bench/RESULTS.md), so one pass decides nothing: the script takes
 --passes passes and reports each format's median over them. Pass i starts at the i-th model and wraps around, so
-that no format always runs first (right after the previous pass's last model freed its memory) or always last;
-sessions 43-44 ran the formats in one fixed order, int4 first every time.
+that no format always runs first (right after the previous pass's last model freed its memory) or always last
+(sessions 43-44 ran one fixed order, int4 first every time; session 45's two rotated series showed no effect of the
+position, medians 89-94% of the read at each of the 7, but the rotation keeps a state that favours one slot off any one format).
 
 Decode is judged as `ascent bench` judges it (each token against reads of memory measured beside it); prefill
 against the tokens/s the issue derives from llama.cpp's figures on the same model shape. The script measures and
