@@ -7,7 +7,8 @@ memory rate moves by up to 1.8x within minutes (bench/RESULTS.md), so one pass d
 --passes passes and reports each format's median over them. Pass i starts at the i-th model and wraps around, so
 that no format always runs first (right after the previous pass's last model freed its memory) or always last
 (sessions 43-44 ran one fixed order, int4 first every time; session 45's two rotated series showed no effect of the
-position, medians 89-94% of the read at each of the 7, but the rotation keeps a state that favours one slot off any one format).
+position, medians 89-94% of the read at each of the 7, but the rotation keeps a state that favours one slot off any
+one format).
 
 Decode is judged as `ascent bench` judges it (each token against reads of memory measured beside it); prefill
 against the tokens/s the issue derives from llama.cpp's figures on the same model shape. The script measures and
@@ -15,9 +16,9 @@ compares; it changes nothing.
 
   bench/kernel_table.py [--ascent BIN] [--passes 5] [-p 512] [-n 128] [-r 3] [-t 2] [--jsonl OUT] [MODEL ...]
 
-MODEL defaults to bench/models/tl16-{int4,int8,bf16}.safetensors and tl16-{q4_0,q8_0,q4_k,q6_k}.gguf (bench/RESULTS.md's
-Issue 5 section gives the commands that make them); a model's format is the part of its file name after the last '-'
-(tl16-q4_0.gguf: q4_0).
+MODEL defaults to bench/models/tl16-{int4,int8,bf16}.safetensors and tl16-{q4_0,q8_0,q4_k,q6_k}.gguf
+(bench/RESULTS.md's Issue 5 section gives the commands that make them); a model's format is the part of its file
+name after the last '-' (tl16-q4_0.gguf: q4_0).
 """
 import argparse
 import json
