@@ -6,8 +6,8 @@ One pass runs `ascent bench -m MODEL -p 512 -n 128 -t 2 -r 3 --no-mmap --jsonl` 
 memory rate moves by up to 1.8x within minutes (bench/RESULTS.md), so one pass decides nothing: the script takes
 --passes passes and reports each format's median over them. Pass i starts at the i-th model and wraps around, so
 that no format always runs first (right after the previous pass's last model freed its memory) or always last
-(sessions 43-44 ran one fixed order, int4 first every time; session 45's two rotated series showed no effect of the
-position, medians 89-94% of the read at each of the 7, but the rotation keeps a state that favours one slot off any
+(sessions 43-44 ran one fixed order, int4 first every time; session 45's three rotated series showed no effect of the
+position, medians 90-95% of the read at each of the 7, but the rotation keeps a state that favours one slot off any
 one format).
 
 Decode is judged as `ascent bench` judges it (each token against reads of memory measured beside it); prefill
