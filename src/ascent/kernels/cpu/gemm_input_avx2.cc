@@ -6,6 +6,7 @@
 // only) as an 8 x 8 transpose of 32-bit words, and the codes' sums per 32 columns.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -123,60 +124,56 @@ inline __m256 lane_maxima8(const __m256 a[8]) {
   return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// Eight blocks at xb, as quantize_blocks32_avx512 takes sixteen: their maxima in one vector, one division each for
+// their scales and multipliers, their sums from the stored codes: codes at q, scales at d, sums at sum.
+void quantize_group8(const float* xb, int8_t* q, float* d, int32_t* sum) {
+  __m256 amax[8];
+  uint32_t bad = 0;  // bit i: block i holds a NaN or an infinity
+  for (int i = 0; i < 8; ++i) {
+    __m256 m = _mm256_setzero_ps();
+    __m256i nf = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_loadu_ps(xb + 32 * i + 8 * j);
+      nf = _mm256_or_si256(nf, nonfinite(v));
+      m = max_abs(v, m);
+    }
+    bad |= static_cast<uint32_t>(!_mm256_testz_si256(nf, nf)) << i;
+    amax[i] = m;
+  }
+  const __m256 db = _mm256_div_ps(lane_maxima8(amax), _mm256_set1_ps(127.0f));
+  // inverse_scale, lane-wise: 1 / d, or 0 where that is infinite (d = 0 or subnormal).
+  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), db);
+  const __m256 abs_inv = _mm256_and_ps(inv, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+  const __m256 finite = _mm256_cmp_ps(abs_inv, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NEQ_UQ);
+  alignas(32) float id[8];
+  _mm256_store_ps(id, _mm256_and_ps(inv, finite));
+  _mm256_storeu_ps(d, db);
+  for (int i = 0; i < 8; ++i) block_codes(xb + 32 * i, _mm256_set1_ps(id[i]), q + 32 * i);
+  code_sums32_avx2(q, 8, sum);
+  for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
+    const int i = __builtin_ctz(bad);
+    d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
+  }
+}
+
 }  // namespace
 
 void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
   int64_t b = 0;
-  // Eight blocks at a time, as quantize_blocks32_avx512 takes sixteen: their maxima in one vector, one division each
-  // for their scales and multipliers, their sums from the stored codes.
-  for (; b + 8 <= nb; b += 8) {
-    const float* xb = x + 32 * b;
-    __m256 amax[8];
-    uint32_t bad = 0;  // bit i: block b + i holds a NaN or an infinity
-    for (int i = 0; i < 8; ++i) {
-      __m256 m = _mm256_setzero_ps();
-      __m256i nf = _mm256_setzero_si256();
-      for (int j = 0; j < 4; ++j) {
-        const __m256 v = _mm256_loadu_ps(xb + 32 * i + 8 * j);
-        nf = _mm256_or_si256(nf, nonfinite(v));
-        m = max_abs(v, m);
-      }
-      bad |= static_cast<uint32_t>(!_mm256_testz_si256(nf, nf)) << i;
-      amax[i] = m;
-    }
-    const __m256 db = _mm256_div_ps(lane_maxima8(amax), _mm256_set1_ps(127.0f));
-    // inverse_scale, lane-wise: 1 / d, or 0 where that is infinite (d = 0 or subnormal).
-    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), db);
-    const __m256 abs_inv = _mm256_and_ps(inv, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    const __m256 finite = _mm256_cmp_ps(abs_inv, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NEQ_UQ);
-    alignas(32) float id[8];
-    _mm256_store_ps(id, _mm256_and_ps(inv, finite));
-    _mm256_storeu_ps(d + b, db);
-    for (int i = 0; i < 8; ++i) block_codes(xb + 32 * i, _mm256_set1_ps(id[i]), q + 32 * (b + i));
-    code_sums32_avx2(q + 32 * b, 8, sum + b);
-    for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
-      const int64_t i = b + __builtin_ctz(bad);
-      d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
-    }
-  }
-  for (; b < nb; ++b) {
-    const float* xb = x + 32 * b;
-    __m256 amax = _mm256_setzero_ps();
-    __m256i bad = _mm256_setzero_si256();
-    for (int i = 0; i < 4; ++i) {
-      const __m256 v = _mm256_loadu_ps(xb + 8 * i);
-      bad = _mm256_or_si256(bad, nonfinite(v));
-      amax = max_abs(v, amax);
-    }
-    if (!_mm256_testz_si256(bad, bad)) {
-      d[b] = poison_span(kQBlock, q + 32 * b, sum + b);
-      continue;
-    }
-    const float db = hmax8(amax) / 127.0f;
-    block_codes(xb, _mm256_set1_ps(inverse_scale(db)), q + 32 * b);
-    d[b] = db;
-    code_sums32_avx2(q + 32 * b, 1, sum + b);
-  }
+  for (; b + 8 <= nb; b += 8) quantize_group8(x + 32 * b, q + 32 * b, d + b, sum + b);
+  if (b == nb) return;
+  // Fewer than eight blocks left: a group padded with zero blocks (each block's result is its own), its first ones
+  // copied out.
+  const int64_t n = nb - b;
+  alignas(32) float xt[8 * 32] = {};
+  int8_t qt[8 * 32];
+  float dt[8];
+  int32_t st[8];
+  std::copy_n(x + 32 * b, 32 * n, xt);
+  quantize_group8(xt, qt, dt, st);
+  std::copy_n(qt, 32 * n, q + 32 * b);
+  std::copy_n(dt, n, d + b);
+  std::copy_n(st, n, sum + b);
 }
 
 void code_sums32_avx2(const int8_t* q, int64_t nb, int32_t* out) {

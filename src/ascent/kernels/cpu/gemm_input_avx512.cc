@@ -6,6 +6,7 @@
 // sums per 32 columns (int4's offsets), data movement and integer sums only.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -99,54 +100,55 @@ inline void block_codes(__m512 v0, __m512 v1, __m512 id, int8_t* q) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(c1));
 }
 
+// Sixteen blocks at xb: their maxima in one vector (lane_maxima16), one division for their scales and one for the
+// multipliers, their sums from the stored codes (code_sums32_avx512): codes at q, scales at d, sums at sum. A block at
+// a time, the reductions and two scalar divisions per block took most of a decode step's activation preparation for
+// the GGUF formats.
+void quantize_group16(const float* xb, int8_t* q, float* d, int32_t* sum) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  __m512 amax[16];
+  uint32_t bad = 0;  // bit i: block i holds a NaN or an infinity
+  for (int i = 0; i < 16; ++i) {
+    const __m512 v0 = _mm512_loadu_ps(xb + 32 * i), v1 = _mm512_loadu_ps(xb + 32 * i + 16);
+    bad |= static_cast<uint32_t>((nonfinite(v0) | nonfinite(v1)) != 0) << i;
+    // As quantize_span_avx512: max(|v|, amax) with |v| first, from amax = 0.
+    amax[i] =
+        _mm512_max_ps(_mm512_and_ps(v1, abs_mask), _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps()));
+  }
+  const __m512 db = _mm512_div_ps(lane_maxima16(amax), _mm512_set1_ps(127.0f));
+  // inverse_scale, lane-wise: 1 / d, or 0 where that is infinite (d = 0 or subnormal).
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), db);
+  alignas(64) float id[16];
+  _mm512_store_ps(id, _mm512_mask_mov_ps(inv, _mm512_fpclass_ps_mask(inv, 0x08 | 0x10), _mm512_setzero_ps()));
+  _mm512_storeu_ps(d, db);
+  for (int i = 0; i < 16; ++i) {
+    block_codes(_mm512_loadu_ps(xb + 32 * i), _mm512_loadu_ps(xb + 32 * i + 16), _mm512_set1_ps(id[i]), q + 32 * i);
+  }
+  code_sums32_avx512(q, 16, sum);
+  for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
+    const int i = __builtin_ctz(bad);
+    d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
+  }
+}
+
 }  // namespace
 
 void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   int64_t b = 0;
-  // Sixteen blocks at a time: their maxima in one vector (lane_maxima16), one division for their scales and one for
-  // the multipliers, their sums from the stored codes (code_sums32_avx512). A block at a time, the reductions and two
-  // scalar divisions per block took most of a decode step's activation preparation for the GGUF formats.
-  for (; b + 16 <= nb; b += 16) {
-    const float* xb = x + 32 * b;
-    __m512 amax[16];
-    uint32_t bad = 0;  // bit i: block b + i holds a NaN or an infinity
-    for (int i = 0; i < 16; ++i) {
-      const __m512 v0 = _mm512_loadu_ps(xb + 32 * i), v1 = _mm512_loadu_ps(xb + 32 * i + 16);
-      bad |= static_cast<uint32_t>((nonfinite(v0) | nonfinite(v1)) != 0) << i;
-      // As quantize_span_avx512: max(|v|, amax) with |v| first, from amax = 0.
-      amax[i] =
-          _mm512_max_ps(_mm512_and_ps(v1, abs_mask), _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps()));
-    }
-    const __m512 db = _mm512_div_ps(lane_maxima16(amax), _mm512_set1_ps(127.0f));
-    // inverse_scale, lane-wise: 1 / d, or 0 where that is infinite (d = 0 or subnormal).
-    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), db);
-    alignas(64) float id[16];
-    _mm512_store_ps(id, _mm512_mask_mov_ps(inv, _mm512_fpclass_ps_mask(inv, 0x08 | 0x10), _mm512_setzero_ps()));
-    _mm512_storeu_ps(d + b, db);
-    for (int i = 0; i < 16; ++i) {
-      block_codes(_mm512_loadu_ps(xb + 32 * i), _mm512_loadu_ps(xb + 32 * i + 16), _mm512_set1_ps(id[i]),
-                  q + 32 * (b + i));
-    }
-    code_sums32_avx512(q + 32 * b, 16, sum + b);
-    for (; bad != 0; bad &= bad - 1) {  // not ours to quantize: the poisoned blocks (gemm.h)
-      const int64_t i = b + __builtin_ctz(bad);
-      d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
-    }
-  }
-  for (; b < nb; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-    if ((nonfinite(v0) | nonfinite(v1)) != 0) {
-      d[b] = poison_span(kQBlock, q + 32 * b, sum + b);
-      continue;
-    }
-    const __m512 amax =
-        _mm512_max_ps(_mm512_and_ps(v1, abs_mask), _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps()));
-    const float db = _mm512_reduce_max_ps(amax) / 127.0f;
-    block_codes(v0, v1, _mm512_set1_ps(inverse_scale(db)), q + 32 * b);
-    d[b] = db;
-    code_sums32_avx512(q + 32 * b, 1, sum + b);
-  }
+  for (; b + 16 <= nb; b += 16) quantize_group16(x + 32 * b, q + 32 * b, d + b, sum + b);
+  if (b == nb) return;
+  // Fewer than sixteen blocks left: a group padded with zero blocks (each block's result is its own), its first ones
+  // copied out.
+  const int64_t n = nb - b;
+  alignas(64) float xt[16 * 32] = {};
+  int8_t qt[16 * 32];
+  float dt[16];
+  int32_t st[16];
+  std::copy_n(x + 32 * b, 32 * n, xt);
+  quantize_group16(xt, qt, dt, st);
+  std::copy_n(qt, 32 * n, q + 32 * b);
+  std::copy_n(dt, n, d + b);
+  std::copy_n(st, n, sum + b);
 }
 
 void code_sums32_avx512(const int8_t* q, int64_t nb, int32_t* out) {
