@@ -124,12 +124,12 @@ float poison_span(int64_t n, int8_t* q, int32_t* sum);
 float quantize_span_avx512(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 float quantize_span_avx2(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum);
 
-// quantize_span_avx512 over nb consecutive 32-value blocks of x (no s) in one loop, so that one block's reductions
-// and divisions overlap the next one's: block b's codes at q + 32 b, its d at d[b] and its codes' sum at sum[b], the
-// same bits as a call per block (gemm_input_avx512.cc). A block holding a NaN or an infinity gets the scalar code's
-// poisoned result: zero codes, sum 0, d = NaN.
-void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
-void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum);
+// quantize_span_avx512 over 16 (AVX2: 8) consecutive 32-value blocks of x (no s) at once, so that their reductions
+// and divisions share vectors: block i's codes at q + 32 i, its d at d[i] and its codes' sum at sum[i], the same bits
+// as a call per block. A block holding a NaN or an infinity gets the scalar code's poisoned result: zero codes, sum 0,
+// d = NaN. gemm_input.cc's quantize_blocks runs them over a row, its last blocks padded to a whole group.
+void quantize_blocks32x16_avx512(const float* x, int8_t* q, float* d, int32_t* sum);
+void quantize_blocks32x8_avx2(const float* x, int8_t* q, float* d, int32_t* sum);
 
 // The sums of nb consecutive blocks of 32 int8 codes at q (GemmInput::sum32), exact.
 void code_sums32_avx512(const int8_t* q, int64_t nb, int32_t* out);

@@ -106,17 +106,38 @@ float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t
   return std::isfinite(d) ? d : poison_span(n, q, sum);
 }
 
+// nb blocks of 32 values through a SIMD quantizer of G blocks at a time (gemm.h): whole groups in place, then the
+// last blocks, fewer than G, as a group padded with zero blocks (each block's result is its own) whose first ones
+// are copied out.
+template <int G>
+void quantize_block_groups(void (*group)(const float*, int8_t*, float*, int32_t*), const float* x, int64_t nb,
+                           int8_t* q, float* d, int32_t* sum) {
+  int64_t b = 0;
+  for (; b + G <= nb; b += G) group(x + kQBlock * b, q + kQBlock * b, d + b, sum + b);
+  if (b == nb) return;
+  const int64_t n = nb - b;
+  alignas(64) float xt[G * kQBlock] = {};
+  int8_t qt[G * kQBlock];
+  float dt[G];
+  int32_t st[G];
+  std::copy_n(x + kQBlock * b, kQBlock * n, xt);
+  group(xt, qt, dt, st);
+  std::copy_n(qt, kQBlock * n, q + kQBlock * b);
+  std::copy_n(dt, n, d + b);
+  std::copy_n(st, n, sum + b);
+}
+
 // nb blocks of 32 values, each quantized as quantize_span does one: codes at q + 32 b, d[b], sum[b].
 void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  if (active_isa() == Isa::Ref) {
-    for (int64_t b = 0; b < nb; ++b) d[b] = quantize_span(x + b * kQBlock, nullptr, kQBlock, q + b * kQBlock, &sum[b]);
-    return;
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return quantize_block_groups<16>(quantize_blocks32x16_avx512, x, nb, q, d, sum);
+    case Isa::Avx2:
+      return quantize_block_groups<8>(quantize_blocks32x8_avx2, x, nb, q, d, sum);
+    case Isa::Ref:
+      break;
   }
-  if (active_isa() == Isa::Avx512) {
-    quantize_blocks32_avx512(x, nb, q, d, sum);
-  } else {
-    quantize_blocks32_avx2(x, nb, q, d, sum);
-  }
+  for (int64_t b = 0; b < nb; ++b) d[b] = quantize_span(x + b * kQBlock, nullptr, kQBlock, q + b * kQBlock, &sum[b]);
 }
 
 // GemmInput::sum32 for one token's codes (Kp / 32 blocks).

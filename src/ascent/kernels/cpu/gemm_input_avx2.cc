@@ -6,7 +6,6 @@
 // only) as an 8 x 8 transpose of 32-bit words, and the codes' sums per 32 columns.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -124,9 +123,11 @@ inline __m256 lane_maxima8(const __m256 a[8]) {
   return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Eight blocks at xb, as quantize_blocks32_avx512 takes sixteen: their maxima in one vector, one division each for
+}  // namespace
+
+// Eight blocks at xb, as quantize_blocks32x16_avx512 takes sixteen: their maxima in one vector, one division each for
 // their scales and multipliers, their sums from the stored codes: codes at q, scales at d, sums at sum.
-void quantize_group8(const float* xb, int8_t* q, float* d, int32_t* sum) {
+void quantize_blocks32x8_avx2(const float* xb, int8_t* q, float* d, int32_t* sum) {
   __m256 amax[8];
   uint32_t bad = 0;  // bit i: block i holds a NaN or an infinity
   for (int i = 0; i < 8; ++i) {
@@ -154,26 +155,6 @@ void quantize_group8(const float* xb, int8_t* q, float* d, int32_t* sum) {
     const int i = __builtin_ctz(bad);
     d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
   }
-}
-
-}  // namespace
-
-void quantize_blocks32_avx2(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  int64_t b = 0;
-  for (; b + 8 <= nb; b += 8) quantize_group8(x + 32 * b, q + 32 * b, d + b, sum + b);
-  if (b == nb) return;
-  // Fewer than eight blocks left: a group padded with zero blocks (each block's result is its own), its first ones
-  // copied out.
-  const int64_t n = nb - b;
-  alignas(32) float xt[8 * 32] = {};
-  int8_t qt[8 * 32];
-  float dt[8];
-  int32_t st[8];
-  std::copy_n(x + 32 * b, 32 * n, xt);
-  quantize_group8(xt, qt, dt, st);
-  std::copy_n(qt, 32 * n, q + 32 * b);
-  std::copy_n(dt, n, d + b);
-  std::copy_n(st, n, sum + b);
 }
 
 void code_sums32_avx2(const int8_t* q, int64_t nb, int32_t* out) {

@@ -6,7 +6,6 @@
 // sums per 32 columns (int4's offsets), data movement and integer sums only.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -100,11 +99,13 @@ inline void block_codes(__m512 v0, __m512 v1, __m512 id, int8_t* q) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(c1));
 }
 
+}  // namespace
+
 // Sixteen blocks at xb: their maxima in one vector (lane_maxima16), one division for their scales and one for the
 // multipliers, their sums from the stored codes (code_sums32_avx512): codes at q, scales at d, sums at sum. A block at
 // a time, the reductions and two scalar divisions per block took most of a decode step's activation preparation for
 // the GGUF formats.
-void quantize_group16(const float* xb, int8_t* q, float* d, int32_t* sum) {
+void quantize_blocks32x16_avx512(const float* xb, int8_t* q, float* d, int32_t* sum) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   __m512 amax[16];
   uint32_t bad = 0;  // bit i: block i holds a NaN or an infinity
@@ -129,26 +130,6 @@ void quantize_group16(const float* xb, int8_t* q, float* d, int32_t* sum) {
     const int i = __builtin_ctz(bad);
     d[i] = poison_span(kQBlock, q + 32 * i, sum + i);
   }
-}
-
-}  // namespace
-
-void quantize_blocks32_avx512(const float* x, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  int64_t b = 0;
-  for (; b + 16 <= nb; b += 16) quantize_group16(x + 32 * b, q + 32 * b, d + b, sum + b);
-  if (b == nb) return;
-  // Fewer than sixteen blocks left: a group padded with zero blocks (each block's result is its own), its first ones
-  // copied out.
-  const int64_t n = nb - b;
-  alignas(64) float xt[16 * 32] = {};
-  int8_t qt[16 * 32];
-  float dt[16];
-  int32_t st[16];
-  std::copy_n(x + 32 * b, 32 * n, xt);
-  quantize_group16(xt, qt, dt, st);
-  std::copy_n(qt, 32 * n, q + 32 * b);
-  std::copy_n(dt, n, d + b);
-  std::copy_n(st, n, sum + b);
 }
 
 void code_sums32_avx512(const int8_t* q, int64_t nb, int32_t* out) {
