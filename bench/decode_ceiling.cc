@@ -130,29 +130,31 @@ struct Rate {
   double best = 0, median = 0;
 };
 
-// Median microseconds of one call of fn over `passes` passes of `reps` calls.
+// Seconds per call of fn in each of `passes` passes of `reps` calls, sorted.
 template <class Fn>
-double median_us(int64_t passes, int64_t reps, Fn&& fn) {
-  std::vector<double> us;
+std::vector<double> call_seconds(int64_t passes, int64_t reps, Fn&& fn) {
+  std::vector<double> s;
   for (int64_t p = 0; p < passes; ++p) {
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < reps; ++i) fn();
-    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / static_cast<double>(reps));
+    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(reps));
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  std::sort(s.begin(), s.end());
+  return s;
+}
+
+// Median microseconds of one call of fn over `passes` passes of `reps` calls.
+template <class Fn>
+double median_us(int64_t passes, int64_t reps, Fn&& fn) {
+  const std::vector<double> s = call_seconds(passes, reps, fn);
+  return 1e6 * s[s.size() / 2];
 }
 
 // Best and median GB/s over `passes` passes of `reps` calls of fn, each call covering `bytes`.
 template <class Fn>
 Rate measure(int64_t passes, int64_t reps, int64_t bytes, Fn&& fn) {
   std::vector<double> r;
-  for (int64_t p = 0; p < passes; ++p) {
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < reps; ++i) fn();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    r.push_back(static_cast<double>(bytes) * static_cast<double>(reps) / s / 1e9);
-  }
+  for (const double s : call_seconds(passes, reps, fn)) r.push_back(static_cast<double>(bytes) / s / 1e9);
   std::sort(r.begin(), r.end());
   return {r.back(), r[r.size() / 2]};
 }
