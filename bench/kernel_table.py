@@ -41,9 +41,7 @@ DECODE_PCT = {f: 85.0 for f in ("int8", "int4", "q4_0", "q8_0", "q4_k", "q6_k")}
 
 
 def fmt_of(path):
-    stem = os.path.basename(path.rstrip("/"))
-    stem = stem.split(".")[0] if "." in stem else stem
-    return stem.rsplit("-", 1)[-1]
+    return os.path.basename(path.rstrip("/")).split(".")[0].rsplit("-", 1)[-1]
 
 
 def run_bench(args, model):
@@ -114,7 +112,7 @@ def main():
     if log:
         log.close()
 
-    print(f"\n{args.passes} passes, each model first in {args.passes // n or 0}-{-(-args.passes // n)} of them")
+    print(f"\n{args.passes} passes, each model first in {args.passes // n}-{-(-args.passes // n)} of them")
     print("\n| format | pp t/s (passes) | pp median | tg % of read (passes) | tg median | tg t/s median | reads GB/s |")
     print("|---|---|---|---|---|---|---|")
     verdicts = []
