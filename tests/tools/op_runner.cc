@@ -145,7 +145,7 @@ int run(int argc, char** argv) {
     for (int64_t i = 0; i < D / 2; ++i) {
       inv[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
     }
-    const auto style = attr.at("style") == "half" ? kernels::RopeStyle::Half : kernels::RopeStyle::Interleaved;
+    const auto style = attr.at("style") == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
     kernels::rope_forward(y.data(), rows, cols / D, D, pos, inv, style);
   } else if (op == "attention") {
     const auto q = as_f32(x), k = as_f32(in.at(1)), v = as_f32(in.at(2));

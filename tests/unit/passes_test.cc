@@ -76,8 +76,8 @@ TEST(Passes, FuseAttentionTakesProjectionsNormAndRope) {
   Value q = g.matmul(x, f.wq, nullptr, "q"), k = g.matmul(x, f.wk, nullptr, "k"), v = g.matmul(x, f.wv, nullptr, "v");
   q = g.rms_norm_grouped(q, f.wqn, 1e-6f, 4, "qn");
   k = g.rms_norm_grouped(k, f.wkn, 1e-6f, 4, "kn");
-  q = g.rope(q, pos, 2, 4, f.inv_freq, kernels::RopeStyle::Half, "rq");
-  k = g.rope(k, pos, 1, 4, f.inv_freq, kernels::RopeStyle::Half, "rk");
+  q = g.rope(q, pos, 2, 4, f.inv_freq, RopeStyle::Half, "rq");
+  k = g.rope(k, pos, 1, 4, f.inv_freq, RopeStyle::Half, "rk");
   g.set_output(g.attention(q, k, v, 0, 2, 1, 4, 0.5f, 0, "attn"));
   const Graph out = fuse_attention(g);
   EXPECT_EQ(count(out, Op::AttentionFused), 1);

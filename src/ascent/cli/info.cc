@@ -42,7 +42,7 @@ void run(const InfoOptions& o) {
   std::printf("context           %lld\n", static_cast<long long>(c.max_seq));
   if (c.uses_rope()) {
     std::printf("rope              theta %g, %s pairs%s\n", c.rope_theta,
-                c.rope_style == kernels::RopeStyle::Half ? "rotate-half" : "interleaved",
+                c.rope_style == RopeStyle::Half ? "rotate-half" : "interleaved",
                 c.rope_scaling.enabled || !c.rope_freq_factors.empty() ? ", llama3 scaling" : "");
   }
   if (c.sliding_window > 0) {

@@ -5,6 +5,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/ops.h"
 
 namespace ascent::graph {
 namespace {

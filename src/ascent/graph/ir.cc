@@ -188,7 +188,7 @@ Value Graph::layer_norm(Value x, const Tensor& w, const Tensor* b, float eps, st
 }
 
 Value Graph::rope(Value x, Value pos, int64_t heads, int64_t head_dim, const std::vector<float>& inv_freq,
-                  kernels::RopeStyle style, std::string name) {
+                  RopeStyle style, std::string name) {
   const Node& in = get(x, name);
   ASCENT_CHECK(get(pos, name).is_int, "{}: positions input must be integer", name);
   ASCENT_CHECK(in.cols == heads * head_dim, "{}: width {} is not {} heads x {}", name, in.cols, heads, head_dim);

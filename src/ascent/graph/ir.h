@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/op_attrs.h"
 #include "ascent/tensor/tensor.h"
 
 namespace ascent::graph {
@@ -64,7 +64,7 @@ struct Node {
   float scale = 0.0f;
   int64_t window = 0;
   int layer = -1;  // Attention: KV cache layer
-  kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
+  RopeStyle rope_style = RopeStyle::Half;
   const std::vector<float>* inv_freq = nullptr;  // Rope: (D/2,), owned by the model
   int64_t scratch_floats_per_row = 0;            // working memory a fused node needs besides its output
 };
@@ -82,8 +82,8 @@ class Graph {
   // Qwen3-style norm of each head_dim-wide group of x with one weight vector (head_dim).
   Value rms_norm_grouped(Value x, const Tensor& w, float eps, int64_t group, std::string name);
   Value layer_norm(Value x, const Tensor& w, const Tensor* b, float eps, std::string name);
-  Value rope(Value x, Value pos, int64_t heads, int64_t head_dim, const std::vector<float>& inv_freq,
-             kernels::RopeStyle style, std::string name);
+  Value rope(Value x, Value pos, int64_t heads, int64_t head_dim, const std::vector<float>& inv_freq, RopeStyle style,
+             std::string name);
   Value attention(Value q, Value k, Value v, int layer, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
                   int64_t window, std::string name);
   Value silu(Value x, std::string name);

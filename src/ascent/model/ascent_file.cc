@@ -39,7 +39,7 @@ json config_json(const ModelConfig& c) {
   j["max_seq"] = c.max_seq;
   j["norm_eps"] = c.norm_eps;
   j["rope_theta"] = c.rope_theta;
-  j["rope_style"] = c.rope_style == kernels::RopeStyle::Half ? "half" : "interleaved";
+  j["rope_style"] = c.rope_style == RopeStyle::Half ? "half" : "interleaved";
   j["rope_scaling"] = {{"enabled", c.rope_scaling.enabled},
                        {"factor", c.rope_scaling.factor},
                        {"low_freq_factor", c.rope_scaling.low_freq_factor},
@@ -76,8 +76,7 @@ ModelConfig config_from_json(const json& j) {
   c.max_seq = json_int(j.at("max_seq"), "max_seq");
   c.norm_eps = j.at("norm_eps").get<float>();
   c.rope_theta = j.at("rope_theta").get<double>();
-  c.rope_style =
-      j.at("rope_style").get<std::string>() == "half" ? kernels::RopeStyle::Half : kernels::RopeStyle::Interleaved;
+  c.rope_style = j.at("rope_style").get<std::string>() == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
   const json& rs = j.at("rope_scaling");
   c.rope_scaling.enabled = rs.at("enabled").get<bool>();
   c.rope_scaling.factor = rs.at("factor").get<double>();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/op_attrs.h"
 
 namespace ascent::model {
 
@@ -25,7 +25,7 @@ struct ModelConfig {
   int64_t max_seq = 2048;
   float norm_eps = 1e-5f;
   double rope_theta = 10000.0;
-  kernels::RopeStyle rope_style = kernels::RopeStyle::Half;
+  RopeStyle rope_style = RopeStyle::Half;
   Llama3RopeScaling rope_scaling;
   int64_t sliding_window = 0;            // 0: full causal attention
   int64_t sliding_from_layer = 0;        // layers before it attend fully (Qwen2/Qwen3's max_window_layers)

@@ -62,10 +62,10 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   const std::string arch = f.get_string("general.architecture");
   if (arch == "llama") {
     cfg.arch = Arch::Llama;
-    cfg.rope_style = kernels::RopeStyle::Interleaved;
+    cfg.rope_style = RopeStyle::Interleaved;
   } else if (arch == "qwen2" || arch == "qwen3") {
     cfg.arch = arch == "qwen2" ? Arch::Qwen2 : Arch::Qwen3;
-    cfg.rope_style = kernels::RopeStyle::Half;
+    cfg.rope_style = RopeStyle::Half;
   } else if (arch == "gpt2") {
     cfg.arch = Arch::Gpt2;
   } else {
@@ -227,7 +227,7 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
                 static_cast<uint32_t>(extra[i]));
   }
 
-  const bool permute = arch == "llama" && cfg.rope_style == kernels::RopeStyle::Half;
+  const bool permute = arch == "llama" && cfg.rope_style == RopeStyle::Half;
   std::vector<Tensor> keep;                // converted tensors must outlive the writer's write()
   std::set<std::string_view> requantized;  // the rounded source types rounded again into another one
   for (const auto& [name, t] : w.all()) {

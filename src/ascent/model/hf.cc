@@ -156,7 +156,7 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
       c.rope_scaling.original_max_position = field<double>(s, path, "original_max_position_embeddings");
     }
   }
-  c.rope_style = kernels::RopeStyle::Half;
+  c.rope_style = RopeStyle::Half;
   validate_config(c, path);
   for (const auto& [key, id] : {std::pair{"bos_token_id", c.bos_id}, std::pair{"eos_token_id", c.eos_id}}) {
     if (j.contains(key) && !j[key].is_null()) check_token_id(c, id, key, path);  // named by the file, not defaulted

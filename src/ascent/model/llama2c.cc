@@ -34,7 +34,7 @@ void load_llama2c(const std::string& path, ModelConfig& cfg, WeightSet& w) {
   cfg.head_dim = cfg.dim / cfg.n_heads;
   cfg.norm_eps = 1e-5f;
   cfg.rope_theta = 10000.0;
-  cfg.rope_style = kernels::RopeStyle::Interleaved;
+  cfg.rope_style = RopeStyle::Interleaved;
   cfg.tied_embeddings = shared;
   validate_config(cfg, path);
 

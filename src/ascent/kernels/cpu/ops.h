@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ascent/kernels/cpu/row_ops.h"
+#include "ascent/kernels/op_attrs.h"
 #include "ascent/tensor/dtype.h"
 #include "ascent/tensor/tensor.h"
 
@@ -47,10 +48,6 @@ void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, floa
 // y (T, C) = (x - mean) / sqrt(var + eps) * w + b
 void layer_norm_forward(const float* x, int64_t T, int64_t C, const float* w, const float* b, float eps, float* y);
 
-enum class RopeStyle {
-  Interleaved,  // rotates pairs (2i, 2i+1): llama2.c and GGUF llama files (Q/K permuted at conversion)
-  Half,         // rotates pairs (i, i + D/2): Hugging Face rotate_half, GGUF "neox" models (Qwen2, Qwen3)
-};
 // Rotates each head of x (T, H*D) in place by angle pos[t] * inv_freq[i], i < D/2.
 void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
                   std::span<const float> inv_freq, RopeStyle style);
