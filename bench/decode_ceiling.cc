@@ -54,6 +54,7 @@
 #include "ascent/base/aligned.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/gemm.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/prof/roofline.h"
@@ -96,18 +97,30 @@ int64_t positive(const char* flag, const char* text) {
   return integer_at_least(flag, text, 1, "a positive integer");
 }
 
-// The weight of `format` for an (N, K) f32 matrix f, as a model load would leave it (the repacked formats repacked).
-ascent::Tensor make_weight(const std::string& format, const ascent::Tensor& f, std::mt19937& rng) {
+// A weight as a model load leaves it: its tensor (a repacked format's with the backend copy) and the view of the bytes
+// the kernels read.
+struct Weight {
+  ascent::Tensor t;
+  ascent::kernels::MatrixView v;
+};
+
+Weight loaded(ascent::Tensor t, bool repacked) {
+  using namespace ascent::kernels;
+  if (repacked) t = with_packed_copy(t, repacked_format(format_of(t.dtype)));
+  const MatrixView v = CpuMatrix(t).any_view();
+  return {std::move(t), v};
+}
+
+// The weight of `format` for an (N, K) f32 matrix f, as a model load would leave it.
+Weight make_weight(const std::string& format, const ascent::Tensor& f, std::mt19937& rng) {
   using ascent::DType;
-  if (format == "f32") return f;
-  if (format == "f16") return ascent::convert(f, DType::F16);
-  if (format == "bf16") return ascent::convert(f, DType::BF16);
-  if (format == "int8") return ascent::quantize_int8(f);
-  if (format == "int4") return ascent::quantize_int4(f, 128);
-  if (format == "q8_0") return ascent::convert(f, DType::Q8_0);
-  if (format == "q4_0") return ascent::convert(f, DType::Q4_0);
-  if (format == "q8_0r") return ascent::repack(ascent::convert(f, DType::Q8_0));
-  if (format == "q4_0r") return ascent::repack(ascent::convert(f, DType::Q4_0));
+  if (format == "f32") return loaded(f, false);
+  if (format == "f16") return loaded(ascent::convert(f, DType::F16), false);
+  if (format == "bf16") return loaded(ascent::convert(f, DType::BF16), false);
+  if (format == "int8") return loaded(ascent::quantize_int8(f), false);
+  if (format == "int4") return loaded(ascent::quantize_int4(f, 128), false);
+  if (format == "q8_0" || format == "q8_0r") return loaded(ascent::convert(f, DType::Q8_0), format.back() == 'r');
+  if (format == "q4_0" || format == "q4_0r") return loaded(ascent::convert(f, DType::Q4_0), format.back() == 'r');
   const bool q4k = format == "q4_k" || format == "q4_kr";  // else q6_k or q6_kr (main checked the name)
   // Random super-blocks: every code and sub-block scale drawn, d (and dmin) fixed so values stay finite.
   ascent::Tensor q = ascent::make_owned(q4k ? DType::Q4_K : DType::Q6_K, {f.shape[0], f.shape[1]});
@@ -123,7 +136,7 @@ ascent::Tensor make_weight(const std::string& format, const ascent::Tensor& f, s
       reinterpret_cast<ascent::BlockQ6_K*>(bytes)[i].d = 0x1800;
     }
   }
-  return format.back() == 'r' ? ascent::repack(q) : q;
+  return loaded(q, format.back() == 'r');
 }
 
 struct Rate {
@@ -202,6 +215,7 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     std::string format;
     ascent::AlignedPtr buf;
     std::vector<ascent::Tensor> copies;
+    std::vector<const uint8_t*> copy_data;  // each copy's bytes
     int64_t copy_bytes = 0;                    // one copy's codes and scales, contiguous
     std::vector<double> fast, slow;            // kernel / read, by state
     std::vector<double> fast_same, slow_same;  // kernel / same bytes, by state
@@ -214,8 +228,8 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     // The f32 matrix this format quantizes: f, or a random one of the spec's rows.
     const ascent::Tensor fr = spec_rows > 0 && spec_rows != o.rows ? random_weights(spec_rows, o.cols, rng) : f;
     max_rows = std::max(max_rows, fr.shape[0]);
-    const ascent::Tensor w = make_weight(format, fr, rng);
-    const int64_t data = w.nbytes(), scales = outside_scale_bytes(w);
+    const Weight w = make_weight(format, fr, rng);
+    const int64_t data = w.v.nbytes(), scales = outside_scale_bytes(w.t);
     const int64_t per = (data + scales + 4095) / 4096 * 4096;
     const int64_t n = std::max<int64_t>(1, budget / per);
     Stream st;
@@ -224,13 +238,22 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     st.copy_bytes = data + scales;
     for (int64_t i = 0; i < n; ++i) {
       uint8_t* p = st.buf.get() + i * per;
-      std::memcpy(p, w.data, static_cast<size_t>(data));
-      if (scales > 0) std::memcpy(p + data, w.scales, static_cast<size_t>(scales));
-      ascent::Tensor c = w;
-      c.owner = nullptr;
-      c.data = p;
-      if (scales > 0) c.scales = reinterpret_cast<const float*>(p + data);
+      std::memcpy(p, w.v.data, static_cast<size_t>(data));
+      if (scales > 0) std::memcpy(p + data, w.v.scales, static_cast<size_t>(scales));
+      ascent::kernels::MatrixView v = w.v;
+      v.data = p;
+      if (scales > 0) v.scales = reinterpret_cast<const float*>(p + data);
+      auto packed = std::make_shared<ascent::kernels::PackedWeight>();  // the copy as the kernels' own bytes
+      packed->format = v.format;
+      packed->rows = v.rows;
+      packed->cols = v.cols;
+      packed->input_scale = v.input_scale;
+      packed->group = v.group;
+      packed->parts.push_back({0, v, {}});
+      ascent::Tensor c = w.t;
+      c.packed = std::move(packed);
       st.copies.push_back(c);
+      st.copy_data.push_back(p);
     }
     streams.push_back(std::move(st));
   }
@@ -271,7 +294,7 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
       const size_t c0 = n >= 3 ? n * third / 3 : 0, c1 = n >= 3 ? n * (third + 1) / 3 : n;
       const auto t0 = Clock::now();
       for (size_t c = c0; c < c1; ++c) {
-        read_split(static_cast<const uint8_t*>(st.copies[c].data), chunk, ascent::prof::kReadPrefetches[third]);
+        read_split(st.copy_data[c], chunk, ascent::prof::kReadPrefetches[third]);
       }
       best = std::max(best, gbps(static_cast<int64_t>(c1 - c0) * chunk * parts, t0));
     }
@@ -395,21 +418,22 @@ int main(int argc, char** argv) {
       "|\n|---|---|---|---|---|---|---|---|\n");
   volatile uint64_t sink = 0;  // keeps the plain reads
   for (const std::string& format : o.formats) {
-    ascent::Tensor w = make_weight(format, f, rng);
+    const Weight weight = make_weight(format, f, rng);
+    ascent::kernels::MatrixView w = weight.v;
     const int64_t row = w.nbytes() / o.rows;
-    w.shape[0] = std::max<int64_t>(1, std::min<int64_t>(o.rows, budget / row));
-    const int64_t bytes = w.shape[0] * row;
+    w.rows = std::max<int64_t>(1, std::min<int64_t>(o.rows, budget / row));
+    const int64_t bytes = w.rows * row;
     ascent::kernels::GemmInput in;
     ascent::kernels::prepare_gemm_input(x.data(), 1, w, in);
     const ascent::kernels::GemmOut out{y.data(), o.rows, nullptr, nullptr, 0};
     const int64_t reps = std::max<int64_t>(1, o.bytes_per_pass / bytes);
-    const Rate k = measure(o.passes, reps, bytes, [&] { ascent::kernels::gemm_rows(in, w, 0, w.shape[0], out); });
+    const Rate k = measure(o.passes, reps, bytes, [&] { ascent::kernels::gemm_rows(in, w, 0, w.rows, out); });
     const Rate r = measure(o.passes, reps, bytes,
-                           [&] { sink = sink + ascent::prof::sum_bytes(static_cast<const uint8_t*>(w.data), bytes); });
+                           [&] { sink = sink + ascent::prof::sum_bytes(w.data, bytes); });
     const double prepare_us =
         median_us(o.passes, 100, [&] { ascent::kernels::prepare_gemm_input(x.data(), 1, w, in); });
     std::printf("| %s | %lld | %lld | %.1f | %.1f | %.1f | %.2f | %.2f |\n", format.c_str(),
-                static_cast<long long>(w.shape[0]), static_cast<long long>(bytes), k.best, k.median, r.best,
+                static_cast<long long>(w.rows), static_cast<long long>(bytes), k.best, k.median, r.best,
                 k.best / r.best, prepare_us);
   }
   return 0;

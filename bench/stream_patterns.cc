@@ -2,7 +2,7 @@
 // arithmetic, so a kernel's GB/s can be judged against what its pattern allows rather than against a plain
 // sequential read. Patterns over a buffer of row-major rows of --row bytes: one row after another (the order of
 // one-row decode tiles, i.e. a sequential read), and R rows read side by side in bursts of B bytes per row, each
-// with the next tile prefetched as the kernels do (gemm_avx512.cc, prefetch_ahead); and the sequential read without
+// with the next tile prefetched as the kernels do (gemm_tiles.h, prefetch_ahead); and the sequential read without
 // that prefetch.
 //   stream_patterns [--mib 1024] [--row 1024] [--passes 5]
 // Prints the best pass of each pattern in GB/s. AVX-512 machines only; it refuses to run elsewhere.

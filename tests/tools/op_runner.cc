@@ -19,6 +19,7 @@
 #include "ascent/base/error.h"
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/tensor/npy.h"
 #include "ascent/tensor/quantize.h"
 
@@ -80,9 +81,12 @@ int run(int argc, char** argv) {
                      w.shape[0], w.nbytes(), wt, shape_str(shape));
         w.dtype = kt;
         w.shape = shape;
-        if (wt == "q4_kr" || wt == "q6_kr") w = repack(w);  // as the model loader repacks for the AVX-512 kernel
-      } else if (wt == "q4_0r" || wt == "q8_0r") {          // as the model loader repacks them for the AVX-512 kernel
-        w = repack(convert(w, wt == "q4_0r" ? DType::Q4_0 : DType::Q8_0));
+        if (wt == "q4_kr" || wt == "q6_kr") {  // as a model load repacks them for the SIMD kernels
+          w = kernels::with_packed_copy(w, kernels::repacked_format(kernels::format_of(kt)));
+        }
+      } else if (wt == "q4_0r" || wt == "q8_0r") {  // as a model load repacks them for the SIMD kernels
+        w = convert(w, wt == "q4_0r" ? DType::Q4_0 : DType::Q8_0);
+        w = kernels::with_packed_copy(w, kernels::repacked_format(kernels::format_of(w.dtype)));
       } else if (wt == "int8") {
         w = quantize_int8(w, input_scale);
       } else if (wt == "int4") {
@@ -101,7 +105,15 @@ int run(int argc, char** argv) {
     } else {
       const auto ids = as_i32(in.at(1));
       y.resize(ids.size() * static_cast<size_t>(w.shape[1]));
-      kernels::embedding_forward(w, ids, y.data());
+      if (w.packed != nullptr) {  // the rows of the backend's copy, decoded from its layout
+        const kernels::CpuMatrix m(w);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          const kernels::RowPart& p = m.part_of(ids[i]);
+          kernels::row_to_f32(p.rows, ids[i] - p.row0, y.data() + i * static_cast<size_t>(w.shape[1]));
+        }
+      } else {
+        kernels::embedding_forward(w, ids, y.data());
+      }
       yshape = {static_cast<int64_t>(ids.size()), w.shape[1]};
     }
   } else if (op == "act_quant") {
@@ -117,7 +129,7 @@ int run(int argc, char** argv) {
     w.input_scale = input_scale.empty() ? nullptr : input_scale.data();
     const auto xv = as_f32(x);
     kernels::GemmInput gi;
-    kernels::prepare_gemm_input(xv.data(), rows, w, gi);
+    kernels::prepare_gemm_input(xv.data(), rows, kernels::view_of(w), gi);
     const int64_t m = blocks ? cols / 32 : 1, width = cols + m;
     y.resize(static_cast<size_t>(rows * width));
     for (int64_t t = 0; t < rows; ++t) {

@@ -16,22 +16,22 @@ CpuFeatures avx512_base() {
 
 TEST(Isa, Avx512WithoutVnniOrBf16KeepsOnlyTheFloatKernels) {  // Skylake-SP
   const CpuFeatures f = avx512_base();
-  EXPECT_TRUE(avx512_matmul_supports(DType::F32, f));
-  EXPECT_TRUE(avx512_matmul_supports(DType::F16, f));
-  for (DType t : {DType::BF16, DType::I8, DType::I4, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    EXPECT_FALSE(avx512_matmul_supports(t, f)) << dtype_name(t);
+  EXPECT_TRUE(avx512_matmul_supports(WeightFormat::F32, f));
+  EXPECT_TRUE(avx512_matmul_supports(WeightFormat::F16, f));
+  for (WeightFormat t : {WeightFormat::BF16, WeightFormat::I8, WeightFormat::I4, WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_K, WeightFormat::Q6_K}) {
+    EXPECT_FALSE(avx512_matmul_supports(t, f)) << format_name(t);
   }
 }
 
 TEST(Isa, VnniWithoutBf16RunsTheIntegerFormats) {  // Cascade Lake, Ice Lake
   CpuFeatures f = avx512_base();
   f.avx512_vnni = true;
-  for (DType t : {DType::I8, DType::I4, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    EXPECT_TRUE(avx512_matmul_supports(t, f)) << dtype_name(t);
+  for (WeightFormat t : {WeightFormat::I8, WeightFormat::I4, WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_K, WeightFormat::Q6_K}) {
+    EXPECT_TRUE(avx512_matmul_supports(t, f)) << format_name(t);
   }
-  EXPECT_FALSE(avx512_matmul_supports(DType::BF16, f));
+  EXPECT_FALSE(avx512_matmul_supports(WeightFormat::BF16, f));
   f.avx512_bf16 = true;  // Cooper Lake, Sapphire Rapids, Zen 4 and later
-  EXPECT_TRUE(avx512_matmul_supports(DType::BF16, f));
+  EXPECT_TRUE(avx512_matmul_supports(WeightFormat::BF16, f));
 }
 
 }  // namespace

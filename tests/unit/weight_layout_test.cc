@@ -7,19 +7,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/packed_formats.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/model/weight_layout.h"
 #include "ascent/tensor/quantize.h"
 
 namespace ascent::model {
 namespace {
 
-constexpr int64_t kK = 512;  // whole K-quant super-blocks and Q4_0R/Q8_0R groups
+using kernels::RowPart;
+
+constexpr int64_t kK = 512;  // whole K-quant super-blocks and q4_0r/q8_0r groups
 
 Tensor random_f32(int64_t rows, int64_t cols, std::mt19937& rng) {
   Tensor f = make_owned(DType::F32, {rows, cols});
@@ -60,10 +65,10 @@ Tensor make_weight(const std::string& format, int64_t rows, std::mt19937& rng) {
   return q;
 }
 
-// What the load would run for w without placement: repacked where the AVX-512 kernels take the repacked type.
+// What the load would run for w without placement: repacked where the SIMD kernels take the repacked layout.
 Tensor as_loaded(const Tensor& w) {
-  const DType to = repacked_type(w.dtype);
-  return to != w.dtype && kernels::repacked_kernel_runs(to) ? repack(w) : w;
+  const kernels::WeightFormat f = kernels::format_of(w.dtype), to = kernels::repacked_format(f);
+  return to != f && kernels::repacked_kernel_runs(to) ? kernels::with_packed_copy(w, to) : w;
 }
 
 std::vector<float> matmul(const Tensor& w, const std::vector<float>& x, int64_t T, const std::vector<float>& bias) {
@@ -89,20 +94,22 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
     place_weights(w, calls, {.repack = true, .copied = true, .by_thread = true, .threads = threads});
     if (GetParam() == "f32" || GetParam() == "f16" || GetParam() == "bf16") {  // float matrices stay whole, in place
       for (const auto& [name, t] : w.all()) {
-        EXPECT_EQ(t.parts, nullptr) << name;
+        EXPECT_EQ(t.packed, nullptr) << name;
         EXPECT_TRUE(t.data == a.data || t.data == b.data || t.data == g.data || t.data == u.data) << name;
       }
       continue;
     }
+    const std::map<std::string, const Tensor*> sources = {{"a", &a}, {"b", &b}, {"g", &g}, {"u", &u}};
     for (const char* name : {"a", "g", "u"}) {
       const Tensor& t = *w.find(name);
-      ASSERT_NE(t.parts, nullptr) << name;
-      EXPECT_EQ(t.data, nullptr) << name;
-      EXPECT_EQ(t.parts->front().row0, 0) << name;
+      const kernels::CpuMatrix m(t);
+      ASSERT_TRUE(m.by_thread()) << name;
+      EXPECT_EQ(t.data, sources.at(name)->data) << name;  // the tensor's own bytes stay for other readers
+      EXPECT_EQ(m.parts().front().row0, 0) << name;
       int64_t next = 0;
-      for (const RowPart& p : *t.parts) {
+      for (const RowPart& p : m.parts()) {
         EXPECT_EQ(p.row0, next) << name;
-        next += p.rows.rows();
+        next += p.rows.rows;
       }
       EXPECT_EQ(next, t.rows()) << name;
     }
@@ -120,20 +127,20 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
     for (size_t c = 0; c < names.size(); ++c) {
       const auto cuts = kernels::decode_row_shares(originals[c], threads);
       for (size_t i = 0; i < names[c].size(); ++i, ++seq) {
-        const Tensor& t = *w.find(names[c][i]);
-        ASSERT_NE(t.parts, nullptr) << names[c][i];
+        const kernels::CpuMatrix m(*w.find(names[c][i]));
+        ASSERT_TRUE(m.by_thread()) << names[c][i];
         size_t found = 0;
         for (int th = 0; th < threads; ++th) {
           const int64_t r0 = cuts[i][static_cast<size_t>(th)], r1 = cuts[i][static_cast<size_t>(th) + 1];
           if (r0 == r1) continue;
-          for (const RowPart& p : *t.parts) {
+          for (const RowPart& p : m.parts()) {
             if (p.row0 != r0) continue;
-            EXPECT_EQ(p.rows.rows(), r1 - r0) << names[c][i];
+            EXPECT_EQ(p.rows.rows, r1 - r0) << names[c][i];
             order.push_back({th, seq, p.rows.data, &p});
             ++found;
           }
         }
-        EXPECT_EQ(found, t.parts->size()) << names[c][i];
+        EXPECT_EQ(found, m.parts().size()) << names[c][i];
       }
     }
     std::sort(order.begin(), order.end(), [](const Placed& x, const Placed& y) {
@@ -178,16 +185,13 @@ TEST_P(WeightLayout, SplitMatricesComputeTheSameBits) {
       kernels::matmul_swiglu_forward(x.data(), T, g0, u0, sz.data());
       EXPECT_EQ(sy, sz) << "swiglu, T " << T;
     }
-    // Looked up as an embedding table (the load never splits one, but the lookup takes it): the same rows.
-    const std::vector<int32_t> ids = {0, 99, 15, 16, 47, 48, 63, 64, 70};
-    std::vector<float> e1(ids.size() * kK), e0(ids.size() * kK);
-    kernels::embedding_forward(*w.find("a"), ids, e1.data());
-    kernels::embedding_forward(a0, ids, e0.data());
-    EXPECT_EQ(e1, e0) << "embedding";
+    // The backend copy's rows decode to the tensor's own values, part by part (kernels::row_to_f32).
     std::vector<float> r1(kK), r0(kK);
+    const kernels::CpuMatrix m(*w.find("a"));
     for (int64_t r : {int64_t{0}, int64_t{47}, int64_t{99}}) {
-      row_to_f32(*w.find("a"), r, r1.data());
-      row_to_f32(a0, r, r0.data());
+      const RowPart& p = m.part_of(r);
+      kernels::row_to_f32(p.rows, r - p.row0, r1.data());
+      row_to_f32(a, r, r0.data());
       EXPECT_EQ(r1, r0) << "row " << r;
     }
   }
@@ -235,7 +239,7 @@ TEST(WeightLayout, SharedAndUnreadMatricesStayWhole) {
   EXPECT_EQ(w.find("emb")->data, e.data);
   EXPECT_EQ(w.find("out")->data, e.data);
   EXPECT_EQ(w.find("other")->data, o.data);
-  EXPECT_EQ(w.find("out")->parts, nullptr);
+  EXPECT_EQ(w.find("out")->packed, nullptr);
 }
 
 }  // namespace

@@ -71,9 +71,20 @@ void MappedFile::read_copy(int fd) {
     }
     got += static_cast<size_t>(r);
   }
-  ::close(fd);
   ::mprotect(p, mapped_, PROT_READ);  // read-only, as a mapping would be
   data_ = dst;
+  copied_ = true;
+  // Mapped only for reloadable(): no page is read until then. Without it the copy's pages are never released.
+  void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m != MAP_FAILED) file_map_ = static_cast<const uint8_t*>(m);
+  ::close(fd);
+}
+
+const uint8_t* MappedFile::reloadable(const void* p) const {
+  ASCENT_CHECK(contains(p), "{}: an address outside the file", path_);
+  if (!copied_) return static_cast<const uint8_t*>(p);
+  if (file_map_ == nullptr) return nullptr;
+  return file_map_ + (static_cast<const uint8_t*>(p) - data_);
 }
 
 void MappedFile::set_copy_files(bool copy) {
@@ -86,6 +97,7 @@ bool MappedFile::copies_files() {
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_);
+  if (file_map_ != nullptr) ::munmap(const_cast<uint8_t*>(file_map_), size_);
 }
 
 size_t resident_bytes() {

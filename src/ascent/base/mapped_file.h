@@ -25,6 +25,14 @@ class MappedFile {
   const std::string& path() const { return path_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   size_t size() const { return size_; }
+  bool contains(const void* p) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return b >= data_ && b < data_ + size_;
+  }
+  // Where the byte at p (inside bytes()) can be read after its pages are given back (release_pages): p itself in a
+  // mapping, whose pages read back from the file; for a copy (--no-mmap), the same byte in a mapping of the file kept
+  // for that, whose pages cost nothing until read.
+  const uint8_t* reloadable(const void* p) const;
 
  private:
   void read_copy(int fd);
@@ -33,6 +41,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t mapped_ = 0;  // bytes to unmap (a copy is rounded up to whole huge pages)
+  bool copied_ = false;
+  const uint8_t* file_map_ = nullptr;  // a copy's mapping of its file (reloadable)
 };
 
 // Gives back the whole pages inside [p, p + bytes) of a MappedFile's memory (madvise MADV_DONTNEED): a mapping's

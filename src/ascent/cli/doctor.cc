@@ -22,10 +22,10 @@ void run(int threads) {
   std::printf("kernel variant    %s (ASCENT_ISA=avx512|avx2|ref forces one)\n",
               kernels::isa_name(kernels::active_isa()));
   if (kernels::active_isa() == kernels::Isa::Avx512) {
-    if (!kernels::avx512_matmul_supports(DType::Q8_0, f)) {
+    if (!kernels::avx512_matmul_supports(kernels::WeightFormat::Q8_0, f)) {
       std::printf("                  int8, int4 and GGUF block matmuls run the AVX2 kernels (no AVX512-VNNI)\n");
     }
-    if (!kernels::avx512_matmul_supports(DType::BF16, f)) {
+    if (!kernels::avx512_matmul_supports(kernels::WeightFormat::BF16, f)) {
       std::printf("                  bf16 matmuls run the AVX2 kernel (no AVX512-BF16)\n");
     }
   }

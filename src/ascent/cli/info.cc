@@ -7,6 +7,7 @@
 
 #include "ascent/base/mapped_file.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/model/model.h"
@@ -63,8 +64,18 @@ void run(const InfoOptions& o) {
     types += (types.empty() ? "" : ", ") + t + ": " + std::to_string(e.first) + " tensors";
   }
   std::printf("dtypes            %s\n", types.c_str());
+  // What the CPU kernels read each matrix as: its file type, or the layout the load repacked it in.
+  std::map<std::string, int> by_format;
   int split = 0;
-  for (const auto& [name, t] : m->weights().all()) split += t.parts != nullptr ? 1 : 0;
+  for (const auto& [name, t] : m->weights().all()) {
+    if (t.shape.size() != 2 || t.dtype == DType::I32) continue;
+    const kernels::CpuMatrix cm(t);
+    ++by_format[std::string(kernels::format_name(cm.format()))];
+    split += cm.by_thread() ? 1 : 0;
+  }
+  std::string formats;
+  for (const auto& [f, n] : by_format) formats += (formats.empty() ? "" : ", ") + f + ": " + std::to_string(n);
+  std::printf("kernel formats    %s matrices\n", formats.c_str());
   std::printf("thread layout     %d matrices placed by thread (%d threads)\n", split, ThreadPool::global().size());
   std::printf("file size         %.1f MiB\n", static_cast<double>(m->weights().file_bytes()) / (1 << 20));
   std::printf("rss after load    %.1f MiB (+%.1f MiB)\n", static_cast<double>(rss_after) / (1 << 20),

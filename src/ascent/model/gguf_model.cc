@@ -52,7 +52,7 @@ Tensor permute_for_interleaved_rope(const Tensor& t, int64_t heads) {
 
 // Whether a and b hold the same values in the same type and shape (a tied model's embedding and its output copy).
 bool same_tensor(const Tensor& a, const Tensor& b) {
-  if (a.dtype != b.dtype || a.shape != b.shape || a.parts || b.parts) return false;
+  if (a.dtype != b.dtype || a.shape != b.shape) return false;
   return a.data == b.data || std::memcmp(a.data, b.data, static_cast<size_t>(a.nbytes())) == 0;
 }
 
@@ -251,7 +251,7 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
       target = DType::F16;
     }
     if (is_quantized(target) && is_rounded(t.dtype) && t.dtype != target) {
-      requantized.insert(dtype_name(file_type(t.dtype)));
+      requantized.insert(dtype_name(t.dtype));
     }
     if (src.dtype != target) {
       src = convert(src, target);

@@ -33,10 +33,6 @@ uint32_t ggml_type(DType t) {
     case DType::I4:
     case DType::Q4_K:
     case DType::Q6_K:
-    case DType::Q4_0R:  // in-memory layouts: GGUF cannot hold them
-    case DType::Q8_0R:
-    case DType::Q4_KR:
-    case DType::Q6_KR:
       break;
   }
   fail("GGUF cannot store {} tensors", dtype_name(t));

@@ -29,7 +29,7 @@ struct EmbeddedTokenizer {
 // How Model::load treats the weights.
 struct LoadOptions {
   // Q8_0, Q4_0, Q4_K and Q6_K matrices are copied, once, into the layouts the AVX-512 kernels read faster
-  // (dtype.h: Q8_0R, Q4_0R, Q4_KR, Q6_KR) when those kernels run (Q4_0, Q4_K, Q6_K also for the AVX2 kernels). false
+  // (kernels/cpu/packed_formats.h) when those kernels run (Q4_0, Q4_K, Q6_K also for the AVX2 kernels). false
   // (`--no-repack`) keeps every matrix in the file's layout, used in place from the mapping: resident memory grows only
   // with the pages decode touches, the page cache is shared between processes, and decode and prefill run the slower
   // kernels.

@@ -19,9 +19,9 @@
 namespace ascent::model {
 namespace {
 
-// One matrix's identity across the observer and the loop below: its bytes, or a split matrix's parts.
+// One matrix's identity across the observer and the loop below: its bytes (shared by a tied model's two names).
 const void* matrix_key(const Tensor& t) {
-  return t.data != nullptr ? t.data : static_cast<const void*>(t.parts.get());
+  return t.data;
 }
 
 namespace fs = std::filesystem;
@@ -178,7 +178,7 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
       q.add(name, checked(name, t.dtype == target ? t : convert(t, target)), file);
       continue;
     }
-    if (opt.type != "bf16" && is_rounded(t.dtype)) requantized.insert(dtype_name(file_type(t.dtype)));
+    if (opt.type != "bf16" && is_rounded(t.dtype)) requantized.insert(dtype_name(t.dtype));
     LayerReport r;
     r.name = name;
     r.shape = t.shape;

@@ -12,16 +12,22 @@
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/packed_formats.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/tensor/quantize.h"
 
 namespace ascent::model {
 namespace {
 
+using kernels::MatrixView;
+using kernels::RowPart;
+using kernels::WeightFormat;
+
 // One matrix the load copies.
 struct Placed {
   std::vector<std::string> names;  // the first name, then its aliases (the same data under other names)
   Tensor src;
-  DType to = DType::F32;
+  WeightFormat to = WeightFormat::F32;
   bool split = false;
   std::vector<int64_t> cuts;    // part p holds rows cuts[p] .. cuts[p + 1] (split: one part per thread)
   std::vector<size_t> offsets;  // of each part in the buffer
@@ -32,40 +38,45 @@ size_t scale_bytes(DType t, int64_t rows, int64_t cols, int group) {
   return is_int_weight(t) ? static_cast<size_t>(int_weight_scale_count(t, rows, cols, group)) * sizeof(float) : 0;
 }
 
-size_t code_bytes(DType t, int64_t rows, int64_t cols) {
-  Tensor v;
-  v.dtype = t;
-  v.shape = {rows, cols};
-  return static_cast<size_t>(v.nbytes());
+size_t code_bytes(WeightFormat f, int64_t rows, int64_t cols) {
+  return static_cast<size_t>(MatrixView{f, rows, cols}.nbytes());
 }
 
 // What a part of `rows` rows takes in the buffer: its codes, then (I8, I4) its scales, each 64-byte aligned.
 size_t part_bytes(const Placed& m, int64_t rows) {
   return align_up(code_bytes(m.to, rows, m.src.cols()), kAlignment) +
-         align_up(scale_bytes(m.to, rows, m.src.cols(), m.src.group), kAlignment);
+         align_up(scale_bytes(m.src.dtype, rows, m.src.cols(), m.src.group), kAlignment);
 }
 
 // The part of m at p in the buffer, `rows` rows.
-Tensor part_view(const Placed& m, int64_t rows, uint8_t* p, const std::shared_ptr<const void>& owner,
-                 const float* input_scale) {
-  Tensor v;
-  v.dtype = m.to;
-  v.shape = {rows, m.src.cols()};
-  v.data = p;
-  if (is_int_weight(m.to))
-    v.scales = reinterpret_cast<const float*>(p + align_up(code_bytes(m.to, rows, v.cols()), kAlignment));
-  v.input_scale = input_scale;
-  v.group = m.src.group;
-  v.owner = owner;
+MatrixView part_view(const Placed& m, int64_t rows, uint8_t* p, const float* input_scale) {
+  MatrixView v{m.to, rows, m.src.cols(), p, nullptr, input_scale, m.src.group};
+  if (is_int_weight(m.src.dtype))
+    v.scales = reinterpret_cast<const float*>(p + align_up(code_bytes(m.to, rows, v.cols), kAlignment));
   return v;
 }
 
-// src's rows into dst, a view of as many rows: repacked where the type changes, else the same bytes.
-void copy_rows(const Tensor& src, const Tensor& dst) {
-  if (src.dtype != dst.dtype) return repack(src, dst);
-  std::memcpy(const_cast<void*>(dst.data), src.data, static_cast<size_t>(src.nbytes()));
-  const size_t sb = scale_bytes(src.dtype, src.rows(), src.cols(), src.group);
+// src's rows into dst, a view of as many rows: repacked where the format changes, else the same bytes.
+void copy_rows(const MatrixView& src, const MatrixView& dst) {
+  if (src.format != dst.format) return kernels::repack(src, dst);
+  std::memcpy(const_cast<uint8_t*>(dst.data), src.data, static_cast<size_t>(src.nbytes()));
+  const size_t sb = scale_bytes(kernels::values_type(src.format), src.rows, src.cols, src.group);
   if (sb > 0) std::memcpy(const_cast<float*>(dst.scales), src.scales, sb);
+}
+
+// The tensor with its backend copy attached. Its own bytes stay readable after the source's pages are given back: a
+// --no-mmap copy's tensor is pointed at the file's mapping (MappedFile::reloadable).
+Tensor with_packed(const WeightSet& w, Tensor t, std::shared_ptr<const kernels::PackedWeight> packed) {
+  t.packed = std::move(packed);
+  if (const MappedFile* f = w.file_holding(t.data)) {
+    const uint8_t* data = f->reloadable(t.data);
+    ASCENT_CHECK(data != nullptr, "{}: cannot map the file to read its weights back", f->path());
+    auto moved = [&](const float* p) { return p != nullptr ? reinterpret_cast<const float*>(f->reloadable(p)) : p; };
+    t.data = data;
+    t.scales = moved(t.scales);
+    t.input_scale = moved(t.input_scale);
+  }
+  return t;
 }
 
 }  // namespace
@@ -87,12 +98,12 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
   }
   const bool by_thread = o.by_thread && o.threads > 1;
   auto repacks = [&](const Tensor& t) {
-    const DType to = repacked_type(t.dtype);
-    return o.repack && to != t.dtype && t.shape.size() == 2 && kernels::repacked_kernel_runs(to);
+    if (!o.repack || t.shape.size() != 2 || t.dtype == DType::I32) return false;
+    const WeightFormat f = kernels::format_of(t.dtype), to = kernels::repacked_format(f);
+    return to != f && kernels::repacked_kernel_runs(to);
   };
-  // Float matrices (f32, f16, bf16) stay whole: tl16 bf16 decode read 1-7 points less of the bandwidth placed than
-  // whole in five alternated series (bench/RESULTS.md, session 18), as a harness with bf16-sized calls did in the
-  // middle memory state; the integer and GGUF formats gained or measured the same.
+  // Float matrices (f32, f16, bf16) stay whole: placed, bf16 decode read less of the bandwidth, where the integer and
+  // GGUF formats gained or measured the same.
   auto splits = [&](const std::string& name, const Tensor& t) {
     const bool float_weight = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16;
     return by_thread && !float_weight && t.shape.size() == 2 && t.data != nullptr && uses[name] == 1 &&
@@ -107,7 +118,8 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     Placed m;
     m.names = t.data != nullptr ? names_of_data[t.data] : std::vector<std::string>{name};
     m.src = t;
-    m.to = repacks(t) ? repacked_type(t.dtype) : t.dtype;
+    m.to = kernels::format_of(t.dtype);
+    if (repacks(t)) m.to = kernels::repacked_format(m.to);
     m.split = split;
     m.cuts = std::move(cuts);
     for (const std::string& n : m.names) index[n] = placed.size();
@@ -183,7 +195,7 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     for (size_t p = 0; p + 1 < m.cuts.size(); ++p) {
       const int64_t a = m.cuts[p], b = m.cuts[p + 1];
       if (a >= b) continue;
-      parts.push_back({a, part_view(m, b - a, buf.get() + m.offsets[p], owner, input_scale), {}});
+      parts.push_back({a, part_view(m, b - a, buf.get() + m.offsets[p], input_scale), {}});
       if (m.split) {  // part p is region p's: its thread streams on from the end of this part, or wraps
         const size_t after = m.offsets[p] + part_bytes(m, b - a), run0 = region_begin[p], run1 = region_end[p];
         const size_t from = after < run1 ? after : run0;
@@ -195,27 +207,25 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
       for (int64_t c = c0; c < c1; ++c) {
         const Chunk& k = chunks[static_cast<size_t>(c)];
         const RowPart& p = parts[k.part];
-        copy_rows(row_slice(m.src, k.r0, k.r1), row_slice(p.rows, k.r0 - p.row0, k.r1 - p.row0));
+        copy_rows(kernels::row_slice(kernels::view_of(m.src), k.r0, k.r1),
+                  kernels::row_slice(p.rows, k.r0 - p.row0, k.r1 - p.row0));
       }
     });
-    Tensor placed_t;
-    if (m.split) {
-      placed_t.dtype = m.to;
-      placed_t.shape = m.src.shape;
-      placed_t.input_scale = input_scale;
-      placed_t.group = m.src.group;
-      placed_t.owner = owner;
-      placed_t.parts = std::make_shared<const std::vector<RowPart>>(std::move(parts));
-    } else {
-      placed_t = parts.front().rows;
-    }
-    for (const std::string& n : m.names) w.replace(n, placed_t);
-    if (m.src.owner == nullptr) {  // a view into a file: its pages are not read again
+    auto packed = std::make_shared<kernels::PackedWeight>();
+    packed->format = m.to;
+    packed->rows = m.src.rows();
+    packed->cols = m.src.cols();
+    packed->input_scale = input_scale;
+    packed->group = m.src.group;
+    packed->parts = std::move(parts);
+    packed->by_thread = m.split;
+    packed->owner = owner;
+    for (const std::string& n : m.names) w.replace(n, with_packed(w, *w.find(n), packed));
+    if (w.file_holding(m.src.data) != nullptr) {  // the kernels read the copy: the file's pages can go
       release_pages(m.src.data, static_cast<size_t>(m.src.nbytes()));
       const size_t sb = scale_bytes(m.src.dtype, m.src.rows(), m.src.cols(), m.src.group);
       if (sb > 0) release_pages(m.src.scales, sb);
     }
-    m.src = Tensor{};  // drops an owned source now
   }
 }
 

@@ -38,6 +38,13 @@ void WeightSet::remove(const std::string& name) {
   file_of_.erase(name);
 }
 
+const MappedFile* WeightSet::file_holding(const void* p) const {
+  for (const auto& f : files_) {
+    if (f->contains(p)) return f.get();
+  }
+  return nullptr;
+}
+
 int64_t WeightSet::file_bytes() const {
   int64_t n = 0;
   for (const auto& f : files_) n += static_cast<int64_t>(f->size());

@@ -32,6 +32,8 @@ class WeightSet {
   const std::string& source() const { return source_; }
   const std::string& file_of(const std::string& name) const;
   const std::map<std::string, Tensor>& all() const { return tensors_; }
+  // The file whose bytes hold p, or null (an owned buffer).
+  const MappedFile* file_holding(const void* p) const;
   int64_t file_bytes() const;
 
  private:

@@ -61,14 +61,6 @@ std::string_view dtype_name(DType t) {
       return "q8_0";
     case DType::Q4_0:
       return "q4_0";
-    case DType::Q4_0R:
-      return "q4_0r";
-    case DType::Q4_KR:
-      return "q4_kr";
-    case DType::Q6_KR:
-      return "q6_kr";
-    case DType::Q8_0R:
-      return "q8_0r";
     case DType::I32:
       return "i32";
     case DType::I8:
@@ -105,10 +97,8 @@ int64_t block_bytes(DType t) {
     case DType::BF16:
       return 2;
     case DType::Q8_0:
-    case DType::Q8_0R:  // whole rows are padded to groups (row_bytes); per block the same 34 bytes
       return sizeof(BlockQ8_0);
     case DType::Q4_0:
-    case DType::Q4_0R:  // whole rows are padded to groups (row_bytes); per block the same 18 bytes
       return sizeof(BlockQ4_0);
     case DType::I32:
       return 4;
@@ -116,17 +106,15 @@ int64_t block_bytes(DType t) {
     case DType::I4:
       return 1;
     case DType::Q4_K:
-    case DType::Q4_KR:
       return sizeof(BlockQ4_K);
     case DType::Q6_K:
-    case DType::Q6_KR:
       return sizeof(BlockQ6_K);
   }
   return 0;
 }
 
 bool is_quantized(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_0R || t == DType::Q8_0R;
+  return t == DType::Q8_0 || t == DType::Q4_0;
 }
 
 int64_t storage_bytes(DType t, int64_t n) {
@@ -140,8 +128,7 @@ int64_t storage_bytes(DType t, int64_t n) {
 }
 
 int64_t row_bytes(DType t, int64_t cols) {
-  return is_int_weight(t) || t == DType::Q4_0R || t == DType::Q8_0R ? storage_bytes(t, padded_cols(t, cols))
-                                                                    : storage_bytes(t, cols);
+  return storage_bytes(t, padded_cols(t, cols));
 }
 
 float f16_to_f32(uint16_t h) {
@@ -180,51 +167,6 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
-namespace {
-
-// n elements of Q4_0 blocks read through scale(i) (block i's f16 scale) and byte(i, m) (byte m of its qs): shared
-// by Q4_0 and Q4_0R, which hold the same codes.
-template <class Scale, class Byte>
-void dequantize_q4_0(float* dst, int64_t n, Scale scale, Byte byte) {
-  for (int64_t i = 0; i < n / kQBlock; ++i) {
-    const float d = f16_to_f32(scale(i));
-    for (int j = 0; j < kQBlock / 2; ++j) {
-      const uint8_t q = byte(i, j);
-      dst[i * kQBlock + j] = d * static_cast<float>((q & 0x0f) - 8);
-      dst[i * kQBlock + j + 16] = d * static_cast<float>((q >> 4) - 8);
-    }
-  }
-}
-
-// n elements of Q4_K or Q4_KR super-blocks (the same values, read through q4k_scale_min and q4k_code).
-template <class Block>
-void dequantize_q4_k(const Block* b, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kQKBlock; ++i) {
-    const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
-    float* y = dst + i * kQKBlock;
-    for (int j = 0; j < kQKBlock / kQBlock; ++j) {  // sub-block j
-      int sc, m;
-      q4k_scale_min(b[i], j, sc, m);
-      const float dj = d * static_cast<float>(sc), mj = dmin * static_cast<float>(m);
-      for (int l = 0; l < kQBlock; ++l)
-        y[kQBlock * j + l] = dj * static_cast<float>(q4k_code(b[i], kQBlock * j + l)) - mj;
-    }
-  }
-}
-
-// n elements of Q6_K or Q6_KR super-blocks (the same values, read through q6k_value): d * (scale * value).
-template <class Block>
-void dequantize_q6_k(const Block* b, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n / kQKBlock; ++i) {
-    const float d = f16_to_f32(b[i].d);
-    for (int e = 0; e < kQKBlock; ++e) {
-      dst[i * kQKBlock + e] = d * static_cast<float>(b[i].scales[e / 16] * q6k_value(b[i], e));
-    }
-  }
-}
-
-}  // namespace
-
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::F32:
@@ -251,108 +193,19 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     }
     case DType::Q4_0: {
       const auto* b = static_cast<const BlockQ4_0*>(src);
-      return dequantize_q4_0(
+      return dequantize_q4_0_blocks(
           dst, n, [&](int64_t i) { return b[i].d; }, [&](int64_t i, int m) { return b[i].qs[m]; });
     }
-    case DType::Q8_0R: {
-      const auto* row = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n / kQBlock; ++i) {
-        const float d = f16_to_f32(q8r_scale(row, i));
-        for (int j = 0; j < kQBlock; ++j) dst[i * kQBlock + j] = d * static_cast<float>(q8r_code(row, i, j));
-      }
-      return;
-    }
-    case DType::Q4_0R: {
-      const auto* row = static_cast<const uint8_t*>(src);
-      return dequantize_q4_0(
-          dst, n, [&](int64_t i) { return q4r_scale(row, i); }, [&](int64_t i, int m) { return q4r_byte(row, i, m); });
-    }
     case DType::Q4_K:
-      return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
-    case DType::Q4_KR:
-      return dequantize_q4_k(static_cast<const BlockQ4_KR*>(src), dst, n);
+      return dequantize_q4_k_blocks(static_cast<const BlockQ4_K*>(src), dst, n);
     case DType::Q6_K:
-      return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n);
-    case DType::Q6_KR:
-      return dequantize_q6_k(static_cast<const BlockQ6_KR*>(src), dst, n);
+      return dequantize_q6_k_blocks(static_cast<const BlockQ6_K*>(src), dst, n);
     case DType::I32:
     case DType::I8:
     case DType::I4:
       break;
   }
   fail("cannot convert {} to f32 row by row", dtype_name(t));
-}
-
-namespace {
-
-// The group loop of the Q4_0R and Q8_0R repacks: per 512-column group of group_bytes, the 16 blocks' f16 scales
-// first (0 past the row's nb blocks), then put(out, i, b) writes block b's codes as block i of the group at out
-// (b >= nb: padding).
-template <class Block, class Put>
-void repack_groups(const Block* blocks, int64_t nb, int64_t group_bytes, uint8_t* dst, Put put) {
-  const int64_t groups = (nb * kQBlock + kQ4RGroup - 1) / kQ4RGroup;
-  for (int64_t g = 0; g < groups; ++g) {
-    uint8_t* out = dst + g * group_bytes;
-    for (int64_t i = 0; i < 16; ++i) {
-      const int64_t b = 16 * g + i;
-      const uint16_t d = b < nb ? blocks[b].d : uint16_t{0};
-      std::memcpy(out + 2 * i, &d, 2);
-      put(out, i, b);
-    }
-  }
-}
-
-}  // namespace
-
-void repack_row_q4_0r(const BlockQ4_0* blocks, int64_t nb, uint8_t* dst) {
-  repack_groups(blocks, nb, kQ4RGroupBytes, dst, [&](uint8_t* out, int64_t i, int64_t b) {
-    for (int m = 0; m < 16; ++m) out[q4r_byte_at(i, m)] = b < nb ? blocks[b].qs[m] : uint8_t{0x88};
-  });
-}
-
-void repack_row_q8_0r(const BlockQ8_0* blocks, int64_t nb, uint8_t* dst) {
-  repack_groups(blocks, nb, kQ8RGroupBytes, dst, [&](uint8_t* out, int64_t i, int64_t b) {
-    for (int m = 0; m < kQBlock; ++m) {  // unsigned: code + 128
-      const uint8_t code = b < nb ? static_cast<uint8_t>(blocks[b].qs[m]) : uint8_t{0};
-      out[q8r_code_at(i, m)] = code ^ 0x80;
-    }
-  });
-}
-
-void repack_q4_kr(const BlockQ4_K* blocks, int64_t n, BlockQ4_KR* dst) {
-  for (int64_t s = 0; s < n; ++s) {
-    BlockQ4_KR& o = dst[s];
-    o.d = blocks[s].d;
-    o.dmin = blocks[s].dmin;
-    std::memset(o.scales, 0, sizeof o.scales);
-    for (int i = 0; i < kQKBlock / kQBlock; ++i) {
-      int sc, m;
-      q4k_scale_min(blocks[s], i, sc, m);
-      o.scales[i] = static_cast<uint8_t>(sc | (m >> 4) << 6);
-      o.scales[8 + i % 4] |= static_cast<uint8_t>((m & 0x0f) << (i < 4 ? 0 : 4));
-    }
-    for (int i = 0; i < kQKBlock / kQBlock; ++i) {
-      for (int m = 0; m < 16; ++m) {
-        const int lo = q4k_code(blocks[s], kQBlock * i + m), hi = q4k_code(blocks[s], kQBlock * i + m + 16);
-        o.qs[m / 4 * 32 + 4 * i + m % 4] = static_cast<uint8_t>(lo | hi << 4);
-      }
-    }
-  }
-}
-
-void repack_q6_kr(const BlockQ6_K* blocks, int64_t n, BlockQ6_KR* dst) {
-  for (int64_t s = 0; s < n; ++s) {
-    BlockQ6_KR& o = dst[s];
-    std::memset(&o, 0, sizeof o);
-    std::memcpy(o.scales, blocks[s].scales, sizeof o.scales);
-    o.d = blocks[s].d;
-    for (int e = 0; e < kQKBlock; ++e) {
-      const int q = q6k_value(blocks[s], e) + 32;
-      const int h = e / 128, i = e % 128 / 16, k = e % 16 / 4, m = e % 4;
-      o.ql[64 * h + 32 * (k % 2) + 4 * i + m] |= static_cast<uint8_t>((q & 0x0f) << (k < 2 ? 0 : 4));
-      o.qh[32 * h + 4 * i + m] |= static_cast<uint8_t>((q >> 4) << (2 * k));
-    }
-  }
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
@@ -408,25 +261,11 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       }
       return;
     }
-    case DType::Q8_0R: {
-      std::vector<BlockQ8_0> blocks(static_cast<size_t>(n / kQBlock));
-      quantize_row(DType::Q8_0, src, blocks.data(), n);
-      repack_row_q8_0r(blocks.data(), n / kQBlock, static_cast<uint8_t*>(dst));
-      return;
-    }
-    case DType::Q4_0R: {
-      std::vector<BlockQ4_0> blocks(static_cast<size_t>(n / kQBlock));
-      quantize_row(DType::Q4_0, src, blocks.data(), n);
-      repack_row_q4_0r(blocks.data(), n / kQBlock, static_cast<uint8_t*>(dst));
-      return;
-    }
     case DType::I32:
     case DType::I8:
     case DType::I4:
     case DType::Q4_K:
     case DType::Q6_K:
-    case DType::Q4_KR:
-    case DType::Q6_KR:
       break;
   }
   fail("cannot convert f32 to {} row by row (use tensor/quantize.h; K-quants are read, not written)", dtype_name(t));

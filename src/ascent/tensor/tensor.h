@@ -13,7 +13,12 @@
 namespace ascent {
 
 using Shape = std::vector<int64_t>;
-struct RowPart;
+
+// A backend's own copy of a weight, laid out for its kernels (the CPU backend's: kernels/cpu/packed_weight.h). Only
+// that backend reads it; everyone else reads the tensor's own bytes.
+struct BackendWeight {
+  virtual ~BackendWeight() = default;
+};
 
 std::string shape_str(const Shape& s);  // "(2048, 128)"
 int64_t numel(const Shape& s);
@@ -31,11 +36,9 @@ struct Tensor {
   const float* scales = nullptr;
   const float* input_scale = nullptr;
   int32_t group = 0;
-  // Set on a matrix whose rows a model load placed in runs at separate addresses (model/weight_layout.h: each
-  // decode thread's rows of every matmul one after another). Then data and scales are null and parts, in row order,
-  // hold every row; only the matmul entry points and the embedding lookup (kernels/cpu/ops.h) and row_to_f32 read
-  // such a matrix.
-  std::shared_ptr<const std::vector<RowPart>> parts;
+  // Set where a load gave a backend its own copy of this matrix (model/weight_layout.h). The tensor's data still
+  // holds the values in `dtype`, readable by anyone; the backend's kernels read the copy.
+  std::shared_ptr<const BackendWeight> packed;
 
   int64_t numel() const { return ascent::numel(shape); }
   int64_t nbytes() const {
@@ -49,19 +52,9 @@ struct Tensor {
   const float* f32() const { return static_cast<const float*>(data); }
 };
 
-// Rows [row0, row0 + rows.rows()) of a split matrix (Tensor::parts): `rows` is a plain tensor of those rows.
-struct RowPart {
-  int64_t row0 = 0;
-  Tensor rows;
-  // The bytes the thread that reads this part in decode streams next (model/weight_layout.h): the rest of its run
-  // after this part, or for the run's last part the whole run (the next token's first call). Empty where unknown.
-  std::span<const uint8_t> next;
-};
-
-// Rows [r0, r1) of a plain matrix as a view of its bytes (and scales): for I4, r0 a multiple of its 16-row blocks.
+// Rows [r0, r1) of a matrix as a view of its bytes (and scales): for I4, r0 a multiple of its 16-row blocks. The view
+// has no backend copy.
 Tensor row_slice(const Tensor& t, int64_t r0, int64_t r1);
-// The part of a split matrix holding row r, or null for a plain matrix.
-const RowPart* part_of(const Tensor& t, int64_t r);
 
 // A new tensor owning a zeroed buffer of the given type and shape.
 Tensor make_owned(DType dtype, Shape shape);
@@ -71,10 +64,5 @@ void row_to_f32(const Tensor& t, int64_t r, float* dst);
 Tensor to_f32(const Tensor& t);
 // A new owned tensor holding t's values converted to `dtype` (rounding/quantizing row by row).
 Tensor convert(const Tensor& t, DType dtype);
-// A Q8_0, Q4_0, Q4_K or Q6_K matrix repacked, bit for bit, into Q8_0R, Q4_0R, Q4_KR or Q6_KR (repacked_type: the
-// AVX-512 kernels' layouts, dtype.h): into dst (a tensor of that type and t's shape whose data the caller provides,
-// e.g. a slice of one buffer for all of a model's weights), or into a new owned tensor.
-void repack(const Tensor& t, const Tensor& dst);
-Tensor repack(const Tensor& t);
 
 }  // namespace ascent

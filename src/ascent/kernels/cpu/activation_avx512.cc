@@ -7,7 +7,7 @@
 
 #pragma GCC push_options
 // GCC 12's AVX-512 intrinsics leave undefined pass-through operands that trip -Wmaybe-uninitialized inside the
-// system header (GCC bug 105593), as in gemm_avx512.cc.
+// system header (GCC bug 105593), as in gemm_avx512_common.h.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -23,12 +23,13 @@
 #include <vector>
 
 #include "ascent/base/aligned.h"
-#include "ascent/tensor/tensor.h"
+#include "ascent/kernels/cpu/isa.h"
+#include "ascent/kernels/cpu/packed_formats.h"
 
 namespace ascent::kernels {
 
 enum class ActKind { F32, BF16, Int8PerToken, Int8PerBlock };
-ActKind act_kind(DType weight);
+ActKind act_kind(WeightFormat weight);
 
 // A matmul's activations in the form its weight format consumes. Built once per matmul input and shared by every
 // weight that reads the same x with the same input_scale (Q/K/V, gate/up).
@@ -94,9 +95,9 @@ struct GemmInput {
 };
 
 // Prepares x for weight w (throws naming the weight shape when K differs).
-void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in);
+void prepare_gemm_input(const float* x, int64_t T, const MatrixView& w, GemmInput& in);
 // True when `in` already suits w (same kind and input_scale), so one GemmInput serves several weights.
-bool gemm_input_fits(const GemmInput& in, const Tensor& w);
+bool gemm_input_fits(const GemmInput& in, const MatrixView& w);
 
 // Where results go: with c = n - n_base, y[t * ldy + c] = residual[t * ldy + c] + (dot + bias[n]); bias and
 // residual may be null, y may alias residual. n_base lets a caller collect a slice of columns in a small buffer.
@@ -109,7 +110,7 @@ struct GemmOut {
 };
 
 // Computes output columns [n0, n1) of x @ w^T for every token, with the active ISA.
-void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+void gemm_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& out);
 
 // The quantized form of a span holding a NaN or an infinity (or whose scaled values overflow): codes 0, sum 0 (where
 // given), and d = NaN, returned, so every output it feeds is NaN, as the same matmul in floats gives. Every ISA's
@@ -141,10 +142,21 @@ void code_sums32_avx2(const int8_t* q, int64_t nb, int32_t* out);
 void q4r_codes_avx512(const int8_t* q, int64_t Kp, int8_t* out);
 void q4r_codes_avx2(const int8_t* q, int64_t Kp, int8_t* out);
 
-// Per-ISA implementations (gemm_ref.cc, gemm_avx2.cc, gemm_avx512.cc).
-void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
-void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
-void gemm_rows_avx512(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out);
+// The reference kernel, every format (gemm_ref.cc).
+void gemm_rows_ref(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& out);
+// A SIMD variant's kernel for one format: AVX-512 in gemm_<format>_avx512.cc, AVX2 in gemm_avx2.cc. gemm_rows finds
+// them through one table per variant, built from ASCENT_WEIGHT_FORMATS.
+template <Isa kIsa, WeightFormat kFormat>
+void gemm_rows_simd(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& out);
+#define ASCENT_DECLARE_GEMM_KERNELS(F)                                                                     \
+  template <>                                                                                              \
+  void gemm_rows_simd<Isa::Avx2, WeightFormat::F>(const GemmInput&, const MatrixView&, int64_t, int64_t,   \
+                                                  const GemmOut&);                                         \
+  template <>                                                                                              \
+  void gemm_rows_simd<Isa::Avx512, WeightFormat::F>(const GemmInput&, const MatrixView&, int64_t, int64_t, \
+                                                    const GemmOut&);
+ASCENT_WEIGHT_FORMATS(ASCENT_DECLARE_GEMM_KERNELS)
+#undef ASCENT_DECLARE_GEMM_KERNELS
 
 inline void store_out(const GemmOut& o, int64_t t, int64_t n, float dot) {
   const float v = dot + (o.bias != nullptr ? o.bias[n] : 0.0f);

@@ -20,7 +20,7 @@ namespace ascent::kernels {
 namespace {
 
 // The prefetch of the AVX2 decode loops that read one row at a time (int8, int4, Q8_0 and the repacked GGUF formats),
-// so that each thread's weights are one run (Tensor::parts, model/weight_layout.h): a non-temporal prefetch
+// so that each thread's weights are one run (model/weight_layout.h): a non-temporal prefetch
 // kAvx2StreamAhead bytes ahead for every 32 bytes they load (Q8_0: every 34-byte block), so each line is asked for
 // about twice. On a Zen 3 (bench/ab_decode.py, tl16 tg64 --no-mmap, 6-8 rounds each against the loops before;
 // bench/RESULTS.md, session 36; the same binary against itself moved -2 points and x0.95 t/s):
@@ -78,7 +78,7 @@ inline __m256i s8_16(const int8_t* p) {
 }
 
 // f32, f16 and bf16 weights: 8 columns per step, the tail through a zero-padded copy.
-template <DType WT>
+template <WeightFormat WT>
 struct FloatKern {
   // Decode takes 4 rows at a time, not one: each output is one chain of dependent FMAs (the tile's arithmetic, kept
   // for batch invariance), and one chain ran at one FMA latency per 8 columns, 13 GB/s of bf16 or f16 from L2 on a
@@ -91,9 +91,9 @@ struct FloatKern {
   // measured +55% f16 prefill over 4 tokens, +11% bf16 over 2).
   static constexpr int64_t kTokens = 3;
   static __m256 widen(const uint8_t* row, int64_t k) {
-    if constexpr (WT == DType::F32) {
+    if constexpr (WT == WeightFormat::F32) {
       return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
-    } else if constexpr (WT == DType::F16) {
+    } else if constexpr (WT == WeightFormat::F16) {
       return _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
     } else {
@@ -102,7 +102,7 @@ struct FloatKern {
     }
   }
   static __m256 widen_x(const GemmInput& in, int64_t t, int64_t k) {
-    if constexpr (WT == DType::BF16) {
+    if constexpr (WT == WeightFormat::BF16) {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in.xb.data() + t * in.Kp + k));
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     } else {
@@ -110,15 +110,15 @@ struct FloatKern {
     }
   }
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
-    const int64_t K = in.K, elem = WT == DType::F32 ? 4 : 2;
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
+    const int64_t K = in.K, elem = WT == WeightFormat::F32 ? 4 : 2;
     __m256 acc[R][TT];
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * w.row_bytes());
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
       __m256 xv[TT];
@@ -137,8 +137,8 @@ struct FloatKern {
       for (int r = 0; r < R; ++r) std::memcpy(wt[r], rows[r] + k * elem, static_cast<size_t>((K - k) * elem));
       for (int j = 0; j < TT; ++j) {
         for (int64_t i = k; i < K; ++i) {
-          xt[j][i - k] =
-              WT == DType::BF16 ? bf16_to_f32(in.xb[static_cast<size_t>((t + j) * in.Kp + i)]) : in.x[(t + j) * K + i];
+          xt[j][i - k] = WT == WeightFormat::BF16 ? bf16_to_f32(in.xb[static_cast<size_t>((t + j) * in.Kp + i)])
+                                                  : in.x[(t + j) * K + i];
         }
       }
       for (int r = 0; r < R; ++r) {
@@ -171,12 +171,12 @@ inline void register_tile(float out[4][4], Body body) {
 // three alternated rounds, 70 -> 91-93 t/s). The cached tile runs tile's FMAs in tile's order (its zero-padded tail
 // is the same products), so the same bits as decode. f16 keeps FloatKern's tile: cached, it ran 87-92 against 105-108
 // t/s (its f32 activations leave token blocks of 36, over which a 90 KiB f32 copy of a 4 x 5632 tile did not pay).
-struct Bf16Kern : FloatKern<DType::BF16> {
+struct Bf16Kern : FloatKern<WeightFormat::BF16> {
   struct RowCache {
     AlignedVector<float> w;  // (R, K rounded up to 8)
   };
   template <int R>
-  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
+  static void fill(const GemmInput& in, const MatrixView& w, int64_t n, RowCache& c) {
     const int64_t K = in.K, K8 = (K + 7) / 8 * 8;
     c.w.resize(static_cast<size_t>(R * K8));
     for (int r = 0; r < R; ++r) {
@@ -192,7 +192,7 @@ struct Bf16Kern : FloatKern<DType::BF16> {
     }
   }
   template <int R, int TT>
-  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+  static void cached_tile(const GemmInput& in, const MatrixView& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
     (void)w;
     (void)n;
@@ -221,9 +221,9 @@ struct I8Kern {
   // 16 bits as tile does, 4 of them widening shuffles): from L2 on a Zen 3 core 31-32 -> 43.5 GB/s, and in the model
   // (tl16 tg64, 8 rounds) 85% -> 91% of the read, fast memory state included (84% -> 91% at reads of 38-45 GB/s;
   // bench/RESULTS.md, session 38). The int32 sums are exact either way, so tile<1, 1>'s bits.
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;  // a multiple of 64 (I8 rows are padded so)
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t stride = w.row_bytes();
     const int8_t* a = in.q.data();  // (Kp,)
     prefetch_span(a, Kp);
     const uint8_t* row = w.row_ptr(n0);
@@ -245,7 +245,7 @@ struct I8Kern {
   }
 
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp;
     __m256i acc[R][TT];
     const uint8_t* rows[R];
@@ -253,7 +253,7 @@ struct I8Kern {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_si256();
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * w.row_bytes());
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t k = 0; k < Kp; k += 16) {
       __m256i av[TT];
@@ -281,8 +281,8 @@ struct I8Kern {
 // Prefill tiles one half by four tokens; decode takes both halves of a block for its single token.
 struct I4Kern {
   template <int GROUP, int NH, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, const int32_t* off, int64_t b, int h0, int64_t t, int64_t n0,
-                   int64_t n1, const GemmOut& o) {
+  static void tile(const GemmInput& in, const MatrixView& w, const int32_t* off, int64_t b, int h0, int64_t t,
+                   int64_t n0, int64_t n1, const GemmOut& o) {
     constexpr int64_t kSteps = GROUP / 8;
     const int64_t Kp = in.Kp, G = Kp / GROUP, block_bytes = kInt4Rows * Kp / 2;
     const __m256i low4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
@@ -345,7 +345,7 @@ struct I4Kern {
     }
   }
 
-  static void run(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void run(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     if (n0 >= n1) return;
     auto go = [&]<int GROUP>() {
       const int64_t G = in.Kp / GROUP;
@@ -384,7 +384,7 @@ struct Q80Kern {
     d = _cvtsh_ss(blk.d);
   }
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
     __m256 acc[R][TT];
     const uint8_t* rows[R];
@@ -392,7 +392,7 @@ struct Q80Kern {
       rows[r] = w.row_ptr(n + r);
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * w.row_bytes());
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i a0[TT], a1[TT];
@@ -427,7 +427,7 @@ struct Q80Kern {
 struct Q40Kern {
   static constexpr int kDecodeRows = 4;
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, nb = in.K / kQBlock, B = Kp / kQBlock;
     const __m256i low4 = _mm256_set1_epi8(0x0f), nibble_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     const __m256i eight = _mm256_set1_epi8(8), ones16 = _mm256_set1_epi16(1);
@@ -437,7 +437,7 @@ struct Q40Kern {
       rows[r] = reinterpret_cast<const BlockQ4_0*>(w.row_ptr(n + r));
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * w.row_bytes());
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i av[TT], off[TT];  // the block's activations; 8 * each lane's activation sum
@@ -482,7 +482,7 @@ struct Q4KKern {
   // The minimum terms are summed per sub-block against the token's scaled block sums (kq_dax) in a scalar beside
   // each accumulator, and subtracted once at the end.
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, B = Kp / kQBlock, nsb = in.K / kQKBlock;
     const __m256i low4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
     __m256 acc[R][TT];
@@ -495,7 +495,7 @@ struct Q4KKern {
         mins[r][j] = 0.0f;
       }
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * w.row_bytes());
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       alignas(32) float sm[R][16];
@@ -539,7 +539,7 @@ struct Q6KKern {
     return _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
   }
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, B = Kp / kQBlock;
     const __m256i ones16 = _mm256_set1_epi16(1), thirty_two = _mm256_set1_epi8(32);
     __m256 acc[R][TT];
@@ -548,7 +548,7 @@ struct Q6KKern {
       rows[r] = reinterpret_cast<const BlockQ6_K*>(w.row_ptr(n + r));
       for (int j = 0; j < TT; ++j) acc[r][j] = _mm256_setzero_ps();
     }
-    const int64_t ahead = prefetch_distance(R * row_bytes(w.dtype, w.shape[1]));
+    const int64_t ahead = prefetch_distance(R * w.row_bytes());
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
       // d * the 16 sub-block scales of each row, formed once per super-block (the products the runs below used
@@ -632,8 +632,8 @@ inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a
 // The repacked formats' decode_rows: rows n0..n1 one after another (one stream per thread), row_dot(row) giving
 // each row's accumulator, whose lane sum is the output (as their prefill tiles end).
 template <class RowDot>
-inline void decode_each_row(const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o, RowDot row_dot) {
-  const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+inline void decode_each_row(const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o, RowDot row_dot) {
+  const int64_t stride = w.row_bytes();
   const uint8_t* row = w.row_ptr(n0);
   for (int64_t n = n0; n < n1; ++n, row += stride) {
     float res[4][4];
@@ -695,7 +695,7 @@ struct Q40RKern {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_loadu_ps(da)), acc);
   }
 
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / kQ4RGroup;
     prefetch_span(in.q4r.data(), in.Kp);
     prefetch_span(in.q4r_off.data(), in.Kp / kQBlock * 4);
@@ -717,9 +717,9 @@ struct Q40RKern {
   }
 
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, G = Kp / kQ4RGroup, B = Kp / kQBlock;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t stride = w.row_bytes();
     const uint8_t* w0 = w.row_ptr(n);
     const int64_t ahead = prefetch_distance(R * stride);
     register_tile<R, TT>(out, [&](__m256(&acc)[R][TT]) {
@@ -765,7 +765,7 @@ struct Q80RKern {
     return add_signed_dot(is, w, mag, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + chunk(c, h))));
   }
 
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / kQ4RGroup;
     prefetch_span(in.q4r.data(), in.Kp);
     prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
@@ -795,9 +795,9 @@ struct Q80RKern {
 
   // Prefill: a row at a time against TT tokens, each chunk's codes formed once for all of them.
   template <int R, int TT>
-  static void tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, float out[4][4]) {
+  static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     const int64_t Kp = in.Kp, G = Kp / kQ4RGroup, B = Kp / kQBlock;
-    const int64_t stride = row_bytes(w.dtype, w.shape[1]);
+    const int64_t stride = w.row_bytes();
     const int64_t ahead = prefetch_distance(R * stride);
     cached_rows<R, TT>(out, [&](int r, __m256(&acc)[TT]) {
       const uint8_t* row = w.row_ptr(n) + r * stride;
@@ -862,7 +862,7 @@ struct Q4KRKern {
     return _mm256_fnmadd_ps(f.wm, _mm256_loadu_ps(dsa), acc);
   }
 
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     prefetch_span(in.q4r.data(), in.Kp);
     prefetch_span(in.d.data(), in.Kp / kQBlock * 4);
@@ -888,8 +888,8 @@ struct Q4KRKern {
     AlignedVector<Factors> f;      // (R, nsb)
   };
   template <int R>
-  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
-    const int64_t nsb = in.K / kQKBlock, stride = row_bytes(w.dtype, w.shape[1]);
+  static void fill(const GemmInput& in, const MatrixView& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock, stride = w.row_bytes();
     c.codes.resize(static_cast<size_t>(R * nsb * 256));
     c.f.resize(static_cast<size_t>(R * nsb));
     for (int r = 0; r < R; ++r) {
@@ -903,7 +903,7 @@ struct Q4KRKern {
     }
   }
   template <int R, int TT>
-  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+  static void cached_tile(const GemmInput& in, const MatrixView& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
     (void)w;
     (void)n;
@@ -971,7 +971,7 @@ struct Q6KRKern {
                            _mm256_mul_ps(d, _mm256_loadu_ps(lane_d + 8 * h)), acc);
   }
 
-  static void decode_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+  static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t K = in.K, nsb = K / kQKBlock;
     prefetch_span(in.q6r.data(), K);
     prefetch_span(in.q6r_off.data(), K / 16 * 4);
@@ -1001,8 +1001,8 @@ struct Q6KRKern {
     AlignedVector<float> d;        // (R, nsb, 8): d in every lane
   };
   template <int R>
-  static void fill(const GemmInput& in, const Tensor& w, int64_t n, RowCache& c) {
-    const int64_t nsb = in.K / kQKBlock, stride = row_bytes(w.dtype, w.shape[1]);
+  static void fill(const GemmInput& in, const MatrixView& w, int64_t n, RowCache& c) {
+    const int64_t nsb = in.K / kQKBlock, stride = w.row_bytes();
     c.codes.resize(static_cast<size_t>(R * nsb * 256));
     c.sc.resize(static_cast<size_t>(R * nsb * 16));
     c.d.resize(static_cast<size_t>(R * nsb * 8));
@@ -1023,7 +1023,7 @@ struct Q6KRKern {
     }
   }
   template <int R, int TT>
-  static void cached_tile(const GemmInput& in, const Tensor& w, const RowCache& c, int64_t n, int64_t t,
+  static void cached_tile(const GemmInput& in, const MatrixView& w, const RowCache& c, int64_t n, int64_t t,
                           float out[4][4]) {
     (void)w;
     (void)n;
@@ -1051,16 +1051,27 @@ struct Q6KRKern {
 
 }  // namespace
 
-void gemm_rows_avx2(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  if (w.dtype == DType::Q4_K) return drive_tiles<Q4KKern>(in, w, n0, n1, out);
-  if (w.dtype == DType::Q6_K) return drive_tiles<Q6KKern>(in, w, n0, n1, out);
-  if (w.dtype == DType::Q4_0R) return drive_tiles<Q40RKern>(in, w, n0, n1, out);
-  if (w.dtype == DType::Q4_KR) return drive_tiles<Q4KRKern>(in, w, n0, n1, out);
-  if (w.dtype == DType::Q8_0R) return drive_tiles<Q80RKern>(in, w, n0, n1, out);
-  if (w.dtype == DType::Q6_KR) return drive_tiles<Q6KRKern>(in, w, n0, n1, out);
-  dispatch_formats<FloatKern<DType::F32>, FloatKern<DType::F16>, Bf16Kern, I8Kern, I4Kern, Q80Kern, Q40Kern>(in, w, n0,
-                                                                                                             n1, out);
-}
+// Each format's kernel, as gemm_rows looks them up (gemm.h).
+#define ASCENT_AVX2_KERNEL(F, KERN)                                                                                 \
+  template <>                                                                                                       \
+  void gemm_rows_simd<Isa::Avx2, WeightFormat::F>(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, \
+                                                  const GemmOut& out) {                                             \
+    drive_tiles<KERN>(in, w, n0, n1, out);                                                                          \
+  }
+ASCENT_AVX2_KERNEL(F32, FloatKern<WeightFormat::F32>)
+ASCENT_AVX2_KERNEL(F16, FloatKern<WeightFormat::F16>)
+ASCENT_AVX2_KERNEL(BF16, Bf16Kern)
+ASCENT_AVX2_KERNEL(I8, I8Kern)
+ASCENT_AVX2_KERNEL(I4, I4Kern)
+ASCENT_AVX2_KERNEL(Q8_0, Q80Kern)
+ASCENT_AVX2_KERNEL(Q4_0, Q40Kern)
+ASCENT_AVX2_KERNEL(Q4_K, Q4KKern)
+ASCENT_AVX2_KERNEL(Q6_K, Q6KKern)
+ASCENT_AVX2_KERNEL(Q8_0R, Q80RKern)
+ASCENT_AVX2_KERNEL(Q4_0R, Q40RKern)
+ASCENT_AVX2_KERNEL(Q4_KR, Q4KRKern)
+ASCENT_AVX2_KERNEL(Q6_KR, Q6KRKern)
+#undef ASCENT_AVX2_KERNEL
 
 }  // namespace ascent::kernels
 

@@ -5,9 +5,11 @@
 // waits. Buffers are resized, not reassigned, and only the padding is zeroed: callers keep a GemmInput across calls,
 // so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "ascent/base/error.h"
@@ -158,55 +160,54 @@ void code_sums32(const int8_t* q, int64_t nb, int32_t* out) {
 }
 
 // The weight formats whose SIMD kernels read the activations in GemmInput::q4r's order.
-bool reads_q4r(DType t) {
-  return t == DType::Q4_0R || t == DType::Q4_KR || t == DType::Q8_0R;
+bool reads_q4r(WeightFormat t) {
+  return t == WeightFormat::Q4_0R || t == WeightFormat::Q4_KR || t == WeightFormat::Q8_0R;
 }
 
 // The weight formats whose AVX-512 decode loops read GemmInput::lane_sum and lane_d.
-bool reads_lanes(DType t) {
-  return t == DType::Q8_0 || t == DType::Q6_K;
+bool reads_lanes(WeightFormat t) {
+  return t == WeightFormat::Q8_0 || t == WeightFormat::Q6_K;
 }
 
 }  // namespace
 
-ActKind act_kind(DType weight) {
+ActKind act_kind(WeightFormat weight) {
   switch (weight) {
-    case DType::BF16:
+    case WeightFormat::BF16:
       return ActKind::BF16;
-    case DType::I8:
-    case DType::I4:
+    case WeightFormat::I8:
+    case WeightFormat::I4:
       return ActKind::Int8PerToken;
-    case DType::Q8_0:
-    case DType::Q8_0R:
-    case DType::Q4_0:
-    case DType::Q4_0R:
-    case DType::Q4_K:
-    case DType::Q4_KR:
-    case DType::Q6_K:
-    case DType::Q6_KR:
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q8_0R:
+    case WeightFormat::Q4_0:
+    case WeightFormat::Q4_0R:
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q4_KR:
+    case WeightFormat::Q6_K:
+    case WeightFormat::Q6_KR:
       return ActKind::Int8PerBlock;
     default:
       return ActKind::F32;
   }
 }
 
-bool gemm_input_fits(const GemmInput& in, const Tensor& w) {
-  return in.kind == act_kind(w.dtype) && w.shape[1] == in.K && in.Kp == padded_cols(w.dtype, in.K) &&
+bool gemm_input_fits(const GemmInput& in, const MatrixView& w) {
+  return in.kind == act_kind(w.format) && w.cols == in.K && in.Kp == padded_cols(w.format, in.K) &&
          (in.kind != ActKind::Int8PerToken || in.input_scale == w.input_scale) &&
-         (w.dtype != DType::Q4_0 || in.q4_ready) && (w.dtype != DType::Q4_K || in.kq_ready) &&
-         (!reads_q4r(w.dtype) || in.q4r_ready) && (w.dtype != DType::Q6_KR || in.q6r_ready) &&
-         (w.dtype != DType::I4 || in.sum32_ready) && (in.T != 1 || !reads_lanes(w.dtype) || in.lanes_ready);
+         (w.format != WeightFormat::Q4_0 || in.q4_ready) && (w.format != WeightFormat::Q4_K || in.kq_ready) &&
+         (!reads_q4r(w.format) || in.q4r_ready) && (w.format != WeightFormat::Q6_KR || in.q6r_ready) &&
+         (w.format != WeightFormat::I4 || in.sum32_ready) && (in.T != 1 || !reads_lanes(w.format) || in.lanes_ready);
 }
 
-void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& in) {
-  ASCENT_CHECK(w.shape.size() == 2, "matmul: weight must be 2-D, got {}", shape_str(w.shape));
-  const int64_t K = w.shape[1];
+void prepare_gemm_input(const float* x, int64_t T, const MatrixView& w, GemmInput& in) {
+  const int64_t K = w.cols;
   in.x = x;
   in.T = T;
   in.K = K;
-  in.kind = act_kind(w.dtype);
+  in.kind = act_kind(w.format);
   in.input_scale = in.kind == ActKind::Int8PerToken ? w.input_scale : nullptr;
-  in.Kp = padded_cols(w.dtype, K);
+  in.Kp = padded_cols(w.format, K);
   in.q4_ready = false;
   in.q4r_ready = false;
   in.kq_ready = false;
@@ -242,7 +243,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       in.q.resize(TKp);
       in.d.resize(static_cast<size_t>(T));
       in.qsum.resize(static_cast<size_t>(T));
-      in.sum32_ready = w.dtype == DType::I4;
+      in.sum32_ready = w.format == WeightFormat::I4;
       if (in.sum32_ready) in.sum32.resize(static_cast<size_t>(T * in.Kp / 32));
       per_token([&](int64_t t) {
         int8_t* row = in.q.data() + t * in.Kp;
@@ -252,14 +253,14 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       });
       break;
     case ActKind::Int8PerBlock: {
-      ASCENT_CHECK(K % kQBlock == 0, "matmul: {} weight {} needs K a multiple of {}", dtype_name(w.dtype),
-                   shape_str(w.shape), kQBlock);
+      ASCENT_CHECK(K % kQBlock == 0, "matmul: {} weight {} needs K a multiple of {}", format_name(w.format),
+                   fmt::format("({}, {})", w.rows, w.cols), kQBlock);
       in.q.resize(TKp);
       const int64_t B = in.Kp / kQBlock;
       in.d.resize(static_cast<size_t>(T * B));
       // K-quant weights also get kq_dax and kq_pairs (Q6_K too, so that a Q4_K_M model's Q6_K and Q4_K matrices can
       // share one input), Q4_0 weights the q4_* layout, Q4_0R, Q4_KR and Q8_0R the q4r*, Q6_KR the q6r* (gemm.h).
-      const bool super_blocks = (w.dtype == DType::Q4_K || w.dtype == DType::Q6_K) && K % kQKBlock == 0;
+      const bool super_blocks = (w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q6_K) && K % kQKBlock == 0;
       in.kq_ready = super_blocks;
       if (super_blocks) {
         in.kq_dax.resize(static_cast<size_t>(T * K / kQKBlock * 16));
@@ -267,12 +268,12 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
       }
       // Only the SIMD kernels read those layouts (q4_*: the AVX-512 Q4_0 kernel; q4r*, q6r*: the AVX-512 and AVX2
       // repacked ones); the flags say the input was prepared for the format.
-      in.q4_ready = w.dtype == DType::Q4_0;
-      in.q4r_ready = reads_q4r(w.dtype);
-      in.q6r_ready = w.dtype == DType::Q6_KR;
-      const bool q4 = in.q4_ready && avx512_kernel_runs(w.dtype);
-      const bool q4r = in.q4r_ready && repacked_kernel_runs(w.dtype);
-      const bool q6r = in.q6r_ready && repacked_kernel_runs(w.dtype);
+      in.q4_ready = w.format == WeightFormat::Q4_0;
+      in.q4r_ready = reads_q4r(w.format);
+      in.q6r_ready = w.format == WeightFormat::Q6_KR;
+      const bool q4 = in.q4_ready && avx512_kernel_runs(w.format);
+      const bool q4r = in.q4r_ready && repacked_kernel_runs(w.format);
+      const bool q6r = in.q6r_ready && repacked_kernel_runs(w.format);
       const int64_t Kq = (K + 127) / 128 * 128;
       if (q4) {
         in.q4_quads.resize(static_cast<size_t>(T * Kq));
@@ -337,7 +338,7 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
     }
   }
   // A single token for a Q8_0 or Q6_K weight also gets the per-lane vectors their AVX-512 decode loops read (gemm.h).
-  if (T == 1 && in.kind == ActKind::Int8PerBlock && reads_lanes(w.dtype)) {
+  if (T == 1 && in.kind == ActKind::Int8PerBlock && reads_lanes(w.format)) {
     in.lanes_ready = true;
     const int64_t lanes = in.Kp / 4;
     in.lane_sum.resize(static_cast<size_t>(lanes));
@@ -350,15 +351,30 @@ void prepare_gemm_input(const float* x, int64_t T, const Tensor& w, GemmInput& i
   }
 }
 
-void gemm_rows(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+namespace {
+
+using GemmRowsFn = void (*)(const GemmInput&, const MatrixView&, int64_t, int64_t, const GemmOut&);
+
+// A SIMD variant's kernels, indexed by WeightFormat.
+template <Isa kIsa>
+constexpr std::array<GemmRowsFn, kWeightFormatCount> kGemmTable = []<size_t... I>(std::index_sequence<I...>) {
+  return std::array<GemmRowsFn, kWeightFormatCount>{&gemm_rows_simd<kIsa, kWeightFormats[I]>...};
+}
+(std::make_index_sequence<kWeightFormatCount>{});
+
+}  // namespace
+
+void gemm_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  const auto f = static_cast<size_t>(w.format);
   switch (active_isa()) {
     case Isa::Ref:
       return gemm_rows_ref(in, w, n0, n1, out);
     case Isa::Avx2:
-      return gemm_rows_avx2(in, w, n0, n1, out);
+      return kGemmTable<Isa::Avx2>[f](in, w, n0, n1, out);
     case Isa::Avx512:
-      if (avx512_kernel_runs(w.dtype)) return gemm_rows_avx512(in, w, n0, n1, out);
-      return gemm_rows_avx2(in, w, n0, n1, out);
+      // A CPU without the VNNI or BF16 instructions a format's AVX-512 kernel needs runs its AVX2 kernel.
+      if (avx512_kernel_runs(w.format)) return kGemmTable<Isa::Avx512>[f](in, w, n0, n1, out);
+      return kGemmTable<Isa::Avx2>[f](in, w, n0, n1, out);
   }
 }
 

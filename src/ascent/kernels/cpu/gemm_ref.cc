@@ -71,16 +71,16 @@ float dot_q6_k(const Block* blk, const int8_t* a, const float* da, int64_t K) {
   return acc;
 }
 
-float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
+float dot_int(const GemmInput& in, const MatrixView& w, int64_t t, int64_t n) {
   const int8_t* a = in.q.data() + t * in.Kp;
-  const uint8_t* row = w.dtype == DType::I4 ? nullptr : w.row_ptr(n);  // I4 rows interleave (dtype.h)
-  switch (w.dtype) {
-    case DType::I8: {
+  const uint8_t* row = w.format == WeightFormat::I4 ? nullptr : w.row_ptr(n);  // I4 rows interleave (dtype.h)
+  switch (w.format) {
+    case WeightFormat::I8: {
       int32_t acc = 0;
       for (int64_t k = 0; k < in.Kp; ++k) acc += a[k] * (static_cast<int>(row[k]) - 128);
       return static_cast<float>(acc) * w.scales[n] * in.d[static_cast<size_t>(t)];
     }
-    case DType::I4: {
+    case WeightFormat::I4: {
       const int64_t G = in.Kp / w.group;
       const auto* data = static_cast<const uint8_t*>(w.data);
       float acc = 0.0f;
@@ -93,7 +93,7 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
       }
       return acc * in.d[static_cast<size_t>(t)];
     }
-    case DType::Q8_0: {
+    case WeightFormat::Q8_0: {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
       const int64_t B = in.Kp / kQBlock;
       float acc = 0.0f;
@@ -104,7 +104,7 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
       }
       return acc;
     }
-    case DType::Q8_0R: {
+    case WeightFormat::Q8_0R: {
       const int64_t B = in.Kp / kQBlock;
       float acc = 0.0f;
       for (int64_t b = 0; b < in.K / kQBlock; ++b) {
@@ -114,32 +114,32 @@ float dot_int(const GemmInput& in, const Tensor& w, int64_t t, int64_t n) {
       }
       return acc;
     }
-    case DType::Q4_0: {
+    case WeightFormat::Q4_0: {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
       return dot_q4_0(
           a, in.d.data() + t * (in.Kp / kQBlock), in.K / kQBlock, [&](int64_t b) { return blk[b].d; },
           [&](int64_t b, int m) { return blk[b].qs[m]; });
     }
-    case DType::Q4_0R:
+    case WeightFormat::Q4_0R:
       return dot_q4_0(
           a, in.d.data() + t * (in.Kp / kQBlock), in.K / kQBlock, [&](int64_t b) { return q4r_scale(row, b); },
           [&](int64_t b, int m) { return q4r_byte(row, b, m); });
-    case DType::Q4_K:
+    case WeightFormat::Q4_K:
       return dot_q4_k(reinterpret_cast<const BlockQ4_K*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
-    case DType::Q4_KR:
+    case WeightFormat::Q4_KR:
       return dot_q4_k(reinterpret_cast<const BlockQ4_KR*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
-    case DType::Q6_K:
+    case WeightFormat::Q6_K:
       return dot_q6_k(reinterpret_cast<const BlockQ6_K*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
-    case DType::Q6_KR:
+    case WeightFormat::Q6_KR:
       return dot_q6_k(reinterpret_cast<const BlockQ6_KR*>(row), a, in.d.data() + t * (in.Kp / kQBlock), in.K);
     default:
-      fail("matmul: no integer kernel for {} weights", dtype_name(w.dtype));
+      fail("matmul: no integer kernel for {} weights", format_name(w.format));
   }
 }
 
 }  // namespace
 
-void gemm_rows_ref(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
+void gemm_rows_ref(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& out) {
   const int64_t K = in.K;
   if (in.kind == ActKind::Int8PerToken || in.kind == ActKind::Int8PerBlock) {
     for (int64_t n = n0; n < n1; ++n) {

@@ -1,10 +1,10 @@
-// The tiling loop shared by the SIMD matmul variants, included by gemm_avx2.cc and gemm_avx512.cc after their
+// The tiling loop shared by the SIMD matmul variants, included by gemm_avx2.cc and gemm_avx512_common.h after their
 // target pragma so each gets its own copy compiled for its ISA (hence the anonymous namespace). A format kernel
-// Kern provides `template <int R, int TT> static void tile(const GemmInput&, const Tensor&, int64_t n, int64_t t,
+// Kern provides `template <int R, int TT> static void tile(const GemmInput&, const MatrixView&, int64_t n, int64_t t,
 // float out[4][4])` computing rows n..n+R-1 for tokens t..t+TT-1, and `kDecodeRows`, the tile height for a single
 // token. Every (R, TT) instantiation performs the same arithmetic per output, which is what makes results
 // independent of how the work is cut (batch invariance). A kernel may also provide `static void
-// decode_rows(const GemmInput&, const Tensor&, int64_t n0, int64_t n1, const GemmOut&)`, its own loop over rows
+// decode_rows(const GemmInput&, const MatrixView&, int64_t n0, int64_t n1, const GemmOut&)`, its own loop over rows
 // for a single token (same bits as tile<1, 1>), where a tile call per row costs a noticeable share of a short row.
 // A kernel with a RowCache (fill, cached_tile: run_row_tile) and decode_rows needs no tile: run_tile then
 // computes on a freshly filled cache. A kernel with `static void run(...)` (the I4 kernels, whose rows come in
@@ -82,7 +82,7 @@ inline int64_t token_block(int64_t per_token) {
 // Calls fn.template operator()<GROUP>() for an I4 weight's group size (32, 64, else 128): the I4 kernels' group
 // loops are fixed and unrolled at compile time.
 template <class Fn>
-inline void with_int4_group(const Tensor& w, Fn&& fn) {
+inline void with_int4_group(const MatrixView& w, Fn&& fn) {
   switch (w.group) {
     case 32:
       return fn.template operator()<32>();
@@ -151,7 +151,7 @@ inline int64_t prefetch_distance(int64_t tile_bytes, PrefetchTo to = PrefetchTo:
 }
 
 template <class Kern, int R, int TT>
-void run_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t, const GemmOut& o) {
+void run_tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, const GemmOut& o) {
   float res[4][4];
   if constexpr (requires { Kern::template tile<R, TT>(in, w, n, t, res); }) {
     Kern::template tile<R, TT>(in, w, n, t, res);
@@ -198,7 +198,7 @@ inline void with_tile_size(int64_t v, Fn&& fn) {
 // there are several tokens; its cached tile must compute the same bits as its plain one (or its decode_rows), which
 // decode (one token) keeps using.
 template <class Kern, int R>
-void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, int64_t t1, const GemmOut& o) {
+void run_row_tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t0, int64_t t1, const GemmOut& o) {
   if constexpr (requires { typename Kern::RowCache; }) {
     if (in.T > 1) {
       thread_local typename Kern::RowCache cache;
@@ -227,7 +227,7 @@ void run_row_tile(const GemmInput& in, const Tensor& w, int64_t n, int64_t t0, i
 // AVX-512 ones, until their decode_rows did the unpacking in lane-local 256-bit halves with the activation side
 // formed once per call: then one row at a time, one stream per thread, was 1.3-1.8x faster on Zen 4.)
 template <class Kern>
-void drive_tile_loop(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+void drive_tile_loop(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
   if constexpr (requires { Kern::decode_rows(in, w, n0, n1, o); }) {  // a kernel's own row loop for one token
     if (in.T == 1) return Kern::decode_rows(in, w, n0, n1, o);
   }
@@ -245,34 +245,11 @@ void drive_tile_loop(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n
 
 // A kernel with its own driver (Kern::run: I4's blocks of 16 rows), else the tile loop above.
 template <class Kern>
-void drive_tiles(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& o) {
+void drive_tiles(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
   if constexpr (requires { Kern::run(in, w, n0, n1, o); }) {
     Kern::run(in, w, n0, n1, o);
   } else {
     drive_tile_loop<Kern>(in, w, n0, n1, o);
-  }
-}
-
-// Runs the ISA's kernel for w's format (the reference for formats it has none for).
-template <class F32K, class F16K, class Bf16K, class I8K, class I4K, class Q8K, class Q4K>
-void dispatch_formats(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  switch (w.dtype) {
-    case DType::F32:
-      return drive_tiles<F32K>(in, w, n0, n1, out);
-    case DType::F16:
-      return drive_tiles<F16K>(in, w, n0, n1, out);
-    case DType::BF16:
-      return drive_tiles<Bf16K>(in, w, n0, n1, out);
-    case DType::I8:
-      return drive_tiles<I8K>(in, w, n0, n1, out);
-    case DType::I4:
-      return drive_tiles<I4K>(in, w, n0, n1, out);
-    case DType::Q8_0:
-      return drive_tiles<Q8K>(in, w, n0, n1, out);
-    case DType::Q4_0:
-      return drive_tiles<Q4K>(in, w, n0, n1, out);
-    default:
-      return gemm_rows_ref(in, w, n0, n1, out);
   }
 }
 

@@ -35,25 +35,25 @@ Isa active_isa() {
   return isa;
 }
 
-bool avx512_matmul_supports(DType weight, const CpuFeatures& f) {
+bool avx512_matmul_supports(WeightFormat weight, const CpuFeatures& f) {
   switch (weight) {
-    case DType::F32:
-    case DType::F16:
+    case WeightFormat::F32:
+    case WeightFormat::F16:
       return true;
-    case DType::BF16:
+    case WeightFormat::BF16:
       return f.avx512_bf16;
     default:
       return f.avx512_vnni;
   }
 }
 
-bool avx512_kernel_runs(DType weight) {
+bool avx512_kernel_runs(WeightFormat weight) {
   return active_isa() == Isa::Avx512 && avx512_matmul_supports(weight, cpu_features());
 }
 
-bool repacked_kernel_runs(DType repacked) {
-  const bool avx2_kernel =
-      repacked == DType::Q4_0R || repacked == DType::Q4_KR || repacked == DType::Q6_KR || repacked == DType::Q8_0R;
+bool repacked_kernel_runs(WeightFormat repacked) {
+  const bool avx2_kernel = repacked == WeightFormat::Q4_0R || repacked == WeightFormat::Q4_KR ||
+                           repacked == WeightFormat::Q6_KR || repacked == WeightFormat::Q8_0R;
   return avx512_kernel_runs(repacked) || (avx2_kernel && active_isa() != Isa::Ref);
 }
 

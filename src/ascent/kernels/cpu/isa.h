@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ascent/base/cpu_features.h"
-#include "ascent/tensor/dtype.h"
+#include "ascent/kernels/cpu/weight_format.h"
 
 namespace ascent::kernels {
 
@@ -16,18 +16,18 @@ const char* isa_name(Isa isa);
 // need AVX512-VNNI (vpdpbusd) and bf16 needs AVX512-BF16 (vdpbf16ps), which not every AVX-512 CPU has (Skylake-SP
 // has neither, Cascade Lake and Ice Lake lack BF16). Where it cannot, the weight runs the AVX2 kernel instead of
 // faulting on an illegal instruction.
-bool avx512_matmul_supports(DType weight, const CpuFeatures& f);
+bool avx512_matmul_supports(WeightFormat weight, const CpuFeatures& f);
 
 // Whether matmuls with `weight` run the AVX-512 kernel: the active variant is AVX-512 and this CPU has what its
 // kernel for that format needs. gemm_rows dispatches on it; the Q4_0 layouts of GemmInput are built only for it,
 // and the repacked types run through the reference kernel where neither it nor repacked_kernel_runs holds: correct
 // everywhere, only not faster.
-bool avx512_kernel_runs(DType weight);
+bool avx512_kernel_runs(WeightFormat weight);
 
 // Whether a SIMD kernel runs matmuls with `repacked` (Q4_0R, Q4_KR, Q6_KR, Q8_0R): every one where the AVX-512
 // kernel runs, and all but Q8_0R under the AVX2 kernels too (an AVX2 Q8_0R kernel ran faster from cache than Q8_0's
 // on the file's layout but streamed worse in decode: bench/RESULTS.md, session 34). Model::load repacks a matrix only
 // when this holds for the type it would become, and GemmInput builds the q4r activations only for such a weight.
-bool repacked_kernel_runs(DType repacked);
+bool repacked_kernel_runs(WeightFormat repacked);
 
 }  // namespace ascent::kernels

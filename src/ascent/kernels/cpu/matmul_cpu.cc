@@ -1,6 +1,6 @@
 // matmul_forward and its fused forms over the matmul engine (gemm.h): activations are prepared once per input,
 // then output columns are split over the thread pool in groups of four rows (I4: its blocks of 16), so decode (T = 1)
-// streams the weights from every core; a split matrix (Tensor::parts, model/weight_layout.h) part by part. Also the
+// streams the weights from every core; a matrix placed by thread (CpuMatrix, model/weight_layout.h) part by part. Also the
 // embedding lookup and the fixed-order f32 dot product.
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/kernels/cpu/row_ops.h"
 #include "ascent/prof/tracer.h"
 
@@ -31,8 +32,8 @@ namespace {
 
 // Rows per unit of thread work: the tile height, or I4's block of 16 rows (dtype.h), which a split would make two
 // threads compute both.
-int64_t row_group(const Tensor& w) {
-  return w.dtype == DType::I4 ? kInt4Rows : 4;
+int64_t row_group(DType t) {
+  return t == DType::I4 ? kInt4Rows : 4;
 }
 
 // Chunk size, in row groups, of a loop over `groups` groups on `threads` threads: about 1/16 of a thread's share, at
@@ -89,9 +90,9 @@ void parallel_rows(int64_t N, int64_t group, Fn&& fn, Bytes&& bytes_of) {
   tracer->add_call(std::move(call));
 }
 
-// Weight bytes a row of w reads, as the profile counts them (Tensor::nbytes: no int8/int4 scales).
-int64_t weight_row_bytes(const Tensor& w) {
-  return row_bytes(w.dtype, w.shape[1]);
+// Weight bytes a row of w reads, as the profile counts them (no int8/int4 scales).
+int64_t weight_row_bytes(const CpuMatrix& w) {
+  return w.any_view().row_bytes();
 }
 
 // Several weights' rows as one range of output columns (matmul_multi_forward): each weight starts at a whole row
@@ -103,7 +104,7 @@ struct RowSpace {
 
 RowSpace row_space(std::span<const Tensor* const> ws) {
   RowSpace r;
-  for (const Tensor* w : ws) r.group = std::max(r.group, row_group(*w));
+  for (const Tensor* w : ws) r.group = std::max(r.group, row_group(w->dtype));
   r.first.assign(ws.size() + 1, 0);
   for (size_t i = 0; i < ws.size(); ++i) {
     r.first[i + 1] = r.first[i] + (ws[i]->shape[0] + r.group - 1) / r.group * r.group;
@@ -116,12 +117,12 @@ RowSpace row_space(std::span<const Tensor* const> ws) {
 // tl16 q4_0 decode time against 768 KiB, ABBA pairs: 384 KiB x1.013, 1 MiB x0.996 (bench/RESULTS.md, session 23).
 constexpr size_t kWarmBytes = size_t{768} << 10;
 
-// Decode (T = 1) over weights placed by thread (Tensor::parts, model/weight_layout.h): tells the pool, for each
+// Decode (T = 1) over weights placed by thread (CpuMatrix::by_thread, model/weight_layout.h): tells the pool, for each
 // worker, the bytes its run continues with after this call (RowPart::next of the part holding the last row of its
 // share), so that it pulls them into its cache while it would otherwise wait through the steps the caller runs alone
 // before the next matmul (norms, RoPE, the KV append, input quantization: ~24 us of a ~394 us fast-state 4-bit layer,
 // bench/RESULTS.md, session 22), in which its core's stream otherwise stood idle.
-void warm_next_weights(std::span<const Tensor* const> ws, const RowSpace& space) {
+void warm_next_weights(std::span<const CpuMatrix> ws, const RowSpace& space) {
   ThreadPool& pool = ThreadPool::global();
   const int threads = pool.size();
   const int64_t groups = space.first.back() / space.group;
@@ -132,18 +133,17 @@ void warm_next_weights(std::span<const Tensor* const> ws, const RowSpace& space)
     const int64_t last = g1 * space.group - 1;  // the share's last row
     size_t i = 0;
     while (i + 1 < ws.size() && space.first[i + 1] <= last) ++i;
-    const RowPart* part = part_of(*ws[i], std::min(last - space.first[i], ws[i]->shape[0] - 1));
-    if (part == nullptr || part->next.empty()) continue;
-    pool.warm_after_next_call(t, part->next.first(std::min(part->next.size(), kWarmBytes)));
+    const RowPart& part = ws[i].part_of(std::min(last - space.first[i], ws[i].rows() - 1));
+    if (part.next.empty()) continue;
+    pool.warm_after_next_call(t, part.next.first(std::min(part.next.size(), kWarmBytes)));
   }
 }
 
-// gemm_rows over rows [n0, n1) of w; a split matrix's (Tensor::parts) from each part in turn. Parts begin at whole
-// row groups, so every row still runs the same instructions (the tiles never depend on a row's neighbours' bits).
-void gemm_any(const GemmInput& in, const Tensor& w, int64_t n0, int64_t n1, const GemmOut& out) {
-  if (w.parts == nullptr) return gemm_rows(in, w, n0, n1, out);
-  for (const RowPart& p : *w.parts) {
-    const int64_t lo = std::max(n0, p.row0), hi = std::min(n1, p.row0 + p.rows.rows());
+// gemm_rows over rows [n0, n1) of w, from each of its parts in turn. Parts begin at whole row groups, so every row
+// still runs the same instructions (the tiles never depend on a row's neighbours' bits).
+void gemm_any(const GemmInput& in, const CpuMatrix& w, int64_t n0, int64_t n1, const GemmOut& out) {
+  for (const RowPart& p : w.parts()) {
+    const int64_t lo = std::max(n0, p.row0), hi = std::min(n1, p.row0 + p.rows.rows);
     if (lo >= hi) continue;
     const GemmOut o{out.y, out.ldy, out.bias != nullptr ? out.bias + p.row0 : nullptr, out.residual,
                     out.n_base - p.row0};
@@ -167,17 +167,18 @@ void check_weight(const Tensor& w, int64_t K, const char* what) {
 }  // namespace
 
 void matmul_forward(const float* x, int64_t T, const Tensor& w, const float* bias, float* y, const float* residual) {
+  const CpuMatrix m(w);  // checks that w is 2-D
   GemmInput& in = scratch_input(0);
-  prepare_gemm_input(x, T, w, in);  // checks that w is 2-D
-  const int64_t N = w.shape[0];
+  prepare_gemm_input(x, T, m.any_view(), in);
+  const int64_t N = m.rows();
   const GemmOut out{y, N, bias, residual, 0};
-  if (T == 1 && w.parts != nullptr) {
+  if (T == 1 && m.by_thread()) {
     const Tensor* ws[1] = {&w};
-    warm_next_weights(ws, row_space(ws));
+    warm_next_weights(std::span<const CpuMatrix>(&m, 1), row_space(ws));
   }
-  const int64_t row_bytes_w = weight_row_bytes(w);
+  const int64_t row_bytes_w = weight_row_bytes(m);
   parallel_rows(
-      N, row_group(w), [&](int64_t n0, int64_t n1) { gemm_any(in, w, n0, n1, out); },
+      N, row_group(w.dtype), [&](int64_t n0, int64_t n1) { gemm_any(in, m, n0, n1, out); },
       [&](int64_t n0, int64_t n1) { return (n1 - n0) * row_bytes_w; });
 }
 
@@ -186,21 +187,24 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
   ASCENT_CHECK(ws.size() == biases.size() && ws.size() == outs.size(),
                "matmul_multi: {} weights, {} biases, {} outputs", ws.size(), biases.size(), outs.size());
   const int64_t K = ws[0]->shape.size() == 2 ? ws[0]->shape[1] : -1;
+  std::vector<CpuMatrix> ms;
+  ms.reserve(ws.size());
   std::vector<GemmInput*> inputs;
   std::vector<size_t> input_of(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) {
     check_weight(*ws[i], K, "matmul_multi");
+    ms.emplace_back(*ws[i]);
     size_t j = 0;
-    while (j < inputs.size() && !gemm_input_fits(*inputs[j], *ws[i])) ++j;
+    while (j < inputs.size() && !gemm_input_fits(*inputs[j], ms[i].any_view())) ++j;
     if (j == inputs.size()) {
       inputs.push_back(&scratch_input(j));
-      prepare_gemm_input(x, T, *ws[i], *inputs.back());
+      prepare_gemm_input(x, T, ms[i].any_view(), *inputs.back());
     }
     input_of[i] = j;
   }
   const RowSpace space = row_space(ws);
   const std::vector<int64_t>& first = space.first;
-  if (T == 1) warm_next_weights(ws, space);
+  if (T == 1) warm_next_weights(ms, space);
   // Weight i's rows [lo, hi) within the merged range [g0, g1) (none when lo >= hi).
   auto rows_of = [&](size_t i, int64_t g0, int64_t g1) {
     return std::pair{std::max(g0, first[i]) - first[i],
@@ -211,14 +215,14 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
       const auto [lo, hi] = rows_of(i, g0, g1);
       if (lo >= hi) continue;
       const GemmOut out{outs[i], ws[i]->shape[0], biases[i], nullptr, 0};
-      gemm_any(*inputs[input_of[i]], *ws[i], lo, hi, out);
+      gemm_any(*inputs[input_of[i]], ms[i], lo, hi, out);
     }
   };
   auto bytes_of = [&](int64_t g0, int64_t g1) {
     int64_t bytes = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
       const auto [lo, hi] = rows_of(i, g0, g1);
-      if (lo < hi) bytes += (hi - lo) * weight_row_bytes(*ws[i]);
+      if (lo < hi) bytes += (hi - lo) * weight_row_bytes(ms[i]);
     }
     return bytes;
   };
@@ -249,11 +253,12 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
     swiglu_row(gu.data(), gu.data() + N, N, y);  // the row function of swiglu_forward: fusion changes no bits
     return;
   }
+  const CpuMatrix mg(wg), mu(wu);
   GemmInput& gin = scratch_input(0);
   GemmInput& uin = scratch_input(1);
-  prepare_gemm_input(x, T, wg, gin);
-  const bool shared = gemm_input_fits(gin, wu);
-  if (!shared) prepare_gemm_input(x, T, wu, uin);
+  prepare_gemm_input(x, T, mg.any_view(), gin);
+  const bool shared = gemm_input_fits(gin, mu.any_view());
+  if (!shared) prepare_gemm_input(x, T, mu.any_view(), uin);
   // Prefill: columns per pass, gate then up, so that the (T, slice) results of both stay in cache for the SwiGLU.
   const int64_t kSlice = 64;  // whole I4 blocks
   auto rows = [&](int64_t n0, int64_t n1) {
@@ -263,15 +268,15 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
     u.resize(static_cast<size_t>(T * kSlice));
     for (int64_t s0 = n0; s0 < n1; s0 += kSlice) {
       const int64_t s1 = std::min(n1, s0 + kSlice), width = s1 - s0;
-      gemm_any(gin, wg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
-      gemm_any(shared ? gin : uin, wu, s0, s1, GemmOut{u.data(), width, nullptr, nullptr, s0});
+      gemm_any(gin, mg, s0, s1, GemmOut{g.data(), width, nullptr, nullptr, s0});
+      gemm_any(shared ? gin : uin, mu, s0, s1, GemmOut{u.data(), width, nullptr, nullptr, s0});
       for (int64_t t = 0; t < T; ++t) {  // the same row function as swiglu_forward: fusion changes no bits
         swiglu_row(g.data() + t * width, u.data() + t * width, width, y + t * N + s0);
       }
     }
   };
-  const int64_t row_bytes_gu = weight_row_bytes(wg) + weight_row_bytes(wu);  // a gate row and an up row
-  parallel_rows(N, std::max(row_group(wg), row_group(wu)), rows,
+  const int64_t row_bytes_gu = weight_row_bytes(mg) + weight_row_bytes(mu);  // a gate row and an up row
+  parallel_rows(N, std::max(row_group(wg.dtype), row_group(wu.dtype)), rows,
                 [&](int64_t n0, int64_t n1) { return (n1 - n0) * row_bytes_gu; });
 }
 
@@ -298,14 +303,10 @@ void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float*
   }
   ThreadPool::global().parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      // A split table (Tensor::parts: the load keeps a looked-up table whole, but any reader may get one) by its part.
-      const RowPart* part = part_of(table, ids[t]);
-      const Tensor& rows = part != nullptr ? part->rows : table;
-      const int64_t r = part != nullptr ? ids[t] - part->row0 : ids[t];
-      if (is_int_weight(rows.dtype)) {
-        row_to_f32(rows, r, out + t * C);
+      if (is_int_weight(table.dtype)) {
+        row_to_f32(table, ids[t], out + t * C);
       } else {
-        widen_row(rows.dtype, rows.row_ptr(r), out + t * C, C);
+        widen_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
       }
     }
   });

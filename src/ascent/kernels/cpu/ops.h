@@ -32,11 +32,11 @@ void matmul_multi_forward(const float* x, int64_t T, std::span<const Tensor* con
                           std::span<const float* const> biases, std::span<float* const> outs);
 // y (T, N) = silu(x @ wg^T) * (x @ wu^T): the gate and up projections with SwiGLU, one node.
 void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Tensor& wu, float* y);
-// The matmuls above take split matrices (Tensor::parts) too, with the same results. For one decode (T = 1) call on
-// `threads` threads, over the weights it streams (matmul_forward: its one; matmul_multi_forward: its list;
-// matmul_swiglu_forward: gate, up), rows cuts[i][t] .. cuts[i][t + 1] of ws[i] are those thread t owns and streams
-// first (it may then steal from another's). A load that places each thread's rows of every call one after another
-// (model/weight_layout.h) gives each thread one sequential run through a token's weights.
+// The matmuls above read a weight's backend copy where the load made one (Tensor::packed), with the same results. For
+// one decode (T = 1) call on `threads` threads, over the weights it streams (matmul_forward: its one;
+// matmul_multi_forward: its list; matmul_swiglu_forward: gate, up), rows cuts[i][t] .. cuts[i][t + 1] of ws[i] are
+// those thread t owns and streams first (it may then steal from another's). A load that places each thread's rows of
+// every call one after another (model/weight_layout.h) gives each thread one sequential run through a token's weights.
 std::vector<std::vector<int64_t>> decode_row_shares(std::span<const Tensor* const> ws, int threads);
 // y (T, C) = x * w[c % P] for a weight vector of P elements (P divides C): a norm's scale, per row or per head.
 void mul_vec_forward(const float* x, int64_t T, int64_t C, const float* w, int64_t P, float* y);
