@@ -1,19 +1,18 @@
 #!/usr/bin/python3
-"""A/B decode speed of several ascent binaries on one model, runs interleaved and each judged against the read
-bandwidth measured beside it.
+"""A/B decode speed of several ascent binaries on one model: runs interleaved, each judged by the read beside it.
 
-This host's memory moves between a slow state (two threads read about what one does) and a fast one (two threads
-read ~1.7x one) within seconds or less (bench/RESULTS.md, sessions 13-15), so back-to-back medians of two builds
-compare states as often as code. This alternates the binaries round by round (every other round in reverse order:
-in one session 18 series the run second in each round read less beside its tokens in 12 rounds of 12), takes each `ascent bench --jsonl`
-decode result with the read each run was judged against (since session 15, reads between its tokens; before, reads
-just before and after the run), and prints per binary the median t/s and % of read, overall and split by state (the
-median of a result's reads above --fast-gbps counts it as fast). It measures; it does not judge.
+A host's memory can move between a slow state (two threads read about what one does) and a fast one (two threads
+read ~1.7x one) within seconds (bench/RESULTS.md, roofline table). So back-to-back medians of two builds compare
+states as often as code. This script alternates the binaries round by round, every other round in reverse order: the
+run second in a round can read less beside its tokens. It takes each `ascent bench --jsonl` decode result with the
+reads each run was judged against (reads between its tokens). It prints per binary the median t/s and % of read,
+overall and split by state; a result whose reads' median is above --fast-gbps counts as fast. It measures; it does
+not judge.
 
-Then, for each binary after the first, the median over rounds of its % of read minus the first binary's in the same
-round, counting only rounds whose two reads agree within --pair-gbps (session 22: medians of whole series often
-differed by the states their rounds met, not by the code), and the median over all rounds of its t/s over the first
-binary's in the same round, with how many rounds it was faster in.
+Then, for each binary after the first, it prints two figures against the first binary in the same round:
+  - the median of its % of read minus the first binary's, counting only rounds whose two reads agree within
+    --pair-gbps (medians of whole series differ by the states their rounds met as much as by the code);
+  - the median over all rounds of its t/s over the first binary's, with how many rounds it was faster in.
 
   bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] [--pair-gbps 5]
                      BIN [BIN ...]
@@ -95,8 +94,8 @@ def main():
         print(f"\npaired with {first}: {b}: median {median} points of the read over {len(diffs)} rounds whose reads "
               f"differ by <= {args.pair_gbps:g} GB/s ({per_round}); {left_out} rounds left out")
         # t/s against the same round's first binary, every round: a code change that moves bytes and arithmetic
-        # alike shows here even when the reads beside the runs swing (session 23: the reads moved 10+ GB/s between
-        # the two runs of many rounds while the tokens' speed stayed).
+        # alike shows here even when the reads beside the runs swing. The reads can move 10+ GB/s between the two runs
+        # of a round while the tokens' speed stays.
         ratios = [y["tps_median"] / x["tps_median"] for x, y in zip(results[0], results[i])]
         faster = sum(r > 1 for r in ratios)
         print(f"t/s against {first}, same round: median x{statistics.median(ratios):.3f} over {len(ratios)} rounds, "

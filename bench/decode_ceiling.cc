@@ -1,40 +1,40 @@
 // decode_ceiling: how fast one core runs each format's single-token matmul (the decode kernels) when its weights
-// already sit in the core's L2, i.e. the compute ceiling a decode kernel has before memory enters. Two cores must
-// each stream half of a model's read bandwidth; a format whose one-core ceiling is not well above that cannot
-// overlap its arithmetic with the stream (bench/RESULTS.md, sessions 12-13). The activations are prepared once
-// (prepare_gemm_input), then gemm_rows for the active ISA (ASCENT_ISA to force one) runs over the whole matrix
-// again and again on the calling thread, no thread pool. Beside each format, a plain 256-bit read of the same
-// bytes from L2 in the same run, the peer its GB/s is judged against, and the time one token's activations take to
-// prepare for it (prepare_gemm_input over --cols values, in L1): a decode step runs that on the calling thread alone
-// before each matmul, while the other threads wait.
+// already sit in the core's L2: the compute ceiling a decode kernel has before memory enters. Two cores must each
+// stream half of a model's read bandwidth. A format whose one-core ceiling is not well above that cannot overlap its
+// arithmetic with the stream (bench/RESULTS.md, decode ceiling table).
+// The activations are prepared once (prepare_gemm_input). Then gemm_rows for the active ISA (ASCENT_ISA forces one)
+// runs over the whole matrix again and again on the calling thread, with no thread pool. Beside each format come two
+// more figures. One is a plain 256-bit read of the same bytes from L2 in the same run, the peer its GB/s is judged
+// against. The other is the time one token's activations take to prepare for it (prepare_gemm_input over --cols
+// values, in L1): a decode step runs that on the calling thread alone before each matmul, while the other threads
+// wait.
 //   decode_ceiling [--rows 512] [--cols 2048] [--passes 15] [--bytes-per-pass 40000000] [--cpu N] [format ...]
 // --cpu N pins the thread to logical CPU N (as `taskset -c N` would), so that each core's ceiling can be read in
-// turn: on this project's 2-vCPU Zen 5 VM one vCPU at times ran the instruction-heavy loops a third slower than the
-// other (q4_0r 40 against 63 GB/s, int8 110 against 164) while its plain vector arithmetic ran as fast, and minutes
-// later as fast as the other; an unpinned run then reports whichever core the scheduler picked (bench/RESULTS.md,
-// session 22).
-// Formats: f32 f16 bf16 int8 int4 q8_0 q4_0 q4_k q6_k q8_0r q4_0r q4_kr q6_kr (default: all). Random weights
-// (K-quant super-blocks with random codes, sub-block scales and a fixed d). Each format's matrix keeps the first
-// of --rows rows that fit in 5/8 of the core's L2 (sysconf; 640 KiB of a 1 MiB L2, 320 KiB of a Zen 3's 512 KiB,
-// which the fixed 640 KiB of before overflowed into L3), so that it stays in L2 beside the activations. Prints the best
-// and median pass of each in GB/s of weight bytes.
+// turn. On a VM, one vCPU can run the instruction-heavy loops a third slower than its sibling for minutes, while its
+// plain vector arithmetic runs as fast. An unpinned run then reports whichever core the scheduler picked
+// (bench/RESULTS.md, decode ceiling table).
+// Formats: f32 f16 bf16 int8 int4 q8_0 q4_0 q4_k q6_k q8_0r q4_0r q4_kr q6_kr (default: all). Weights are random
+// (K-quant super-blocks with random codes, sub-block scales and a fixed d). Each format's matrix keeps the first of
+// --rows rows that fit in 5/8 of the core's L2, so that it stays in L2 beside the activations. The L2 size comes from
+// sysconf: 640 KiB of a 1 MiB L2, 320 KiB of a 512 KiB one. Prints the best and median pass of each in GB/s of weight
+// bytes.
 //   decode_ceiling --dram MIB [--rows 5632] [--cols 2048] [--passes 40] [--threads 0] [--fast-gbps 45]
 //                  [--each] [format[:rows] ...]
-// The same kernels streaming from DRAM instead, as a model's decode does: each format's matrix copied onto huge
-// pages until MIB are filled, one matmul_forward per copy on the thread pool (all cores by default), each pass
-// between two plain reads of as many bytes on as many threads. This host's memory moves between a slow state (two
-// threads read about what one does) and a fast one within seconds, so every pass is judged against the reads just
-// before and after it and counted as fast (both above --fast-gbps) or slow (both below 40 GB/s; others dropped).
-// Prints per format the median and quartiles of kernel / read (and kernel / same bytes, below) in each state (--each:
-// also every pass's GB/s). A kernel that keeps up with memory in the slow state but not in the fast one is bound by its
-// instructions per byte (bench/RESULTS.md, session 15). A format given as FORMAT:ROWS streams matrices of ROWS rows
-// instead of --rows, so one run can alternate the same format at several sizes: `--dram 200 int4:2048 int4:32000` shows
-// what each matmul call costs beyond its bytes (session 16: in the fast state a 2048-row int4 matrix streamed at ~70%
-// of the read, a 32000-row one at ~90%). Beside each state's kernel / read, kernel / same bytes: the kernel's own
-// copies read the same plain way right after it (one pool call per copy, as the kernel makes): on the Zen 5 VM
-// separately allocated buffers read at rates that differ by up to ~20% and keep that difference for minutes
-// (bench/RESULTS.md, session 29), so kernel / read also carries where the two buffers landed, and kernel / same bytes
-// does not.
+// --dram runs the same kernels streaming from DRAM instead, as a model's decode does. Each format's matrix is copied
+// onto huge pages until MIB are filled. A pass runs one matmul_forward per copy on the thread pool (all cores by
+// default), between two plain reads of as many bytes on as many threads. A host's memory can move between a slow
+// state (two threads read about what one does) and a fast one within seconds. So every pass is judged against the
+// reads just before and after it, and counted as fast (both above --fast-gbps) or slow (both below 40 GB/s; others
+// are dropped). Prints per format the median and quartiles of kernel / read (and kernel / same bytes, below) in each
+// state; --each also prints every pass's GB/s. A kernel that keeps up with memory in the slow state but not in the
+// fast one is bound by its instructions per byte (bench/RESULTS.md, decode ceiling table).
+// A format given as FORMAT:ROWS streams matrices of ROWS rows instead of --rows, so one run can alternate the same
+// format at several sizes. `--dram 200 int4:2048 int4:32000` shows what each matmul call costs beyond its bytes: a
+// 2048-row int4 matrix streams at a lower share of the read than a 32000-row one.
+// Beside each state's kernel / read comes kernel / same bytes: the kernel's own copies, read the same plain way right
+// after it (one pool call per copy, as the kernel makes). Separately allocated buffers can read at rates that differ
+// by up to ~20% for minutes (bench/RESULTS.md, roofline table). So kernel / read also carries where the two buffers
+// landed, and kernel / same bytes does not.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -283,9 +283,9 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     }
     return best;
   };
-  // The stream's own copies read plainly, one pool call per copy, each copy split over the threads: the copies in
-  // three thirds (all of them, each way, when there are fewer than three), each with one of sum_bytes' prefetches, the
-  // fastest kept, as read_pass does.
+  // The stream's own copies read plainly, one pool call per copy, each copy split over the threads. The copies are
+  // read in three thirds (all of them, each way, when there are fewer than three), each with one of sum_bytes'
+  // prefetches, and the fastest kept, as read_pass does.
   auto same_pass = [&](const Stream& st) {
     const int64_t chunk = st.copy_bytes / parts / 128 * 128;
     const size_t n = st.copies.size();

@@ -1,24 +1,23 @@
 #!/usr/bin/python3
-"""Issue 5's table: `ascent bench` over every weight format, several passes in rotated order, medians judged
-against the issue's targets.
+"""The kernel table: `ascent bench` over every weight format, several passes in rotated order, medians judged
+against the targets.
 
-One pass runs `ascent bench -m MODEL -p 512 -n 128 -t 2 -r 3 --no-mmap --jsonl` for each model in turn. This host's
-memory rate moves by up to 1.8x within minutes (bench/RESULTS.md), so one pass decides nothing: the script takes
---passes passes and reports each format's median over them. Pass i starts at the i-th model and wraps around, so
-that no format always runs first (right after the previous pass's last model freed its memory) or always last
-(sessions 43-44 ran one fixed order, int4 first every time; session 45's three rotated series showed no effect of the
-position, medians 90-95% of the read at each of the 7, but the rotation keeps a state that favours one slot off any
-one format).
+One pass runs `ascent bench -m MODEL -p 512 -n 128 -t 2 -r 3 --no-mmap --jsonl` for each model in turn. A host's
+memory rate can move by up to 1.8x within minutes (bench/RESULTS.md, roofline table), so one pass decides nothing.
+The script takes --passes passes and reports each format's median over them. Pass i starts at the i-th model and
+wraps around. So no format always runs first (right after the previous pass's last model freed its memory) or always
+last. Rotated series have shown no effect of the position (bench/RESULTS.md, kernel table), but the rotation keeps
+any such effect off any one format.
 
-Decode is judged as `ascent bench` judges it (each token against reads of memory measured beside it); prefill
-against the tokens/s the issue derives from llama.cpp's figures on the same model shape. The script measures and
-compares; it changes nothing.
+Decode is judged as `ascent bench` judges it: each token against reads of memory measured beside it. Prefill is
+judged against tokens/s derived from llama.cpp's figures on the same model shape (PREFILL_TPS below). The script
+measures and compares; it changes nothing.
 
   bench/kernel_table.py [--ascent BIN] [--passes 5] [-p 512] [-n 128] [-r 3] [-t 2] [--jsonl OUT] [MODEL ...]
 
-MODEL defaults to bench/models/tl16-{int4,int8,bf16}.safetensors and tl16-{q4_0,q8_0,q4_k,q6_k}.gguf
-(bench/RESULTS.md's Issue 5 section gives the commands that make them); a model's format is the part of its file
-name after the last '-' (tl16-q4_0.gguf: q4_0).
+MODEL defaults to bench/models/tl16-{int4,int8,bf16}.safetensors and tl16-{q4_0,q8_0,q4_k,q6_k}.gguf; bench/RESULTS.md
+(kernel table) gives the commands that make them. A model's format is the part of its file name after the last '-'
+(tl16-q4_0.gguf: q4_0).
 """
 import argparse
 import json
@@ -33,8 +32,8 @@ DEFAULT_MODELS = [os.path.join(HERE, "models", f"tl16-{f}") for f in
                   ("int4.safetensors", "int8.safetensors", "bf16.safetensors", "q4_0.gguf", "q8_0.gguf",
                    "q4_k.gguf", "q6_k.gguf")]
 
-# Issue 5's targets. llama.cpp (commit 34af94cd9, 2 threads, the 16-layer TinyLlama shape) measured pp512 Q8_0 132
-# t/s, Q4_0 261, F16 165: int8 must reach 2x the first (and 55% of the vpdpbusd peak), int4 and bf16 1.5x the others.
+# The targets. llama.cpp (commit 34af94cd9, 2 threads, the 16-layer TinyLlama shape) ran pp512 at Q8_0 132 t/s,
+# Q4_0 261, F16 165. int8 must reach 2x the first (and 55% of the vpdpbusd peak), int4 and bf16 1.5x the others.
 PREFILL_TPS = {"int8": 2 * 132, "int4": 1.5 * 261, "bf16": 1.5 * 165}
 PREFILL_PCT = {"int8": 55.0}
 DECODE_PCT = {f: 85.0 for f in ("int8", "int4", "q4_0", "q8_0", "q4_k", "q6_k")}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Quantization quality: perplexity of story-656K and stories260K over held-out ../shared/corpora text, for f32,
 int8, int4 rounded to nearest and int4 calibrated (activation-aware, --calib on a different part of the corpus).
-Prints a table and checks issue 5's bounds: int8 at most +1% over f32; calibrated int4 loses at most half of what
+Prints a table and checks the quality bounds: int8 at most +1% over f32; calibrated int4 loses at most half of what
 round-to-nearest int4 loses. Exit status 1 if a bound fails.
 
   python3 bench/quality.py [--ascent build/release/ascent] [--shared ../shared] [--group 32] [--chunks 40]

@@ -1,9 +1,10 @@
 // stream_patterns: how fast one thread reads memory in the access patterns of the decode (GEMV) kernels, with no
 // arithmetic, so a kernel's GB/s can be judged against what its pattern allows rather than against a plain
-// sequential read. Patterns over a buffer of row-major rows of --row bytes: one row after another (the order of
-// one-row decode tiles, i.e. a sequential read), and R rows read side by side in bursts of B bytes per row, each
-// with the next tile prefetched as the kernels do (gemm_tiles.h, prefetch_ahead); and the sequential read without
-// that prefetch.
+// sequential read. The patterns run over a buffer of row-major rows of --row bytes:
+//   - one row after another (the order of one-row decode tiles, i.e. a sequential read);
+//   - R rows read side by side in bursts of B bytes per row.
+// Each prefetches the next tile as the kernels do (gemm_tiles.h, prefetch_ahead); the sequential read also runs
+// without that prefetch.
 //   stream_patterns [--mib 1024] [--row 1024] [--passes 5]
 // Prints the best pass of each pattern in GB/s. AVX-512 machines only; it refuses to run elsewhere.
 #include <immintrin.h>

@@ -1,6 +1,6 @@
-"""Shared helpers for the end-to-end tests: locating the binaries and ../shared, running ascent, reading and
-writing safetensors and GGUF files independently of Ascent's own code, and a PyTorch reference of each supported
-architecture written from the Hugging Face model definitions (modeling_llama, modeling_mistral, modeling_qwen2,
+"""Shared helpers for the end-to-end tests. They locate the binaries and ../shared, run ascent, and read and write
+safetensors and GGUF files independently of Ascent's own code. They also hold a PyTorch reference of each supported
+architecture, written from the Hugging Face model definitions (modeling_llama, modeling_mistral, modeling_qwen2,
 modeling_qwen3, modeling_gpt2)."""
 import atexit
 import json

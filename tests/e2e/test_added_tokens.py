@@ -1,14 +1,22 @@
-"""tokenizer.json added tokens keep their matching rules when special tokens are parsed, as Hugging Face's
-AddedToken defines them: lstrip and rstrip take the whitespace on that side (Unicode White_Space, up to the previous
-match) into the token, so out of the text around it; single_word matches only where no word character (letters,
-marks, digits, '_') touches the token, and the text is then encoded as text; normalized tokens match in the
-normalized text (below). Before, these flags were not read: the whitespace stayed in the neighbouring text,
-single-word tokens matched inside words, and normalized ones matched in the raw text, without a word.
+"""tokenizer.json added tokens keep their matching rules when special tokens are parsed, as Hugging Face's AddedToken
+defines them.
+
+- lstrip and rstrip take the whitespace on that side (Unicode White_Space, up to the previous match) into the token, so
+  out of the text around it.
+- single_word matches only where no word character (letters, marks, digits, '_') touches the token; the text is then
+  encoded as text.
+- normalized tokens match in the normalized text (below).
+
+Read wrongly, each flag changes the ids without a word: the whitespace stays in the neighbouring text, single-word
+tokens match inside words, normalized ones match in the raw text.
 
 The files are story-656K's tokenizer.json with <|end_story|>'s flags set and its added tokens matched before
 normalization ("normalized": false: its Prepend normalizer then prefixes every run), and the file as it is. Expected
-ids: the special token's id and the ids of the text around it as it must be cut, each run encoded alone (or, for a
-refused match, the whole text encoded without special tokens), and story-656K's known output from ../shared."""
+ids:
+
+- the special token's id, and the ids of the text around it as it must be cut, each run encoded alone;
+- for a refused match, the whole text encoded without special tokens;
+- story-656K's known output from ../shared."""
 import json
 import os
 
@@ -85,11 +93,10 @@ def main():
     check(all(END in g for g in got), f"(without single_word they match: {got})")
 
     # story-656K's own file marks its added tokens "normalized": true. Hugging Face matches such a token in each run's
-    # normalized text, by its normalized content: here Prepend + Replace make that "▁<|end_story|>", so the token is
-    # found only where a space (or the run's start) comes before it, that space goes with it, and the text after it
-    # is not prefixed again (the run was prefixed once, at its start). Before, the token was matched in the raw text
-    # and every run around it prefixed. Expected: the text after a token encoded with no prefix (a Metaspace "never"
-    # file encodes it so), and a token with no space before it encoded as text.
+    # normalized text, by its normalized content. Here Prepend + Replace make that "▁<|end_story|>". So the token is
+    # found only where a space (or the run's start) comes before it, and that space goes with it. The text after it is
+    # not prefixed again: the run was prefixed once, at its start. Expected: the text after a token encoded with no
+    # prefix (a Metaspace "never" file encodes it so), and a token with no space before it encoded as text.
     story_file = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
     never = os.path.join(D, "never.json")
     with open(never, "w") as f:

@@ -1,6 +1,6 @@
-"""Broken models fail cleanly: a missing, truncated or corrupted file (bad magic, bad header JSON, offsets out of
-range, dtype or shape mismatch, missing tensor) gives exactly one line on stderr that names the file and the
-fault, and exit code 1. Under the asan preset the same script runs the sanitized binary, so none may crash."""
+"""Broken models fail cleanly. A missing, truncated or corrupted file (bad magic, bad header JSON, offsets out of range,
+dtype or shape mismatch, missing tensor) gives exactly one line on stderr, naming the file and the fault, and exit code
+1. Under the asan preset the same script runs the sanitized binary, so none may crash."""
 import json
 import os
 import shutil
@@ -57,25 +57,27 @@ def main():
     json.dump(c, open(os.path.join(folder, "config.json"), "w"))
     expect_error("config missing hidden_size", gen(folder), ["config.json", "hidden_size"])
 
-    # config.json values of the wrong shape: one line naming the file and the field (an empty eos_token_id list was
-    # read past its end, 1.5 was truncated to 1, a string rope_scaling and a negative window were not caught).
+    # config.json values of the wrong shape: one line naming the file and the field. An empty eos_token_id list, a float
+    # for an integer (not truncated), a string rope_scaling and a negative window are all caught.
     eos_msg = "field eos_token_id must be an integer or a non-empty list of integers"
     for key, value, needle in [("eos_token_id", [], eos_msg),
                                ("eos_token_id", ["a"], eos_msg),
                                ("intermediate_size", 1.5, "field intermediate_size must be an integer, got 1.5"),
                                ("rope_scaling", "bad", "field rope_scaling must be an object or null"),
                                ("sliding_window", -5, "sliding_window -5 must be 0 (none) or positive"),
-                               # Ids outside the vocabulary: bos failed first at the embedding, an end id never.
+                               # Ids outside the vocabulary: checked at load (bos would fail first at the embedding, an
+                               # end id never).
                                ("bos_token_id", 10 ** 6, "bos_token_id 1000000 is not a token id"),
                                ("eos_token_id", [2, -1], "eos_token_id -1 is not a token id"),
-                               # Past int32: wrapped (2^63 became 0, a valid id; 2^31 was reported as -2^31).
+                               # Past int32: refused, not wrapped (2^63 would become 0, a valid id; 2^31 would be
+                               # reported as -2^31).
                                ("eos_token_id", 2 ** 63, f"field eos_token_id {2 ** 63} is out of range"),
                                ("eos_token_id", [2, 2 ** 31], f"field eos_token_id {2 ** 31} is out of range"),
                                ("bos_token_id", 2 ** 32 + 1, f"field bos_token_id {2 ** 32 + 1} is out of range"),
-                               # Reported as "head_dim must be a positive integer, got 0", a field the file lacks.
+                               # Not "head_dim must be a positive integer, got 0", a field the file lacks.
                                ("num_attention_heads", 1000, "hidden_size 64 is not a multiple of num_attention_heads "
                                 "1000 (and there is no head_dim)"),
-                               # Rotary over part of each head was ignored.
+                               # Rotary over part of each head: refused, not ignored.
                                ("partial_rotary_factor", 0.5, "partial_rotary_factor 0.5 is not supported")]:
         folder, cfg, w = fresh_hf("config-value")
         c = dict(cfg, **{key: value})
@@ -110,7 +112,7 @@ def main():
     expect_error("bad header JSON", gen(folder), ["model.safetensors", "bad header JSON"])
 
     # A byte that is not UTF-8 in the header: the JSON parser's message quotes it ("last read"), and the error line
-    # shows it as an escape, so it stays valid UTF-8 (it reached stderr raw before).
+    # shows it as an escape, so it stays valid UTF-8.
     folder, _, _ = fresh_hf("bad-utf8")
     with open(st(folder), "r+b") as f:
         f.seek(10)
@@ -214,7 +216,7 @@ def main():
                  gen(variant("theta.gguf", with_value("llama.rope.freq_base", struct.pack("<f", float("inf"))))),
                  ["theta.gguf", "rope_theta inf must be positive and finite"])
     # Metadata entries added in front of the others, with a filler entry that keeps the header's length a multiple of
-    # the 32-byte alignment, so that the data section and every tensor offset stay where they were.
+    # the 32-byte alignment. So the data section and every tensor offset stay where they are.
     def with_entries(entries):
         def entry(key, t, packed):
             return struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", t) + packed
@@ -261,8 +263,7 @@ def main():
     open(os.path.join(folder, "tokenizer.json"), "w").write('{"model": {"type": "BPE", "vocab": [1, 2')
     expect_error("malformed tokenizer.json", ["generate", "-m", folder, "-p", "hi", "-n", "2"],
                  ["tokenizer.json", "bad JSON"])
-    # A tokenizer with more tokens than the model has rows: the error names the tokenizer and the model (it named
-    # neither).
+    # A tokenizer with more tokens than the model has rows: the error names the tokenizer and the model.
     s260 = os.path.join(SHARED, "models", "stories260K", "stories260K.bin")
     tok656 = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
     expect_error("tokenizer larger than the model's vocabulary",
@@ -290,8 +291,8 @@ def main():
     expect_error("logits --beside with --twice", ["logits", "-m", folder, "--prompt-ids", "1 2", "-o", out,
                                                   "--beside", "1", "--twice"], ["--beside", "--twice"])
     check(not os.path.exists(out), "logits refused before writing anything")
-    # A bad ASCENT_ISA is refused before the model loads, in a line that names the variable and nothing else (it
-    # once surfaced at the first kernel call, under that graph node's name), by every command that loads a model.
+    # A bad ASCENT_ISA is refused before the model loads, by every command that loads a model. The line names the
+    # variable and nothing else, not the graph node whose kernel call would first read it.
     for value in ["bogus", "AVX512"]:
         r = run(gen(folder), timeout=120, env={"ASCENT_ISA": value})
         line = r.stderr.strip()
@@ -304,9 +305,9 @@ def main():
     r = run(["quantize", "-m", folder, "-o", q_out, "--type", "int8"], timeout=120, env={"ASCENT_ISA": "bogus"})
     check(r.returncode == 1 and r.stderr.strip() == "ascent: error: ASCENT_ISA=bogus: expected avx512, avx2 or ref"
           and not os.path.exists(q_out), f"quantize under ASCENT_ISA=bogus: exit {r.returncode}, {r.stderr.strip()!r}")
-    # perplexity: a window longer than the model's context (story-656K: 512) is refused, not cut to it; a negative
-    # --chunks is refused, not read as "all"; both checks name the flag, and the flags' own bounds and the text file
-    # are checked before the model loads.
+    # perplexity: a window longer than the model's context (story-656K: 512) is refused, not cut to it. A negative
+    # --chunks is refused, not read as "all". Both checks name the flag. The flags' own bounds and the text file are
+    # checked before the model loads.
     s656 = os.path.join(SHARED, "models", "story-656K")
     text = os.path.join(SHARED, "corpora", "tinyshakespeare.txt")
     expect_error("perplexity -c past the context", ["perplexity", "-m", s656, "-f", text, "-c", "513"],
@@ -318,8 +319,8 @@ def main():
     r = run(["perplexity", "-m", s656, "-f", text, "-c", "512", "--chunks", "1"], timeout=120)
     check(r.returncode == 0 and r.stdout.strip().splitlines()[-1].startswith("ppl = "),
           f"perplexity -c 512 (the whole context) runs: exit {r.returncode}")
-    # generate: sampling values without a meaning are refused, naming the flag (values past a range were once read as
-    # "off"), before the model loads; so are a context past the model's and one below 1.
+    # generate: sampling values without a meaning are refused, naming the flag, not read as "off". So are a context past
+    # the model's and one below 1. All before the model loads.
     for flag, value, message in [("--temp", "-1", "--temp must be 0 (greedy) or more, got -1"),
                                  ("--temp", "nan", "--temp must be 0 (greedy) or more, got nan"),
                                  ("--top-k", "-3", "--top-k must be 0 (off) or more, got -3"),
@@ -341,17 +342,17 @@ def main():
     check(r.returncode == 0 and len(r.stdout.split()) == 6 and
           "stopped at the context length of 5 positions: 3 of the 10 tokens -n asked for" in r.stderr,
           f"a full context is reported: exit {r.returncode}, {r.stdout.strip()!r}, {r.stderr.strip()[-120:]!r}")
-    # logits: negative --step / --beside were read as 0; tokenize: -p beside --text-file was dropped; convert: a GGUF
-    # written under another name. Each is refused, naming the flag, and nothing is written.
+    # logits: negative --step / --beside (not read as 0); tokenize: -p beside --text-file (neither dropped); convert: a
+    # GGUF written under another name. Each is refused, naming the flag, and nothing is written.
     npy = os.path.join(ROOT, "never.npy")
     for flag, message in [("--step", "--step: must be 0 (all at once) or more, got -1"),
                           ("--beside", "--beside: must be 0 (alone) or more, got -1")]:
         expect_error(f"logits {flag} -1", ["logits", "-m", s656, "--prompt-ids", "1 2 3", "-o", npy, flag, "-1"],
                      [message])
         check(not os.path.exists(npy), f"logits {flag} -1 wrote nothing")
-    # Where -o is a link, the file it names is written and the link stays (a rename over the link made it a plain
-    # file); a device is written in place: a link to /dev/full fails with ENOSPC, and /dev/full stays a device (as
-    # root, the rename once replaced /dev/full itself with a plain file). A directory is refused.
+    # Where -o is a link, the file it names is written and the link stays: a rename over the link would make it a plain
+    # file. A device is written in place: a link to /dev/full fails with ENOSPC, and /dev/full stays a device (as root,
+    # a rename would replace /dev/full itself with a plain file). A directory is refused.
     logits = ["logits", "-m", s656, "--prompt-ids", "1 2 3", "-o"]
     full_link = os.path.join(ROOT, "full.npy")
     os.symlink("/dev/full", full_link)
@@ -394,12 +395,12 @@ def main():
             timeout=120)
     check(r.returncode == 0 and "stopped at the context length of 512 positions: 3 of the 10 tokens" in r.stderr,
           f"-c 0 takes the model's context: exit {r.returncode}, {r.stderr.strip()[-120:]!r}")
-    # doctor: a negative -t (read as all cores) and a bad ASCENT_ISA (which failed halfway down the report) are
-    # refused before any line is printed.
+    # doctor: a negative -t and a bad ASCENT_ISA are refused before any line is printed. -t is not read as all cores,
+    # and the report does not fail halfway down.
     cpus = os.cpu_count()
     most = min(512, 8 * cpus)
     for args, env, message in [(["doctor", "-t", "-1"], None, "ascent: error: -t: thread count must be >= 0, got -1"),
-                               # Spinning workers past 8 per CPU only slow each other down (-t 1000 did not finish).
+                               # Spinning workers past 8 per CPU only slow each other down (-t 1000 would not finish).
                                (["doctor", "-t", "1000"], None,
                                 f"ascent: error: -t 1000: at most {most} threads on this machine's {cpus} CPUs "
                                 "(8 per CPU, 512 in all)"),
@@ -425,8 +426,8 @@ def main():
     r = run(["generate", "--bogus-flag"])
     check(r.returncode == 2 and r.stderr.count("\n") == 1, f"unknown flag exits 2 with one line: {r.stderr.strip()!r}")
     shutil.rmtree(ROOT, ignore_errors=True)
-    # An -o in a folder that does not exist is refused before any work (the writers found out after loading and
-    # computing everything), and --beside is bounded (2^31 others ran for ever).
+    # An -o in a folder that does not exist is refused before any work, not after loading and computing everything.
+    # --beside is bounded: 2^31 others would run for ever.
     story = os.path.join(SHARED, "models", "story-656K")
     missing = os.path.join(ROOT, "no-such-folder")
     for what, args, want in [
@@ -442,8 +443,8 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and lines == [f"ascent: error: {want}"] and r.stdout == "",
               f"{what}: refused before any work: exit {r.returncode}, {lines[:1]!r}, stdout {r.stdout[:40]!r}")
-    # A directory named where a file is read: one line saying so. Before, tokenize printed nothing and exited 0,
-    # perplexity said the text had fewer than 2 tokens, and chat-template printed a bare std::filebuf error.
+    # A directory named where a file is read: one line saying so, not an empty text (tokenize printing nothing and
+    # exiting 0, perplexity saying the text has fewer than 2 tokens) or a bare std::filebuf error (chat-template).
     story = os.path.join(SHARED, "models", "story-656K")
     adir = os.path.join(ROOT, "a-directory")
     os.makedirs(adir, exist_ok=True)

@@ -1,7 +1,7 @@
-"""Batch invariance: a sequence's logits are bitwise identical whether it runs alone or in one batch beside 1, 3
-or 7 other sequences (other lengths and contents; its rows land at other offsets and tile positions), for every
-weight format and every ISA variant this CPU runs; whether the model is mapped or read into memory (--no-mmap);
-and whether the copied matrices are placed by thread or kept whole (--no-thread-layout)."""
+"""Batch invariance: a sequence's logits are bitwise identical whether it runs alone or in one batch beside 1, 3 or 7
+other sequences. The others have other lengths and contents, so its rows land at other offsets and tile positions. This
+holds for every weight format and every ISA variant this CPU runs, whether the model is mapped or read into memory
+(--no-mmap), and whether the copied matrices are placed by thread or kept whole (--no-thread-layout)."""
 import os
 import subprocess
 
@@ -47,9 +47,9 @@ def main():
         check(copied is not None and alone is not None and np.array_equal(alone, copied),
               f"{name:5s} {isas[-1]:6s}: logits with --no-mmap == mapped (bitwise)")
         # Copied, each thread's rows of every matmul are placed one after another for the load's thread count
-        # (model/weight_layout.h; --no-thread-layout keeps every matrix whole): the same bits, under every ISA, for
-        # 2 and 3 threads (shares of other sizes, and a third region).
-        # Float matrices (f32, f16, bf16) stay whole (weight_layout.h).
+        # (model/weight_layout.h; --no-thread-layout keeps every matrix whole). The same bits, under every ISA, for 2
+        # and 3 threads (shares of other sizes, and a third region). Float matrices (f32, f16, bf16) stay whole
+        # (weight_layout.h).
         for threads in ("2", "3"):
             r = run(["info", "-m", path, "--no-mmap", "-t", threads])
             whole = name in ("f32", "f16", "bf16")
@@ -72,11 +72,11 @@ def main():
             same = same and b is not None and np.array_equal(alone, b)
         check(same, f"q4_0  {isa:6s}: with an f16 KV cache, logits alone == beside 1, 3 and 7 other sequences "
                     f"(bitwise)")
-    # Under the AVX-512 and AVX2 kernels Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R), under the reference
-    # in place; the logits above covered each. Their values agree with the
-    # reference ISA's to rounding, amplified by this small model's per-block activation quantization (a rounding
-    # flip moves a code): AVX2 3.8e-3 from the reference; AVX-512 1.7e-7 since the build stopped fusing the
-    # activation quantizer's multiply and add (1.2e-2 before).
+    # Under the AVX-512 and AVX2 kernels, Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R); under the reference,
+    # in place. The logits above covered each. Their values agree with the reference ISA's to rounding, amplified by
+    # this small model's per-block activation quantization (a rounding flip moves a code). AVX2 is 3.8e-3 from the
+    # reference. AVX-512 is 1.7e-7, as the build does not fuse the activation quantizer's multiply and add (fused,
+    # 1.2e-2).
     for isa in isas:
         for t in ("q4_0", "q8_0"):
             r = run(["info", "-m", models[t]], env=dict(os.environ, ASCENT_ISA=isa))

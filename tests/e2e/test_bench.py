@@ -1,7 +1,7 @@
-"""`ascent bench` reports prefill and decode throughput like llama-bench: with --jsonl one object per test with
-the median, range and share of the roofline (decode, unless --roofline-gbps is given, each token against reads
-measured beside it); -d runs each test after that many tokens in the KV cache; -p, -n, -d and -t take lists; bad flags
-are refused with one line."""
+"""`ascent bench` reports prefill and decode throughput like llama-bench. With --jsonl it prints one object per test
+with the median, range and share of the roofline. Decode is judged token by token against reads measured beside it,
+unless --roofline-gbps is given. -d runs each test after that many tokens in the KV cache; -p, -n, -d and -t take lists;
+bad flags are refused with one line."""
 import json
 import os
 import re
@@ -34,10 +34,10 @@ def main():
     head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
     kv_row = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * 4  # K and V, f32, per position
     if len(objs) == 2:
-        # f32 matrices: prefill against the FP32 peak given (200 GFLOP/s: 2 FLOP per matrix element per token),
-        # decode against 20 GB/s (4 bytes per element, plus the KV rows step i attends over: i + 1 of them, 4.5 on
-        # average over 8 steps). Each share is the median times a model constant; the prefill one gives the element
-        # count, which pins the decode one.
+        # f32 matrices: prefill against the FP32 peak given (200 GFLOP/s: 2 FLOP per matrix element per token). Decode
+        # against 20 GB/s: 4 bytes per element, plus the KV rows step i attends over (i + 1 of them, 4.5 on average over
+        # 8 steps). Each share is the median times a model constant; the prefill one gives the element count, which pins
+        # the decode one.
         pp, tg = objs
         elems = pp["roofline_pct"] / pp["tps_median"] / 100 * 200e9 / 2
         want = 100 * (4 * elems + 4.5 * kv_row) / 20e9
@@ -86,10 +86,10 @@ def main():
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1] + ROOF)
     check(r.returncode == 0 and "| pp8 |" in r.stdout and "| tg2 |" in r.stdout and "roofline" in r.stdout,
           "table output names the tests and the roofline")
-    # Without --roofline-gbps each decode token is judged against reads measured beside it, and each run against
-    # those reads weighted by its tokens' times: the table says over which range the runs' reads lie, and the decode
-    # share lies between the slowest run on the fastest read and the fastest on the slowest (matrix bytes as
-    # printed, plus the KV rows; printed figures are rounded, hence the 5%).
+    # Without --roofline-gbps, each decode token is judged against reads measured beside it, and each run against those
+    # reads weighted by its tokens' times. The table says over which range the runs' reads lie. The decode share lies
+    # between the slowest run on the fastest read and the fastest on the slowest (matrix bytes as printed, plus the KV
+    # rows; printed figures are rounded, hence the 5%).
     r = run(["bench", "-m", MODEL, "-p", 0, "-n", 8, "-r", 2, "--jsonl"] + ROOF[2:])
     objs_r = [json.loads(line) for line in r.stdout.strip().splitlines()] if r.returncode == 0 else []
     check(len(objs_r) == 1 and len(objs_r[0].get("read_gbps", [])) == 2 and min(objs_r[0]["read_gbps"]) > 0,
@@ -111,9 +111,9 @@ def main():
     r = run(["bench", "-m", MODEL, "-p", 8, "-n", 2, "-r", 1, "--roofline-int8-gops", -5] + ROOF[:4])
     check(r.returncode == 1 and "--roofline-" in r.stderr and r.stderr.count("\n") == 1,
           f"a negative roofline figure refused: {r.stderr.strip()}")
-    # doctor measures the int8 dot peak of the instruction the integer kernels use on this CPU, named after the
-    # flags /proc/cpuinfo lists: AVX-512 VNNI's vpdpbusd, else AVX2's vpmaddubsw (before, AVX2-only CPUs had none, and
-    # bench judged their integer prefill against FP32 FMA, reading above 100%).
+    # doctor measures the int8 dot peak of the instruction the integer kernels use on this CPU, named after the flags
+    # /proc/cpuinfo lists: AVX-512 VNNI's vpdpbusd, else AVX2's vpmaddubsw. Without it, bench would judge an AVX2-only
+    # CPU's integer prefill against FP32 FMA, reading above 100%.
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     want = "vpdpbusd" if {"avx512f", "avx512_vnni"} <= set(flags) else "vpmaddubsw" if "avx2" in flags else None

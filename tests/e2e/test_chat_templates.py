@@ -1,7 +1,7 @@
-"""Chat templates: the Qwen3 and Llama-3 templates from ../shared render byte-identical to Debian's python3-jinja2
-(configured as Hugging Face's apply_chat_template configures it: trim_blocks, lstrip_blocks, loopcontrols,
-tojson = json.dumps(ensure_ascii=False), raise_exception, strftime_now) for conversations with system prompts, several turns,
-tool definitions, tool calls and results, reasoning, Unicode, and the generation prompt on and off. A set of
+"""Chat templates: the Qwen3 and Llama-3 templates from ../shared render byte-identical to Debian's python3-jinja2.
+jinja2 is configured as Hugging Face's apply_chat_template configures it: trim_blocks, lstrip_blocks, loopcontrols,
+tojson = json.dumps(ensure_ascii=False), raise_exception, strftime_now. The conversations have system prompts, several
+turns, tool definitions, tool calls and results, reasoning, Unicode, and the generation prompt on and off. A set of
 feature templates exercises the rest of the Jinja subset the same way."""
 import json
 import os
@@ -152,8 +152,7 @@ FEATURES = {
              # Python's float repr: fixed for decimal exponents -4..15, else d.ddde+XX
              " {{ 1e15 }} {{ 1e16 }} {{ 1.5e16 }} {{ 0.0001 }} {{ 0.00001 }} {{ 123456789.125 }} {{ -0.0 }}"
              " {{ 1e-300 }} {{ 2.5e-7 }} {{ 1e999 }} {{ 0.1 + 0.2 }} {{ [1e20, 3.0] }}",
-    # As jinja2 loads a template: "\r\n" and "\r" become "\n", and one final line end is dropped (here one was
-    # rendered and "\r" kept).
+    # As jinja2 loads a template: "\r\n" and "\r" become "\n", and one final line end is dropped.
     "line_ends": "a\r\n{{ messages[1].content }}\rb\r\n\n{{ 'x' }}\n",
     # jinja2's default Undefined iterates as nothing and has length 0 (here: an error).
     "undefined_iterates": "{% for t in no_such_list %}x{% endfor %}[{{ nope|length }}|{{ nope|list }}|{{ nope|join(',') }}"
@@ -264,8 +263,8 @@ FEATURES = {
                                 " {{ messages[0]|attr('role') }}|{{ messages[0]|attr('items') is defined }}"
                                 "|{{ 'abc'|attr('upper') is defined }}|{{ [1]|attr('append') is defined }}"
                                 "|{% set ns = namespace(a=3) %}{{ ns|attr('a') }}",
-    # Strings index and slice by characters, and strip, trim and split take Python's whitespace (U+00A0, U+3000, ...)
-    # and whole characters: bytes were taken before.
+    # Strings index and slice by characters. strip, trim and split take Python's whitespace (U+00A0, U+3000, ...) and
+    # whole characters, not bytes.
     "unicode_strings": "[{{ 'ÉtÉ'[0:3:2] }}][{{ 'aé'[1] }}][{{ 'ÉtÉ'[0:2] }}][{{ 'aéb日'[-2] }}][{{ 'aéb日'[::-1] }}]"
                        "[{{ 'aéb日'[-1:-5:-2] }}][{{ '日本語テキスト'[2:5] }}][{{ '日本語テキスト'[::-3] }}]"
                        "[{{ messages[1].content[0] }}][{{ ' hi\u00a0'.strip() }}][{{ '\u3000hi\u3000'|trim }}]"
@@ -347,9 +346,9 @@ def main():
     json.dump(CONVERSATIONS["multi_turn"], open(path, "w"))
     r = run(["chat-template", "--config", config, "--context", path])
     check(r.returncode == 1 and "only one message" in r.stderr, f"raise_exception reaches the user: {r.stderr.strip()}")
-    # What a model's template cannot make the renderer do: each is one line naming the template's file, exit 1, where
-    # before the process overflowed its stack, hung, ran out of memory or hit undefined behaviour. (jinja2 itself
-    # stops the first three with RecursionError, "too many levels of indentation" and its sandbox's range limit.)
+    # What a model's template cannot make the renderer do. Each is one line naming the template's file, exit 1, rather
+    # than a stack overflow, a hang, running out of memory or undefined behaviour. (jinja2 itself stops the first three
+    # with RecursionError, "too many levels of indentation" and its sandbox's range limit.)
     for what, source, needle in [
             ("150 nested parentheses", "{{ " + "(" * 150 + "1" + ")" * 150 + " }}", "nested more than 100 levels deep"),
             ("150 nested ifs", "{% if true %}" * 150 + "x" + "{% endif %}" * 150, "nested more than 100 levels deep"),
@@ -382,7 +381,7 @@ def main():
             ("attr with a number", "{{ 'a'|attr(4) }}", "attr expects a string, got '4'"),
             ("index of a missing substring", "{{ 'abc'.index('z') }}", "index: substring not found"),
             ("index of a missing item", "{{ [1].index(2) }}", "index: '2' is not in the list"),
-            # x[] left a null index that rendering dereferenced (SIGSEGV); x[1 2] was read as x[2].
+            # x[] would leave a null index for rendering to dereference (SIGSEGV); x[1 2] is not x[2].
             ("an empty subscript", "{{ x[] }}", "an empty subscript []"),
             ("two expressions in a subscript", "{{ [1, 2][1 0] }}", "expected ':' or ']' in a subscript"),
             ("islower beyond ASCII", "{{ 'é'.islower() }}", "islower() of text beyond ASCII is not supported"),
@@ -390,7 +389,7 @@ def main():
             ("rjust to 2^63 characters", "{{ 'a'.rjust(9223372036854775807) }}", "rjust makes more than 268435456"),
             ("join growing a string 10**5 times", "{{ (range(100000)|list)|join('y' * 100000)|length }}",
              "join makes more than 268435456 bytes"),
-            # 2^40 was cast to an int (0).
+            # Refused, not cast to an int (2^40 would become 0).
             ("tojson with a huge indent", "{{ [1]|tojson(indent=1099511627776) }}",
              "tojson indent 1099511627776 is past 1024"),
             # A Value per character: 200 MB of text asked for 20 GB.
@@ -411,7 +410,7 @@ def main():
             ("a surrogate escape", r"{{ '\ud800' }}", "is not a Unicode character (U+D800)"),
             # inf before (Python: ZeroDivisionError).
             ("0 to a negative power", "{{ 0 ** -1 }}", "0 cannot be raised to a negative power"),
-            # "expected a number, got '%s'" before; now formatted, as Python does, and its errors as Python's.
+            # Formatted as Python does, and its errors as Python's.
             ("too few format arguments", "{{ '%s %s' % 5 }}", "not enough arguments for format string"),
             ("too many format arguments", "{{ '%s' % (1, 2) }}", "not all arguments converted during string formatting"),
             ("a bad format character", "{{ '%z' % 1 }}", "unsupported format character 'z'"),

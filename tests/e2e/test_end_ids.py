@@ -1,9 +1,11 @@
-"""Generation stops on every end id a model's files name, not only the first: an HF config's eos_token_id list
-(Llama 3.1 Instruct lists <|end_of_text|>, <|eom_id|>, <|eot_id|> and ends chat turns with the last) and
-generation_config.json's ids, as transformers' generate does; the list survives `ascent quantize`; a GGUF's
-eot/eom ids (llama.cpp's keys) end it as well. The expected
-output is the same model's greedy run without the extra id, cut before that id's first occurrence; bad lists fail
-naming the file and field."""
+"""Generation stops on every end id a model's files name, not only the first, as transformers' generate does:
+
+- an HF config's eos_token_id list (Llama 3.1 Instruct lists <|end_of_text|>, <|eom_id|>, <|eot_id|> and ends chat turns
+  with the last), and generation_config.json's ids; the list survives `ascent quantize`;
+- a GGUF's eot/eom ids (llama.cpp's keys).
+
+The expected output is the same model's greedy run without the extra id, cut before that id's first occurrence. Bad
+lists fail naming the file and field."""
 import json
 import os
 import struct
@@ -146,7 +148,7 @@ def main():
         got = greedy(tagged, prompt_ids=prompt)
         check(got == want, f"GGUF with {key} = {stop}: stops before it ({got})")
 
-    # An end id outside the vocabulary (it could never be sampled, so generation ran on without a word): refused.
+    # An end id outside the vocabulary could never be sampled, so generation would run on without a word: refused.
     for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.bos_token_id"):
         tagged = os.path.join(DIR, key + "-out.gguf")
         gguf_with_u32(gguf, tagged, key, 5000)

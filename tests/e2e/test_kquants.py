@@ -1,8 +1,8 @@
-"""GGUF K-quants (Q4_K, Q6_K, as in llama.cpp's Q4_K_M files): a small Llama model is written here as GGUF with
-random Q4_K and Q6_K super-blocks, decoded by the NumPy readers in common.py (written from the format
-description), run through the PyTorch reference with the kernels' activation rounding (int8 per 32-element block,
-src/ascent/kernels/cpu/gemm.h), and compared with Ascent's logits in every ISA variant; and a sequence's logits
-are bitwise the same alone or in a batch."""
+"""GGUF K-quants (Q4_K, Q6_K, as in llama.cpp's Q4_K_M files). A small Llama model is written here as GGUF with random
+Q4_K and Q6_K super-blocks. The NumPy readers in common.py (written from the format description) decode it. The PyTorch
+reference runs it with the kernels' activation rounding (int8 per 32-element block, src/ascent/kernels/cpu/gemm.h), and
+Ascent's logits in every ISA variant are compared with that. A sequence's logits are also bitwise the same alone or in a
+batch."""
 import os
 import struct
 
@@ -127,7 +127,7 @@ def main():
         check(r0.returncode == 0 and r1.returncode == 0 and np.array_equal(np.load(whole), np.load(inc)),
               f"{isa}: K-quant logits fed one token at a time == the whole prompt at once (bitwise)")
     # Rounding K-quant matrices into q8_0 again is said once, naming every rounded type, as for the other quantized
-    # types (the check that warns left the K-quants out, and named only the last type it met).
+    # types.
     out = os.path.join(ROOT, "kq-q8_0.gguf")
     r = run(["convert", "-m", path, "-o", out, "--type", "q8_0"])
     want = (f"ascent: warn: {out}: q4_k, q6_k matrices requantized to q8_0: their rounding compounds; convert the "

@@ -1,13 +1,16 @@
 """SentencePiece-style tokenizer.json files that pre-tokenize by Hugging Face's Metaspace (Mistral's, and Llama's as
-transformers converts them outside legacy mode) encode as the tokenizers library's Metaspace defines: the space
-prefix only where it puts one (never before a run of text that already starts with a space; with prepend_scheme
-"first" only at the start of the text, not after a special token), each space starting a word that no merge crosses
-when split is true, and the same inside a Sequence. Before, every run was prefixed, split was ignored, and a
-Metaspace inside a Sequence prefixed nothing, without a word.
+transformers converts them outside legacy mode) encode as the tokenizers library's Metaspace defines:
+
+- the space prefix only where it puts one: never before a run of text that already starts with a space, and with
+  prepend_scheme "first" only at the start of the text, not after a special token;
+- with split true, each space starting a word that no merge crosses;
+- the same inside a Sequence.
+
+Read wrongly, each rule changes the ids without a word.
 
 The files are story-656K's tokenizer.json (a SentencePiece-style BPE whose legacy normalizer, Prepend + Replace,
-prefixes every run) with its normalizer swapped for a Metaspace pre-tokenizer. Expected ids: a piece of the vocabulary
-looked up here, or the legacy file's ids where Metaspace's rules make the two the same, or (split) the words as
+prefixes every run) with its normalizer swapped for a Metaspace pre-tokenizer. Expected ids are one of: a piece of the
+vocabulary looked up here; the legacy file's ids, where Metaspace's rules make the two the same; or (split) the words as
 Metaspace cuts them, cut here and encoded one at a time. Bad Metaspace steps are refused by name."""
 import json
 import os

@@ -1,8 +1,9 @@
-"""Tiny random Llama, Mistral, Qwen2, Qwen3 and GPT-2 checkpoints made with PyTorch, written as Hugging Face
-folders: our logits must match the PyTorch reference (< 1e-4), fed at once or token by token (bitwise equal, also
-with each piece run twice over a rewound cache).
-The same weights converted by our GGUF writer to F16, Q8_0 and Q4_0 must match a reference built from the
-weights read back from that file by an independent GGUF reader (< 1e-4), and stay within a per-type bound of the
+"""Tiny random Llama, Mistral, Qwen2, Qwen3 and GPT-2 checkpoints made with PyTorch, written as Hugging Face folders.
+Our logits must match the PyTorch reference (< 1e-4), fed at once or token by token (bitwise equal, also with each piece
+run twice over a rewound cache).
+
+The same weights converted by our GGUF writer to F16, Q8_0 and Q4_0 must match a reference built from the weights read
+back from that file by an independent GGUF reader (< 1e-4). They must also stay within a per-type bound of the
 unquantized reference."""
 import json
 import os
@@ -155,7 +156,7 @@ def main():
             inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-{isa}-step1.npy"), step=1, isa=isa)
             check(inc is not None and whole is not None and torch.equal(inc, whole),
                   f"{name}: ASCENT_ISA={isa}, fed 1 token at a time, logits are bitwise identical")
-        # The unfused graph's attention node appends per head the same way (its RoPE ran in the graph before it).
+        # The unfused graph's attention node appends per head the same way (its RoPE runs in the graph before it).
         inc = ascent_logits(folder, ids, os.path.join(root, f"{name}-unfused-step1.npy"), step=1,
                             passes="-fuse-attention")
         check(inc is not None and torch.equal(inc, ours),
@@ -194,18 +195,18 @@ def main():
                 continue
             _, tensors = read_gguf(gguf)
             qref = reference_logits(cfg, hf_from_gguf(cfg, tensors), ids, act=ACTIVATIONS[qtype])
-            # Activations are rounded to int8 from f32 here and f64 there: a value within an ulp of a rounding
-            # boundary can land on the neighbouring code (a change of ~1e-3 relative RMS in the logits, against
-            # 1e-7 otherwise), so the bound is 1e-2 RMS: a wrong scale or code order in a kernel costs over 10%.
+            # Activations are rounded to int8 from f32 here and f64 there. A value within an ulp of a rounding boundary
+            # can land on the neighbouring code: a change of ~1e-3 relative RMS in the logits, against 1e-7 otherwise.
+            # So the bound is 1e-2 RMS: a wrong scale or code order in a kernel costs over 10%.
             d_same = rel_rms(q, qref)
             check(d_same < 1e-2, f"{name}: GGUF {qtype} matches PyTorch on the stored weights with int8 activations "
                                  f"(relative RMS {d_same:.1e} < 1e-2)")
             rel = ((q - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
             check(rel < bound, f"{name}: GGUF {qtype} within {bound:.1%} RMS of the f32 reference ({rel:.4f})")
 
-    # Qwen2/Qwen3 with use_sliding_window: only layers from max_window_layers on slide (transformers' layer_types);
-    # this model's first layer attends fully, its second over the last 5 positions. The window was applied to every
-    # layer before. GGUF has one window for every layer, so convert refuses it, naming the field.
+    # Qwen2/Qwen3 with use_sliding_window: only layers from max_window_layers on slide (transformers' layer_types). This
+    # model's first layer attends fully, its second over the last 5 positions. GGUF has one window for every layer, so
+    # convert refuses it, naming the field.
     for model_type, extra in (("qwen2", {"bias": True}), ("qwen3", {"D": 32, "qk_norm": True})):
         cfg, w = llama_like(model_type, **extra, extra={"use_sliding_window": True, "sliding_window": 5,
                                                         "max_window_layers": 1})

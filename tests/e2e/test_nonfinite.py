@@ -1,12 +1,16 @@
-"""Weights that are not finite (a NaN or an infinity: a damaged or badly converted file) are named, never carried
-on as plausible output. `--check-tensors` reads every weight at load and names the tensor, the position and the
-value, for every storage type that holds floats: f32, f16, bf16 values, the block scales of q8_0, q4_0, q4_k (d and
-dmin) and q6_k, the row and group scales and input scales of Ascent's int8 and int4. Without it, generation and
-perplexity stop at the first logits that are not finite, naming the position, in quantized formats too (whose
-activation quantizers once dropped the NaN and went on generating text). `quantize` and `convert` check their source
-always and write nothing from a bad one, nor a finite value their rounding would make infinite (f16 values and block
-scales end at 65504). Each error is one line on stderr with exit code 1. The damaged files are
-sound ones with one value overwritten here, at a place this script computes from the formats' layouts."""
+"""Weights that are not finite (a NaN or an infinity: a damaged or badly converted file) are named, never carried on as
+plausible output.
+
+- `--check-tensors` reads every weight at load and names the tensor, the position and the value. It covers every storage
+  type that holds floats: f32, f16, bf16 values; the block scales of q8_0, q4_0, q4_k (d and dmin) and q6_k; the row and
+  group scales and input scales of Ascent's int8 and int4.
+- Without it, generation and perplexity stop at the first logits that are not finite, naming the position. This holds in
+  quantized formats too: their activation quantizers carry the NaN on rather than drop it.
+- `quantize` and `convert` check their source always and write nothing from a bad one. Nor do they write a finite value
+  their rounding would make infinite (f16 values and block scales end at 65504).
+
+Each error is one line on stderr with exit code 1. The damaged files are sound ones with one value overwritten here, at
+a place this script computes from the formats' layouts."""
 import json
 import os
 import shutil

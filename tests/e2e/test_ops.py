@@ -1,7 +1,7 @@
-"""Every CPU kernel against PyTorch (float64 on the same inputs) over odd shapes (1, 3, 17, 4097, ...) with inputs
-stored as f32, f16 and bf16; embedding also with GGUF Q8_0 and Q4_0 tables, whose reference values come from a
-NumPy implementation of the block formats written here from the GGUF description. Matmuls with quantized weights
-are checked per format and ISA in test_kernels.py."""
+"""Every CPU kernel against PyTorch (float64 on the same inputs) over odd shapes (1, 3, 17, 4097, ...), with inputs
+stored as f32, f16 and bf16. Embedding is also checked with GGUF Q8_0 and Q4_0 tables; their reference values come from
+a NumPy implementation of the block formats, written here from the GGUF description. Matmuls with quantized weights are
+checked per format and ISA in test_kernels.py."""
 import os
 import subprocess
 
@@ -207,11 +207,11 @@ def main():
             got, ref = op("attention", [q, k, v], isa=isa, **a), op("attention", [q, k, v], isa="ref", **a)
             expect(f"ASCENT_ISA={isa}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} vs ref",
                    got, ref, 2e-6)
-        # Caches in blocks of B positions, each block (Hkv, B, D) (ops.h kv_offset; the model's KvCache keeps 256):
-        # the same arithmetic as over rows (positions, Hkv*D), so bitwise the same result, with blocks ending inside
-        # a run of keys, a window starting inside one, and the last block part-filled (op_runner fills the rest with
-        # NaN, which any read would spread).
-        # (8 kv heads: a decode thread attends over several, prefetching the next one's tiles as a head ends.)
+        # Caches in blocks of B positions, each block (Hkv, B, D) (ops.h kv_offset; the model's KvCache keeps 256). The
+        # arithmetic is the same as over rows (positions, Hkv*D), so the result is bitwise the same. Covered: blocks
+        # ending inside a run of keys, a window starting inside one, and the last block part-filled (op_runner fills the
+        # rest with NaN, which any read would spread). With 8 kv heads, a decode thread attends over several,
+        # prefetching the next one's tiles as a head ends.
         for T, past, H, Hkv, D, window, B in [(1, 300, 4, 1, 16, 0, 16), (1, 90, 8, 2, 64, 0, 32),
                                               (150, 90, 8, 2, 64, 70, 32), (17, 3, 4, 2, 37, 0, 16),
                                               (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256),
@@ -226,8 +226,8 @@ def main():
                           f"ASCENT_ISA={variant}: attention T={T} past={past} H={H}/{Hkv} D={D} window={window} over "
                           f"blocks of {B} positions{', K in key tiles' if tiles else ''} == over rows, bitwise")
         # f16 caches: every cached value widens exactly, so the result has the bits of an f32 cache holding the same
-        # f16-rounded values (D = 40: value rows copied into whole vectors on AVX-512; D = 64: read in place; the
-        # last block part-filled with NaN).
+        # f16-rounded values. D = 40: value rows copied into whole vectors on AVX-512; D = 64: read in place; the last
+        # block part-filled with NaN.
         for T, past, H, Hkv, D, window, B in [(1, 300, 4, 1, 16, 0, 16), (150, 90, 8, 2, 64, 70, 32),
                                               (5, 40, 8, 2, 40, 0, 256), (1, 519, 8, 2, 64, 0, 256),
                                               (1, 100, 16, 8, 64, 0, 32)]:
@@ -253,9 +253,9 @@ def main():
                            capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA=isa))
         check(r.returncode != 0 and "even head size" in r.stderr,
               f"ASCENT_ISA={isa}: attention refuses K in key tiles for D = 37: {r.stderr.strip()[-90:]}")
-        # A query row's result depends only on its position and the cache: prefill rows equal the same rows run as
-        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses (prefill takes
-        # key tiles in pairs, decode one at a time), over rows, blocks with key tiles, and an f16 cache. D = 40 has
+        # A query row's result depends only on its position and the cache. So prefill rows equal the same rows run as
+        # decode steps (one token over the cache so far), bitwise, for any key tiling the kernel uses: prefill takes key
+        # tiles in pairs, decode one at a time. Checked over rows, blocks with key tiles, and an f16 cache. D = 40 has
         # value rows copied into whole vectors (AVX-512), D = 64 read in place from the cache.
         T, past, H, Hkv = 70, 29, 8, 2
         for layout in ({}, {"kv_block": 32, "k_tiles": 1}, {"kv_block": 256, "k_tiles": 1, "kv_f16": 1}):

@@ -1,7 +1,10 @@
-"""The profiler and the graph passes as a user sees them: `ascent profile` reports fewer nodes per layer after
-fusion and one plan per shape bucket (a warm-up moves them to start-up); `--profile` writes a Chrome trace whose
-events carry the required fields and cover every executed node, with each pool thread's share of every matmul call
-on its own track; `--memory-csv` writes memory over time."""
+"""The profiler and the graph passes as a user sees them:
+
+- `ascent profile` reports fewer nodes per layer after fusion, and one plan per shape bucket (a warm-up moves them to
+  start-up);
+- `--profile` writes a Chrome trace whose events carry the required fields and cover every executed node, with each pool
+  thread's share of every matmul call on its own track;
+- `--memory-csv` writes memory over time."""
 import csv
 import json
 import os
@@ -19,9 +22,9 @@ def field(text, name):
 
 
 def check_thread_spans(d):
-    """With two threads, each matmul call's rows are filed per pool thread on its own trace track: the threads' rows
-    add up to the matrix rows the model's config gives, their bytes to rows x K x 4 (f32 weights), and each span lies
-    inside its call, inside its node. The printed decode table's row shares add up to 100%."""
+    """With two threads, each matmul call's rows are filed per pool thread on its own trace track. The threads' rows add
+    up to the matrix rows the model's config gives, and their bytes to rows x K x 4 (f32 weights). Each span lies inside
+    its call, inside its node. The printed decode table's row shares add up to 100%."""
     cfg = json.load(open(os.path.join(MODEL, "config.json")))
     hidden, ffn, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     head = hidden // cfg["num_attention_heads"]
@@ -43,8 +46,8 @@ def check_thread_spans(d):
     calls = {}
     for e in spans:
         calls.setdefault(e["args"]["call"], []).append(e)
-    # rows and K of each node's call(s), prefill (T > 1) and decode (T = 1): the fused gate/up runs as one call of
-    # both matrices' rows in decode, and as one call over rows each taking a gate and an up row in prefill.
+    # rows and K of each node's call(s), prefill (T > 1) and decode (T = 1). The fused gate/up runs as one call of both
+    # matrices' rows in decode, and in prefill as one call over rows that each take a gate and an up row.
     def want(name, decode):
         if name.endswith(".attn"):
             return qkv, hidden

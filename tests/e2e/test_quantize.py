@@ -1,7 +1,10 @@
-"""ascent quantize and Ascent's quantized file: int8/int4/bf16 models of story-656K are decoded here by NumPy from
-the file (written from the format's description in src/ascent/model/ascent_file.h), run through the PyTorch
-reference with the formats' activation rounding, and compared with Ascent's logits; quantized stories260K and a
-quantized GGUF load with their embedded tokenizers; corrupted files fail with one clear line naming the fault."""
+"""ascent quantize and Ascent's quantized file.
+
+- int8/int4/bf16 models of story-656K are decoded here by NumPy from the file (written from the format's description in
+  src/ascent/model/ascent_file.h), run through the PyTorch reference with the formats' activation rounding, and compared
+  with Ascent's logits.
+- Quantized stories260K and a quantized GGUF load with their embedded tokenizers.
+- Corrupted files fail with one clear line naming the fault."""
 import json
 import os
 import shutil
@@ -34,9 +37,8 @@ def hf_name(n):
 
 
 def read_ascent(path):
-    """Decodes every tensor of an Ascent file to float64: codes are offset-binary (q + 128 for int8, q + 8 for
-    int4), rows padded (64 / 128 columns); int4 packs each 64-column chunk in 32 bytes, column j in the low
-    nibble of byte j and column j + 32 in the high nibble."""
+    """Decodes every tensor of an Ascent file to float64. Codes are offset-binary (q + 128 for int8, q + 8 for int4),
+    rows padded (64 / 128 columns). int8 is row-major; int4 comes in blocks of 16 rows (below)."""
     data = open(path, "rb").read()
     n = struct.unpack("<Q", data[:8])[0]
     header = json.loads(data[8:8 + n])
@@ -186,8 +188,8 @@ def main():
 
     cases = []
     cases.append(("truncated data", variant("trunc", good[: len(good) - 1000]), "outside"))
-    # A header that cannot be read is reported as such, naming the file; before, the file was taken for one of a
-    # Hugging Face folder's and the error named the folder's missing config.json.
+    # A header that cannot be read is reported as such, naming the file. The file is not taken for one of a Hugging Face
+    # folder's, whose error would name the folder's missing config.json.
     cases.append(("header not JSON", variant("json", good[:8] + b"#" + good[9:]), "bad header JSON"))
     cases.append(("header length past the end", variant("hlen", struct.pack("<Q", 10 ** 12) + good[8:]),
                   "header length 1000000000000 exceeds the file size"))
@@ -199,15 +201,16 @@ def main():
         f.truncate(300_000_000)
     cases.append(("header past the format's limit", big,
                   "header length 200000000 exceeds the format's limit of 100000000 bytes"))
-    # Integers are read as integers: a float offset of 1e30 once passed the range check as some other number (an
-    # out-of-range float-to-integer conversion) and the model loaded; 2.5 was truncated to 2; an id of 2^32 + 1 to 1.
+    # Integers are read as integers. A float offset of 1e30 would otherwise pass the range check as some other number
+    # (an out-of-range float-to-integer conversion) and the model load; 2.5 would be truncated to 2, and an id of 2^32 +
+    # 1 to 1.
     h = json.loads(json.dumps(header))
     h["blk.0.attn_k.weight"]["data_offsets"][0] = 1e30
     cases.append(("float data offset", variant("off-float", rewrite(h)),
                   "tensor blk.0.attn_k.weight: data_offsets must be a non-negative integer, got 1e+30"))
     h = json.loads(json.dumps(header))
     t = json.loads(h["__metadata__"]["ascent.tensors"])
-    t["blk.0.attn_k.weight"]["group"] = 64  # int8 keeps one scale per row: a group there was ignored
+    t["blk.0.attn_k.weight"]["group"] = 64  # int8 keeps one scale per row: a group there is refused
     h["__metadata__"]["ascent.tensors"] = json.dumps(t)
     cases.append(("group on an int8 tensor", variant("int8-group", rewrite(h)),
                   "blk.0.attn_k.weight: group 64 for an int8 tensor (one scale per row: 0)"))
@@ -228,7 +231,7 @@ def main():
             ("end-id", "end_ids", [5000], "metadata ascent.config: end_ids 5000 is not a token id (the vocabulary has 512)"),
             ("end-ids-scalar", "end_ids", 2, "metadata ascent.config: end_ids must be a list of token ids, got 2"),
             ("cfg-dim-float", "dim", float(config["dim"]), f"metadata ascent.config: dim must be an integer, got {config['dim']}.0"),
-            # rope_inv_freq divides by these: a list of the wrong length was applied to its first entries only.
+            # rope_inv_freq divides by these: a list of the wrong length would apply to its first entries only.
             ("rope-factors", "rope_freq_factors", [1.0, 2.0],
              f"2 rope frequency factors for head_dim {head_dim} (expected {head_dim // 2})"),
             ("rope-factor-zero", "rope_freq_factors", [1.0] * (head_dim // 2 - 1) + [0.0],
@@ -297,8 +300,8 @@ def main():
         check(r.returncode == 2 and "--group" in err and "int4 only" in err and not os.path.exists(out),
               f"--type {qtype} --group 32 refused: exit {r.returncode}, {err[:120]!r}")
     # Options that cannot go together, or a calibration text that cannot be read, are refused before the model loads:
-    # exit 2, one line naming the flag or the file, no report header, nothing written. (--calib-tokens 0 once fell back
-    # to round to nearest without a word.)
+    # exit 2, one line naming the flag or the file, no report header, nothing written. (--calib-tokens 0 is refused too,
+    # rather than falling back to round to nearest without a word.)
     shakespeare = os.path.join(SHARED, "corpora", "tinyshakespeare.txt")
     missing = os.path.join(ROOT, "no-such-text.txt")
     for extra, message in [(["--type", "int3"], "--type int3: expected int8, int4 or bf16"),

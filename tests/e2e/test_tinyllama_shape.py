@@ -1,8 +1,13 @@
-"""A TinyLlama-shaped GGUF (2 of its 22 layers, Q8_0, ~235 MB, written by bench/make_model.py's independent NumPy
-writer) loads through mmap without copying its weights with --no-repack — resident memory right after load stays
-far below the file size — and, repacked for the AVX-512 kernels (the default where they run), holds its weights
-once, not twice; and generates. bench/make_model.py without --layers makes the full 1.1B model for the same check.
-For a 512-token prefill of this shape the memory planner's peak is at least 30% below one buffer per node."""
+"""A TinyLlama-shaped GGUF: 2 of its 22 layers, Q8_0, ~235 MB, written by bench/make_model.py's independent NumPy
+writer.
+
+- With --no-repack it loads through mmap without copying its weights: resident memory right after load stays far below
+  the file size.
+- Repacked for the SIMD kernels (the default where they run), it holds its weights once, not twice.
+- It generates.
+- For a 512-token prefill of this shape, the memory planner's peak is at least 30% below one buffer per node.
+
+bench/make_model.py without --layers makes the full 1.1B model for the same check."""
 import os
 import re
 import subprocess
@@ -27,9 +32,8 @@ def main():
     check("parameters        221259776" in r.stdout, "parameter count of the 2-layer TinyLlama shape")
     r = run(["info", "-m", path])
     grew = grown(r)
-    # The weights held once (the repacked copy, the mapping released), not twice. The bound leaves room for an
-    # ASan build, whose shadow memory and allocator add ~1/4 to the copy (286 MiB for this 224 MiB file on the Zen 5
-    # host, 227 MiB in a release build).
+    # The weights held once (the repacked copy, the mapping released), not twice. The bound leaves room for an ASan
+    # build, whose shadow memory and allocator add ~1/4 to the copy.
     check(r.returncode == 0 and grew < 1.5 * size,
           f"repacked where the AVX-512 or AVX2 kernels run ({'q8_0r' if 'q8_0r: ' in r.stdout else 'not repacked'}): "
           f"loading grew resident memory by {grew / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file (< 1.5x)")

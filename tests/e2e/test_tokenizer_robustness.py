@@ -1,6 +1,6 @@
-"""Bad tokenizer input gets the right ids or a clear error, never a crash or a hang: invalid UTF-8 (byte fallback
-in SentencePiece-style vocabularies, a one-line error in byte-level ones, as llama.cpp and Hugging Face refuse it
-too), empty text, a 10 MB line (round-trips exactly), and malformed tokenizer files."""
+"""Bad tokenizer input gets the right ids or a clear error, never a crash or a hang. Covered: invalid UTF-8 (byte
+fallback in SentencePiece-style vocabularies; a one-line error in byte-level ones, as llama.cpp and Hugging Face refuse
+it too), empty text, a 10 MB line (round-trips exactly), and malformed tokenizer files."""
 import json
 import os
 import struct
@@ -70,7 +70,7 @@ def main():
         "merge-number": dict(good, model=dict(good["model"], merges=[7])),
         "wordpiece": dict(good, model=dict(good["model"], type="WordPiece")),
         "empty-vocab": dict(good, model=dict(good["model"], vocab={}, merges=[]), added_tokens=[]),
-        # A negative id was written before the first piece (AddressSanitizer: out of bounds).
+        # A negative id would be written before the first piece (AddressSanitizer: out of bounds).
         "added-negative-id": dict(good, added_tokens=good["added_tokens"] + [{"id": -1, "content": "<x>",
                                                                               "special": True}]),
     }
@@ -82,8 +82,8 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0],
               f"malformed tokenizer.json ({name}): {lines[0] if lines else r.stdout[:80]!r}")
-    # A normalizer or pre-tokenizer step the encoder does not carry out is refused by name (it was skipped, and the
-    # text encoded as if it were absent), as is an id given to two pieces (the first was left unreachable).
+    # A normalizer or pre-tokenizer step the encoder does not carry out is refused by name: skipped, the text would
+    # encode as if it were absent. So is an id given to two pieces, which would leave the first unreachable.
     pre = good["pre_tokenizer"]
     story_tok = json.load(open(os.path.join(SHARED, "models", "story-656K", "tokenizer.json")))
     split = pre["pretokenizers"][0]
@@ -100,10 +100,10 @@ def main():
                                                            + pre["pretokenizers"][1:])), "Split on a plain string"),
         "vocab-duplicate-id": (dict(good, model=dict(good["model"], vocab=dict(good["model"]["vocab"], zzzq=5))),
                                "share id 5"),
-        # Ids are integers: 5.5 was truncated to 5 (then another piece's id), 2^63 wrapped to a negative one.
+        # Ids are integers: 5.5 would be truncated to 5 (then another piece's id), 2^63 would wrap to a negative one.
         "vocab-float-id": (dict(good, model=dict(good["model"], vocab=dict(good["model"]["vocab"], zzzq=5.5))),
                            "model.vocab 'zzzq' has id 5.5, not a token id"),
-        # A piece holding a newline is quoted escaped, so the error stays one line (it was two).
+        # A piece holding a newline is quoted escaped, so the error stays one line.
         "vocab-newline-piece": (dict(story_tok, model=dict(story_tok["model"], vocab=dict(story_tok["model"]["vocab"],
                                                                                         **{"a\nb": -3}))),
                                 "token 'a\\nb' has negative id"),
@@ -119,9 +119,9 @@ def main():
         "added-huge-id": (dict(good, added_tokens=good["added_tokens"] + [{"id": 2 ** 63, "content": "<x>",
                                                                           "special": True}]),
                           f"added token '<x>' has id {2 ** 63}, not a token id"),
-        # Steps the encoder read as another pipeline: a second ByteLevel (HF maps the mapped text again), Split after
-        # ByteLevel (HF splits the mapped text), ByteLevel without a regex and no Split (HF does not pre-split; the
-        # encoder split by GPT-2's regex).
+        # Steps the encoder would read as another pipeline: a second ByteLevel (HF maps the mapped text again); Split
+        # after ByteLevel (HF splits the mapped text); ByteLevel without a regex and no Split (HF does not pre-split,
+        # where the encoder would split by GPT-2's regex).
         "normalizer-two-prepend": (dict(story_tok, normalizer=dict(story_tok["normalizer"], normalizers=[
             story_tok["normalizer"]["normalizers"][0]] + story_tok["normalizer"]["normalizers"])),
             "normalizer has two Prepend steps"),
@@ -139,9 +139,9 @@ def main():
         "pre-prefix-space": (dict(good, pre_tokenizer=dict(pre, pretokenizers=[split, dict(
             pre["pretokenizers"][1], add_prefix_space=True)])), "add_prefix_space true"),
     }
-    # So is a decoder step decode does not carry out (the decoder was not read: such files decoded to other text than
-    # the tokenizer's own), in a byte-level file and in a SentencePiece-style one (story-656K's: Replace, ByteFallback,
-    # Fuse, Strip).
+    # So is a decoder step decode does not carry out, since such a file would decode to other text than the tokenizer's
+    # own. Checked in a byte-level file and in a SentencePiece-style one (story-656K's: Replace, ByteFallback, Fuse,
+    # Strip).
     story = json.load(open(os.path.join(SHARED, "models", "story-656K", "tokenizer.json")))
     steps = story["decoder"]["decoders"]
     without = lambda kind: dict(story, decoder=dict(story["decoder"], decoders=[d for d in steps if d["type"] != kind]))
@@ -194,9 +194,9 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
               f"unsupported BPE option ({name}): {lines[0] if lines else r.stdout[:80]!r}")
-    # The post-processor's BOS is read also inside a Sequence (Llama-3.1's files: ByteLevel, then TemplateProcessing;
-    # they encoded without their BOS), tokens after the text are added after it (they were dropped), and what else
-    # adds tokens is refused by name.
+    # The post-processor's BOS is read also inside a Sequence (Llama-3.1's files: ByteLevel, then TemplateProcessing),
+    # where it would otherwise be lost. Tokens after the text are added after it, not dropped. What else adds tokens is
+    # refused by name.
     llama3 = json.load(open(os.path.join(SHARED, "tokenizers", "llama3", "tokenizer.json")))
     bos, eot = "<|begin_of_text|>", "<|end_of_text|>"
     special = lambda name: {"SpecialToken": {"id": name, "type_id": 0}}
@@ -223,8 +223,8 @@ def main():
           f"post_processor template [BOS, $A, EOS]: both added: {r.stdout.strip()!r} (want '128000 15339 128001')")
     r = run(["tokenize", "--vocab", path, "-p", "hello"])
     check(r.returncode == 0 and r.stdout.split() == ["15339"], f"(and neither without --add-special: {r.stdout!r})")
-    # As in HF, what is added is the ids of the SpecialToken's special_tokens entry, all of them (they were looked up
-    # by name in the vocabulary, and one added).
+    # As in HF, what is added is the ids of the SpecialToken's special_tokens entry, all of them; not the one id the
+    # vocabulary gives its name.
     path = write("post-ids.json", json.dumps(dict(llama3, post_processor=template([special(bos), text_a, special(eot)], {
         bos: {"id": bos, "ids": [128002], "tokens": ["<|reserved_special_token_0|>"]},
         eot: {"id": eot, "ids": [128001, 128009], "tokens": [eot, "<|eot_id|>"]}}))).encode())
@@ -249,8 +249,8 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and f"{name}.json" in lines[0] and needle in lines[0],
               f"unsupported post_processor ({name}): {lines[0] if lines else r.stdout[:80]!r}")
-    # A GGUF's pre-tokenizer name picks the split; one not known is refused (it was split by GPT-2's regex). The file
-    # holds no tensors, so its metadata may change length: the string value's length prefix is rewritten with it.
+    # A GGUF's pre-tokenizer name picks the split; one not known is refused, not split by GPT-2's regex. The file holds
+    # no tensors, so its metadata may change length: the string value's length prefix is rewritten with it.
     data = open(VOCABS["llama-bpe.gguf"], "rb").read()
     key = b"tokenizer.ggml.pre"
     at = data.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
@@ -263,8 +263,8 @@ def main():
     check(r.returncode == 1 and len(lines) == 1 and "pre-deepseek.gguf" in lines[0] and
           "tokenizer.ggml.pre 'deepseek-llm' is not supported" in lines[0],
           f"GGUF with tokenizer.ggml.pre deepseek-llm: {lines[0] if lines else r.stdout[:80]!r}")
-    # A GGUF's tokenizer.ggml.add_eos_token puts EOS after the text with the special tokens, as llama.cpp does (it
-    # was not read). The file's value (type 7, bool) flipped from 0 to 1 in place.
+    # A GGUF's tokenizer.ggml.add_eos_token puts EOS after the text with the special tokens, as llama.cpp does. The
+    # file's value (type 7, bool) is flipped from 0 to 1 in place.
     data = open(VOCABS["llama-spm.gguf"], "rb").read()
     key = b"tokenizer.ggml.add_eos_token"
     at = data.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
@@ -283,7 +283,7 @@ def main():
         check(r.returncode == 1 and len(lines) == 1 and "cut-" + name in lines[0] and "truncated" in lines[0],
               f"truncated {name}: {lines[0] if lines else r.stdout[:80]!r}")
     # A GGUF vocabulary's token types are llama.cpp's 0-6 and its scores finite (SentencePiece-style merges rank by
-    # them): another type was kept as one no code expects, and a NaN score broke the merge queue's ordering.
+    # them). Another type would be kept as one no code expects, and a NaN score would break the merge queue's ordering.
     spm = open(os.path.join(SHARED, "vocab", "ggml-vocab-llama-spm.gguf"), "rb").read()
 
     def patch_array(data, key, index, value):

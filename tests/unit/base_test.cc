@@ -61,9 +61,9 @@ TEST(ThreadPool, StealingChunksCoverTheRangeExactlyOnce) {
   }
 }
 
-// A worker woken from sleep starts tens of microseconds after the caller, which runs its own share of cheap chunks
-// long before that: the caller then steals from a share whose owner has not started, and every index must still
-// run exactly once.
+// A worker woken from sleep starts tens of microseconds after the caller, which runs its own share of cheap chunks long
+// before that. The caller then steals from a share whose owner has not started, and every index must still run exactly
+// once.
 TEST(ThreadPool, StealingFromAShareItsOwnerHasNotReachedCoversTheRangeOnce) {
   ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
@@ -102,9 +102,9 @@ TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
   for (size_t i = 0; i < caller_chunks.size(); ++i) EXPECT_EQ(caller_chunks[i], static_cast<int64_t>(i));
 }
 
-// The pool takes its mutex only to sleep or wake: gaps between loops longer than the spin window put the workers to
-// sleep, and a slow worker chunk puts the caller to sleep; every loop must still start and finish (a lost wake-up
-// hangs here).
+// The pool takes its mutex only to sleep or wake. Gaps between loops longer than the spin window put the workers to
+// sleep, and a slow worker chunk puts the caller to sleep. Every loop must still start and finish (a lost wake-up hangs
+// here).
 TEST(ThreadPool, WakesSleepingWorkersAndASleepingCaller) {
   ThreadPool pool(3);
   for (int round = 0; round < 40; ++round) {
@@ -118,9 +118,9 @@ TEST(ThreadPool, WakesSleepingWorkersAndASleepingCaller) {
   }
 }
 
-// Bytes named for warming (a decode thread's next weights) are only prefetched: loops before and after still run
-// every index once, whether the named bytes outlast the idle time or not, the workers sleep between rounds or not,
-// and a loop that runs on the caller alone comes between.
+// Bytes named for warming (a decode thread's next weights) are only prefetched. Loops before and after still run every
+// index once: whether the named bytes outlast the idle time or not, whether the workers sleep between rounds or not,
+// and with a loop that runs on the caller alone between them.
 TEST(ThreadPool, WarmingNamedBytesLeavesEveryLoopWhole) {
   std::vector<uint8_t> bytes(size_t{8} << 20, 1);  // before the pool: outlives its workers' warming
   const std::span<const uint8_t> all(bytes);

@@ -1,8 +1,9 @@
-// Placing matrices by thread (model/weight_layout.h) changes no result: for every integer and GGUF format (float
-// matrices stay whole), the matmuls over the split matrices give the same bits as over the matrices they were
-// copied from (whose kernels test_kernels checks against PyTorch), decode and prefill, alone, merged (matmul_multi) and
-// with SwiGLU; row_to_f32 and the embedding lookup read the same values; and each thread's rows of the calls lie one
-// after another in call order.
+// Placing matrices by thread (model/weight_layout.h) changes no result, for every integer and GGUF format (float
+// matrices stay whole):
+// - the matmuls over the split matrices give the same bits as over the matrices they were copied from (whose kernels
+//   test_kernels checks against PyTorch): decode and prefill, alone, merged (matmul_multi) and with SwiGLU;
+// - row_to_f32 and the embedding lookup read the same values;
+// - each thread's rows of the calls lie one after another in call order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -207,7 +208,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, WeightLayout,
                          });
 
 // The thread shares the layout follows are those the matmuls run: every row once, in whole row groups, thread t's
-// before thread t + 1's across the weights of a call; a call too small to split stays on the first thread.
+// before thread t + 1's across the weights of a call. A call too small to split stays on the first thread.
 TEST(WeightLayout, DecodeRowShares) {
   const Tensor q = make_owned(DType::F32, {2048, 64}), k = make_owned(DType::F32, {512, 64});
   const Tensor* call[2] = {&q, &k};

@@ -24,10 +24,10 @@ using AlignedPtr = std::unique_ptr<uint8_t[], AlignedDeleter>;
 // kAlignment-aligned; zeroed unless zero=false (large buffers then stay unbacked by RAM until first written).
 // Throws ascent::Error naming the size when memory runs out.
 AlignedPtr aligned_alloc_bytes(size_t bytes, bool zero = true);
-// A buffer aligned to 2 MiB and backed by transparent huge pages where the kernel allows them (asked for before
-// the first write, which is when pages are chosen). For large buffers streamed once per use: measured on this
-// machine, two threads read a 512 MiB buffer 62-64 GB/s on 4 KiB pages and 73-76 GB/s on huge pages. zero = false
-// leaves it untouched, so memory is taken (and zeroed by the kernel) one huge page at a time on first write.
+// A buffer aligned to 2 MiB and backed by transparent huge pages where the kernel allows them (asked for before the
+// first write, which is when pages are chosen). For large buffers streamed once per use, which read faster from huge
+// pages than from 4 KiB ones (bench/RESULTS.md, roofline table). zero = false leaves it untouched, so memory is taken
+// (and zeroed by the kernel) one huge page at a time on first write.
 AlignedPtr huge_alloc_bytes(size_t bytes, bool zero = true);
 
 // A std::allocator whose blocks start on a kAlignment boundary, for vectors that SIMD loops read a whole register

@@ -24,8 +24,8 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
     return;
   }
   if (fs::exists(st)) {
-    // A file reached through links is replaced where it lies, not the link (a rename over the link used to turn it
-    // into a plain file).
+    // A file reached through links is replaced where it lies, not the link (a rename over the link would turn it into a
+    // plain file).
     const fs::path real = fs::canonical(path, ec);
     if (!ec) target_ = real.string();
   } else {

@@ -1,7 +1,7 @@
-// Writes a file whole or not at all: the bytes go to PATH.tmp, which is renamed to PATH once everything is on
-// disk; on any failure the temporary is removed and an error names PATH. Where PATH is a symbolic link, the file
-// it points to is the one replaced (the link stays); where PATH is a device, pipe or socket (-o /dev/stdout), the
-// bytes are written to it directly, since renaming over it would replace the device node itself.
+// Writes a file whole or not at all: the bytes go to PATH.tmp, which is renamed to PATH once everything is on disk. On
+// any failure the temporary is removed and an error names PATH. Where PATH is a symbolic link, the file it points to is
+// the one replaced (the link stays). Where PATH is a device, pipe or socket (-o /dev/stdout), the bytes are written to
+// it directly, since renaming over it would replace the device node itself.
 #pragma once
 
 #include <cstdio>

@@ -1,8 +1,8 @@
-// Read-only files in memory. By default memory-mapped: model weights are used in place from the mapping, so
-// loading a model costs page table entries, not copies, and the OS pages weights in on first touch. With
-// set_copy_files(true) (`--no-mmap`) files are read into anonymous memory backed by huge pages where the kernel
-// allows: loading costs a copy and private memory, and decode streams the weights ~7-13% faster here (fewer TLB
-// misses and page-crossing prefetch stalls than page-cache pages).
+// Read-only files in memory. By default memory-mapped: model weights are used in place from the mapping, so loading a
+// model costs page table entries, not copies, and the OS pages weights in on first touch. With set_copy_files(true)
+// (`--no-mmap`), files are read into anonymous memory backed by huge pages where the kernel allows. Loading then costs
+// a copy and private memory, and decode streams the weights faster: fewer TLB misses and page-crossing prefetch stalls
+// than with page-cache pages (bench/RESULTS.md, decode table).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// A whole file read into a string: the text and JSON inputs (prompts, corpora, configs, vocabularies) and the
-// tokenizer files an Ascent file embeds. An std::ifstream opens a directory and then reads nothing, so a directory
-// named where a file was wanted read as an empty text (tokenize printed nothing, perplexity said "fewer than 2
-// tokens", the JSON readers "empty input").
+// A whole file read into a string: the text and JSON inputs (prompts, corpora, configs, vocabularies) and the tokenizer
+// files an Ascent file embeds. An std::ifstream opens a directory and then reads nothing. So a directory named where a
+// file is wanted would read as an empty text (tokenize would print nothing, perplexity say "fewer than 2 tokens", the
+// JSON readers "empty input"); it is refused by name.
 #pragma once
 
 #include <string>

@@ -50,8 +50,8 @@ ThreadPool::~ThreadPool() {
 
 namespace {
 
-// Spin-wait rounds before sleeping: decode runs ~100 short parallel loops per token, and waking a sleeping thread
-// costs tens of microseconds (a futex round trip, more in a VM), so workers and the caller poll for about a tenth
+// Spin-wait rounds before sleeping. Decode runs ~100 short parallel loops per token, and waking a sleeping thread
+// costs tens of microseconds (a futex round trip, more in a VM). So workers and the caller poll for about a tenth
 // of a millisecond first.
 constexpr int kSpinRounds = 4000;
 
@@ -62,13 +62,12 @@ inline void cpu_relax() {
 }
 
 // One spin round of warming: the next 512 bytes of `bytes` loaded (one byte a line), or a pause when none are left.
-// Loads, not prefetch instructions: on the Zen 5 host, 768 KiB requested with prefetcht1 (or t0) read back at 40-48
-// GB/s a moment later, about what a cold read streams (27 GB/s), where the same bytes touched by loads read back at
-// 79 GB/s, from L2 (a scratch harness, session 23): the core drops many software prefetches when its queues are
-// full. Eight lines a round keep the core's misses in flight without holding up its check for new work long.
-// A round runs between raising and lowering `busy`, and only while `epoch` still reads `taken` (forget_warm's
-// handshake, seq_cst on both sides: either forget_warm sees the flag up and waits for the round, or the round sees
-// the new epoch and drops the bytes).
+// Loads, not prefetch instructions: a core drops many software prefetches when its queues are full, so bytes
+// requested with prefetcht1 read back barely faster than a cold read, and bytes touched by loads read back from L2
+// (bench/RESULTS.md, warming table). Eight lines a round keep the core's misses in flight without holding up its
+// check for new work long. A round runs between raising and lowering `busy`, and only while `epoch` still reads
+// `taken`. That is forget_warm's handshake, seq_cst on both sides: either forget_warm sees the flag up and waits for
+// the round, or the round sees the new epoch and drops the bytes.
 void warm_or_relax(std::span<const uint8_t>& bytes, std::atomic<bool>& busy, const std::atomic<uint64_t>& epoch,
                    uint64_t taken) {
   if (bytes.empty()) return cpu_relax();
@@ -156,9 +155,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  // The mutex is taken only to sleep or wake a sleeper: a decode token runs ~150 of these loops, and when the caller
-  // and a worker both took it on every loop they collided often enough (~40 futex calls per token, each a trip
-  // through the kernel) to idle a core for several percent of decode.
+  // The mutex is taken only to sleep or wake a sleeper. A decode token runs ~150 of these loops. If the caller and a
+  // worker both took it on every loop, they would collide often enough to idle a core for several percent of decode
+  // (each collision is a futex call, a trip through the kernel).
   fn_ = &fn;
   n_ = n;
   error_ = nullptr;
@@ -255,9 +254,9 @@ void ThreadPool::parallel_for_stealing(int64_t n, int64_t grain, const std::func
         fn(b, e);
         cur = own.load(std::memory_order_acquire);
       }
-      // Steal the back half of the largest share with two or more items left; done when there is none. (Stealing
-      // only from shares of more than a grain left the owner finishing up to a grain alone while this thread
-      // waited.)
+      // Steal the back half of the largest share with two or more items left; done when there is none. Shares of
+      // a grain or less are stolen from too: otherwise the owner could finish up to a grain alone while this thread
+      // waited.
       size_t victim = shares.size();
       int64_t most = 1;
       for (size_t t = 0; t < shares.size(); ++t) {

@@ -1,9 +1,9 @@
-// A persistent pool of worker threads for data-parallel loops. Kernels split work with parallel_for; workers are
+// A persistent pool of worker threads for data-parallel loops. Kernels split work with parallel_for. Workers are
 // created once, spin briefly and then sleep between calls, so a decode step pays neither thread start-up nor a
-// wake-up per loop. parallel_for's split is static (it depends only on n and the thread count); the dynamic and
-// stealing variants hand out work by timing, for loops whose chunks compute the same whichever thread runs them, so
-// results stay reproducible run to run either way. While they spin, workers can load bytes a caller named for them
-// (warm_after_next_call: a decode thread's next weights) into their caches; that only reads memory.
+// wake-up per loop. parallel_for's split is static: it depends only on n and the thread count. The dynamic and
+// stealing variants hand out work by timing. They serve loops whose chunks compute the same whichever thread runs
+// them, so results stay reproducible run to run either way. While they spin, workers can load bytes a caller named
+// for them (warm_after_next_call: a decode thread's next weights) into their caches; that only reads memory.
 #pragma once
 
 #include <atomic>
@@ -36,10 +36,10 @@ class ThreadPool {
   // a chunk varies; what a chunk computes must not depend on it.
   void parallel_for_dynamic(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   // Balances like parallel_for_dynamic, but each thread owns a contiguous share of [0, n) (parallel_for's split)
-  // and takes it front to back in `grain`-sized chunks, so the chunks one thread runs are one sequential run
-  // rather than every T-th chunk: a decode matmul streaming its weights then restarts the hardware prefetchers
-  // once per share instead of once per chunk. A thread whose share is done steals the back half of the largest
-  // share left and walks that the same way. Which thread runs a chunk varies; what a chunk computes must not.
+  // and takes it front to back in `grain`-sized chunks. So the chunks one thread runs are one sequential run rather
+  // than every T-th chunk: a decode matmul streaming its weights restarts the hardware prefetchers once per share,
+  // not once per chunk. A thread whose share is done steals the back half of the largest share left and walks that
+  // the same way. Which thread runs a chunk varies; what a chunk computes must not.
   void parallel_for_stealing(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // parallel_for's split: the chunk [begin, end) of [0, n) that thread `index` of `threads` runs (and owns in
@@ -49,12 +49,13 @@ class ThreadPool {
   // (a parallel call's caller runs as thread 0). For per-thread records such as the profiler's (kernels' matmul calls).
   static int current_index();
 
-  // Bytes worker `index` (1 .. size() - 1) will read soon (a decode thread's next weights, model/weight_layout.h),
-  // for the next parallel call: the worker pulls them into its cache whenever it would otherwise spin idle after that
-  // call (between calls and through the steps the caller runs alone), until they are done or a later call names
-  // other bytes. A few lines at a time, checking for new work between them, so a call never waits on it long. Read
-  // only (they must be readable), so no effect on results. The caller does not warm: at a call's end it would take
-  // bandwidth from the worker still finishing the call (tl16 q4_0 decode, session 23: 2% slower than workers only).
+  // Bytes worker `index` (1 .. size() - 1) will read soon, for the next parallel call: a decode thread's next
+  // weights (model/weight_layout.h). The worker pulls them into its cache whenever it would otherwise spin idle after
+  // that call: between calls and through the steps the caller runs alone. It stops when they are done or a later
+  // call names other bytes. It loads a few lines at a time and checks for new work between them, so a call never
+  // waits on it long. The bytes are only read (they must be readable), so results do not change. The caller does
+  // not warm: at a call's end it would take bandwidth from the worker still finishing the call, which made decode
+  // slower (bench/RESULTS.md, decode table).
   void warm_after_next_call(int index, std::span<const uint8_t> bytes);
   // Before bytes named to warm_after_next_call are freed: every worker drops what it was given so far, and this
   // returns once none can still be reading them (a worker mid-round finishes that round first). The global pool's

@@ -1,9 +1,9 @@
-// ascent bench: llama-bench-style throughput — prefill (ppP) and decode (tgN) tokens/s as median and range over
-// runs, after an untimed warm-up run, optionally after D tokens already in the KV cache (-d, named "ppP @ dD" as
-// llama-bench does) — with each figure as a share of this machine's roofline: prefill against the peak of the
-// instruction its matmuls use (matmul operations per token), decode against read bandwidth (weight bytes streamed
-// per token plus the KV cache rows each step attends over), each token against a read measured beside it. -p, -n, -d
-// and -t take lists, as llama-bench's: the model loads once per thread count.
+// ascent bench: llama-bench-style throughput. Prefill (ppP) and decode (tgN) tokens/s, as median and range over
+// runs, after an untimed warm-up run. With -d, each run starts with D tokens already in the KV cache (named
+// "ppP @ dD", as llama-bench does). Each figure is also a share of this machine's roofline. Prefill counts matmul
+// operations per token against the peak of the instruction its matmuls use. Decode counts the bytes a token reads
+// (its weights plus the KV cache rows each step attends over) against read bandwidth, measured beside each token.
+// -p, -n, -d and -t take lists, as llama-bench's: the model loads once per thread count.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -161,17 +161,14 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
       }
       timed_tests.push_back(std::move(t));
     }
-    // Decode is judged token by token against a read of memory measured between the tokens (the fastest of six 32
-    // MiB reads on the same threads, two with each of prof::sum_bytes' prefetches, ~3 ms, not timed), unless
-    // --roofline-gbps gives the bandwidth: this host class's memory rate moves between states (30 and 60 GB/s here)
-    // within tens of milliseconds, so even reads just before and after a whole run (as here before session 15)
-    // judged runs that had spent part of their time in the other state, showing 60% or 100% of what the memory gave
-    // them. Each token counts against the mean of the reads on its two sides (a token during which the state flipped
-    // had some of each; the read before it came before its untimed first run, below); a run's read is the tokens'
-    // reads weighted by their times, and its share is the bytes it streamed over the bytes that read would have
-    // delivered in that time. Shorter reads ramp up for a larger part of their time: on the Zen 5 host, two 8 MiB
-    // halves read 65-69 GB/s where 32 and 64 MiB halves, alternated with them, read 72-75 (bf16 decode then showed
-    // 93-107% of the read instead of 85-91%); 32 MiB halves read as much as 64 MiB ones.
+    // Decode is judged token by token against a read of memory measured between the tokens, unless --roofline-gbps
+    // gives the bandwidth. The read is the fastest of six 32 MiB reads on the same threads, two with each of
+    // prof::sum_bytes' prefetches (~3 ms, untimed). A host's memory rate can move between states (30 and 60 GB/s,
+    // say) within tens of milliseconds, so reads before and after a whole run would misjudge a run that spent part
+    // of its time in the other state. Each token counts against the mean of the reads on its two sides. A run's read
+    // is its tokens' reads weighted by their times; its share is the bytes it streamed over the bytes that read would
+    // deliver in that time. Reads shorter than 32 MiB ramp up for more of their time and read less, overstating
+    // decode's share; longer ones read no more (bench/RESULTS.md, decode probe table).
     constexpr int64_t kProbeWindow = int64_t{64} << 20;
     for (const int64_t decode : o.decode) {
       if (decode == 0) continue;
@@ -185,10 +182,9 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
         double before = probe && timed ? probe->window_gbps(kProbeWindow) : 0;
         for (int64_t i = 0; i < steps; ++i) {
           if (probe && timed) {
-            // The probe just read 192 MiB through every cache: with probes after every second token, the token
-            // right after one ran 0.6-0.9 ms (7-9%) slower than the token after it in two of three runs (int4 tl16;
-            // the later one faster in 457 of 576 pairs), the probe's cost, not decode's. So the step first runs
-            // untimed, the cache is rewound, and the timed run follows a token, as in a continuous decode (and
+            // The probe just read 192 MiB through every cache, which slows the token right after it by several
+            // percent: the probe's cost, not decode's (bench/RESULTS.md, decode probe table). So the step first runs
+            // untimed and the cache is rewound. The timed step then follows a token, as in a continuous decode (and
             // llama-bench's tg).
             m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
             m->rewind(m->n_past() - 1);
@@ -213,9 +209,9 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
     }
   }
   roofline.remeasure();
-  // Prefill is judged against the peak of the instruction its matmuls use: int8 dot products (VNNI, else AVX2's
-  // vpmaddubsw: prof::Roofline::int8_isa) for the integer formats (GGUF block and K-quants included), bf16 dot
-  // products for bf16, FP32 FMA otherwise (and whenever the CPU lacks the former).
+  // Prefill is judged against the peak of the instruction its matmuls use. The integer formats (GGUF block and
+  // K-quants included) use int8 dot products: VNNI, else AVX2's vpmaddubsw (prof::Roofline::int8_isa). bf16 uses
+  // bf16 dot products. Anything else, or a CPU without those, is judged against FP32 FMA.
   g.threads = ThreadPool::global().size();
   g.gbps = roofline.gbps;
   g.gflops = roofline.gflops;
@@ -277,7 +273,8 @@ void run(Options& o) {
                "--profile and --memory-csv record one thread count, and -t gives {}", o.threads.size());
   for (const int t : o.threads) set_threads(t);  // every count refused before any model loads, not after minutes
   // The decode read probe's buffer (see below) is allocated before the weights, so that it gets huge pages however
-  // a large --no-mmap model leaves memory (on 4 KiB pages the same reads run ~15% slower here).
+  // a large --no-mmap model leaves memory. On 4 KiB pages the same reads run slower (bench/RESULTS.md, roofline
+  // table).
   std::unique_ptr<prof::ReadProbe> probe;
   if (any_positive(o.decode) && !o.roofline.gbps_given()) probe = std::make_unique<prof::ReadProbe>();
   o.runtime.before_load();

@@ -11,7 +11,7 @@ namespace ascent::cli {
 namespace {
 
 void run(int threads) {
-  // Before any line is printed: a negative -t was read as all cores, and a bad ASCENT_ISA failed halfway down.
+  // Before any line is printed: a negative -t would read as all cores, and a bad ASCENT_ISA would fail halfway down.
   set_threads(threads);
   kernels::active_isa();
   const auto& f = cpu_features();

@@ -1,7 +1,7 @@
-// ascent info: what a model file holds — architecture, shapes, parameters, dtypes, sizes — and what loading it
-// cost in resident memory (weights are mapped, not copied, unless --no-mmap; Q8_0, Q4_0, Q4_K and Q6_K matrices are
-// repacked where the AVX-512 kernels run, so they count as copies, unless --no-repack), and how many of the copied
-// matrices the load placed by thread (model/weight_layout.h).
+// ascent info: what a model file holds (architecture, shapes, parameters, dtypes, sizes) and what loading it cost in
+// resident memory. Weights are mapped, not copied, unless --no-mmap. Q8_0, Q4_0, Q4_K and Q6_K matrices are repacked
+// where the AVX-512 or AVX2 kernels run, so they count as copies, unless --no-repack. It also says how many of the
+// copied matrices the load placed by thread (model/weight_layout.h).
 #include <cstdio>
 #include <map>
 

@@ -1,10 +1,10 @@
-// ascent logits: runs token ids through a model and writes every position's logits as a float32 .npy (T, vocab).
-// A debugging and testing tool: the suite compares these files with PyTorch references. --step feeds the ids in
-// pieces of that many tokens, exercising the KV cache the way generation does; --twice runs each piece, rewinds the
-// cache and runs it again (ascent bench re-runs its decode steps so), writing the second run's logits. --beside N runs
-// the ids as one sequence of a batch with N others (of other lengths and contents), to check batch invariance. The
-// runtime flags (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be narrowed down to a load
-// mode or pass.
+// ascent logits: runs token ids through a model and writes every position's logits as a float32 .npy (T, vocab). A
+// debugging and testing tool: the suite compares these files with PyTorch references.
+// --step feeds the ids in pieces of that many tokens, exercising the KV cache the way generation does. --twice runs
+// each piece, rewinds the cache and runs it again, writing the second run's logits (ascent bench re-runs its decode
+// steps so). --beside N runs the ids as one sequence of a batch with N others (of other lengths and contents), to check
+// batch invariance. The runtime flags (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be
+// narrowed down to a load mode or pass.
 #include <algorithm>
 #include <cstdio>
 
@@ -19,11 +19,11 @@ namespace {
 
 void run(const std::string& model_path, const std::string& ids_text, const std::string& out, int64_t step, bool twice,
          int64_t beside, int threads, RuntimeFlags& runtime) {
-  // Negative counts were read as 0 (all at once, alone): refused, before the model loads.
+  // Negative counts would read as 0 (all at once, alone): refused, before the model loads.
   ASCENT_CHECK(step >= 0, "--step: must be 0 (all at once) or more, got {}", step);
   ASCENT_CHECK(beside >= 0, "--beside: must be 0 (alone) or more, got {}", beside);
   ASCENT_CHECK(beside == 0 || (step == 0 && !twice), "--beside cannot be combined with --step or --twice");
-  // A batch-invariance check beside a few others: 2^31 of them ran for ever before anything failed.
+  // A batch-invariance check beside a few others: 2^31 of them would run for ever before anything failed.
   ASCENT_CHECK(beside <= 255, "--beside: at most 255 other sequences, got {}", beside);
   check_output_folder(out);
   const auto ids = parse_ids(ids_text, "--prompt-ids");

@@ -48,8 +48,8 @@ std::vector<int32_t> parse_ids(const std::string& text, const char* flag) {
 
 void set_threads(int threads) {
   ASCENT_CHECK(threads >= 0, "-t: thread count must be >= 0, got {}", threads);
-  // The pool's workers spin between calls, so threads beyond the CPUs only slow each other down: 16 on 2 CPUs ran 3x
-  // slower, and -t 1000 did not finish a bench in minutes. Refused past 8 per CPU, and past llama.cpp's 512.
+  // The pool's workers spin between calls, so threads beyond the CPUs only slow each other down: 16 on 2 CPUs run ~3x
+  // slower, and -t 1000 does not finish a bench in minutes. Refused past 8 per CPU, and past llama.cpp's 512.
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int most = std::min(512, 8 * cpus);
   ASCENT_CHECK(threads <= most, "-t {}: at most {} threads on this machine's {} CPUs (8 per CPU, 512 in all)", threads,
@@ -81,10 +81,10 @@ void check_output_folder(const std::string& out) {
                std::strerror(errno));
 }
 
-// An error's text on one line of UTF-8: a control character from the input a message quotes (a token piece holding a
-// newline, a corrupted tensor name) is written as an escape, so each error stays the one line scripts and tests read,
-// and so is a byte that is not UTF-8 (a corrupted header's bytes, quoted by the JSON parser's "last read"), which
-// would otherwise reach the terminal or a log reader as a broken character.
+// An error's text on one line of UTF-8. A control character from the input a message quotes (a token piece holding a
+// newline, a corrupted tensor name) is written as an escape, so each error stays the one line scripts and tests read.
+// So is a byte that is not UTF-8 (a corrupted header's bytes, quoted by the JSON parser's "last read"), which would
+// otherwise reach the terminal or a log reader as a broken character.
 std::string one_line(std::string_view what) {
   std::string out;
   out.reserve(what.size());

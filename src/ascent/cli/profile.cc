@@ -1,6 +1,6 @@
-// ascent profile: runs a prefill of P tokens and N decode steps with the tracer on, then prints where the time
-// went (top ops with share, achieved GB/s and GFLOP/s, % of this machine's roofline), what fusion did to the
-// node count per layer, and what the memory planner saved.
+// ascent profile: runs a prefill of P tokens and N decode steps with the tracer on. Then it prints where the time went
+// (top ops with share, achieved GB/s and GFLOP/s, % of this machine's roofline), what fusion did to the node count per
+// layer, and what the memory planner saved.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -29,9 +29,9 @@ int layer_nodes(const graph::Graph& g) {
                                         [](const graph::Node& n) { return n.name.rfind("blk.0.", 0) == 0; }));
 }
 
-// How the decode steps' matmul calls went, thread by thread: the share of rows each took, the rate it streamed
-// weights at while it had rows, and how long it waited in calls it had nothing (left) to do in; then the calls'
-// share of the decode time, the rest being the steps between them (norms, RoPE, attention, quantizing inputs).
+// How the decode steps' matmul calls went, thread by thread: the share of rows each took, the rate it streamed weights
+// at while it had rows, and how long it waited in calls it had nothing (left) to do in. Then the calls' share of the
+// decode time; the rest is the steps between them (norms, RoPE, attention, quantizing inputs).
 void print_decode_threads(const prof::Tracer& tracer, double t0, double decode_us, int64_t steps) {
   struct Thread {
     int64_t rows = 0, bytes = 0;

@@ -17,7 +17,7 @@ struct Options {
 
 void run(const Options& o) {
   ASCENT_CHECK(o.model.empty() != o.vocab.empty(), "give exactly one of -m and --vocab");
-  // Both given, the file's text was used and -p's dropped without a word.
+  // Both given, one would be dropped without a word.
   ASCENT_CHECK(o.prompt.empty() || o.text_file.empty(), "give either -p or --text-file, not both");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!o.vocab.empty()) {

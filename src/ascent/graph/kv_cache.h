@@ -1,11 +1,12 @@
-// The KV cache of one sequence: per layer, K and V in f32 or f16 (half the bytes for a decode step's attention to
-// read, at f16's precision; kernels::kv_store rounds each value as it is written), blocks of kBlock positions, each
-// block (n_kv_heads, kBlock, head_dim) (kernels::kv_offset with kv_block = kBlock): a decode step's attention reads
-// each kv head's rows as runs of kBlock * head_dim floats, not as head_dim floats every n_kv_heads * head_dim. K's
-// blocks hold each head's positions as key tiles instead (kernels::k_offset) where the head size is even, so that the
-// kernels read a tile's keys transposed in place rather than transposing them at every step. Attention nodes append
-// their new positions at n_past and read positions [0, n_past + T). The paged, multi-sequence cache belongs to the
-// serving engine.
+// The KV cache of one sequence: per layer, K and V in f32 or f16. f16 halves the bytes a decode step's attention reads,
+// at f16's precision; kernels::kv_store rounds each value as it is written.
+// Positions are stored in blocks of kBlock, each block (n_kv_heads, kBlock, head_dim) (kernels::kv_offset with kv_block
+// = kBlock). So a decode step's attention reads each kv head's rows as runs of kBlock * head_dim floats, not as
+// head_dim floats every n_kv_heads * head_dim. Where the head size is even, K's blocks hold each head's positions as
+// key tiles instead (kernels::k_offset): the kernels then read a tile's keys transposed in place rather than
+// transposing them at every step.
+// Attention nodes append their new positions at n_past and read positions [0, n_past + T). The paged, multi-sequence
+// cache belongs to the serving engine.
 #pragma once
 
 #include <cstdint>

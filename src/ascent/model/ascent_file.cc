@@ -293,8 +293,8 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       key = "shape";
       Shape shape;
       for (const json& v : d.at(key)) shape.push_back(json_int(v, key));
-      // Read wide and checked before it narrows, so that a corrupted size is reported as written (an int read of
-      // 10^12 came out as -727379968 in the error).
+      // Read wide and checked before it narrows, so that a corrupted size is reported as written (read as an int, 10^12
+      // would come out as -727379968 in the error).
       key = "group";
       const int64_t group = json_int(d.at(key), key);
       key = "";
@@ -305,7 +305,7 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       const DType dt = type == "int8" ? DType::I8 : DType::I4;
       const int64_t N = shape[0], K = shape[1];
       if (dt == DType::I4) check_int4_group(group);
-      // quantize writes 0 for int8 (one scale per row); another value is a damaged field (it was ignored).
+      // quantize writes 0 for int8 (one scale per row); another value is a damaged field, refused rather than ignored.
       ASCENT_CHECK(dt == DType::I4 || group == 0, "group {} for an int8 tensor (one scale per row: 0)", group);
       Tensor t;
       t.dtype = dt;

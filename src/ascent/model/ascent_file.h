@@ -1,16 +1,19 @@
-// Ascent's quantized model file: a safetensors container that any safetensors reader can list, holding
-//   - plain tensors (F32/F16/BF16) under their canonical names (GGUF-style, "blk.0.attn_norm.weight");
-//   - each I8/I4 matrix NAME as three entries: NAME (U8: offset-binary codes; I8 (N, row bytes), rows padded; I4
-//     (blocks of 16 rows, bytes per block), dtype.h's layout), NAME.scale (F32, I8 (N,), I4 (blocks, groups, 16))
-//     and, for activation-aware models, NAME.input_scale (F32, (K,));
+// Ascent's quantized model file: a safetensors container that any safetensors reader can list. It holds
+//   - plain tensors (F32/F16/BF16) under their canonical GGUF-style names ("blk.0.attn_norm.weight");
+//   - each I8/I4 matrix NAME as three entries:
+//     NAME, the U8 offset-binary codes in tensor/dtype.h's layout (I8 (N, row bytes), rows padded; I4 (blocks of 16
+//     rows, bytes per block));
+//     NAME.scale (F32; I8 (N,), I4 (blocks, groups, 16));
+//     NAME.input_scale (F32, (K,)), in activation-aware models only;
 //   - the tokenizer's own file as the U8 tensor "ascent.tokenizer";
-//   - __metadata__ strings: "format" = "ascent", "ascent.version" (2; 1 before int4 took blocks of 16 rows, read unless
-//   it holds int4), "ascent.config" (the model config as JSON),
-//     "ascent.quant" (int8, int4, bf16: the one format of every linear layer, so each ascent.tensors type is it),
-//     "ascent.tensors" (JSON: name -> {type, shape, group}), "ascent.tokenizer_kind" (tokenizer.json, tokenizer.bin,
-//     gguf; empty without a tokenizer: the loader picks the tokenizer's reader by it).
-// Loading maps the file and uses every tensor in place. Every field is checked: a corrupted or truncated file
-// fails naming the file and the tensor or field at fault.
+//   - __metadata__ strings:
+//     "format" = "ascent";
+//     "ascent.version" = 2 (version 1 stored int4 row-major: such files load unless they hold int4);
+//     "ascent.config", the model config as JSON;
+//     "ascent.quant", the one format of every linear layer (int8, int4, bf16);
+//     "ascent.tensors", JSON name -> {type, shape, group};
+//     "ascent.tokenizer_kind" (tokenizer.json, tokenizer.bin, gguf; empty without a tokenizer): which reader the
+//     loader gives the embedded tokenizer.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +38,8 @@ void write_ascent_model(const ModelConfig& cfg, const WeightSet& w, const std::s
                         std::span<const char> tokenizer, const std::string& tokenizer_kind, const std::string& path);
 
 // Reads config and weights (views into the mapping); `tokenizer` receives the embedded tokenizer bytes (a view
-// valid while w holds the file).
+// valid while w holds the file). The file is mapped and every tensor used in place. Every field is checked: a
+// corrupted or truncated file fails naming the file and the tensor or field at fault.
 AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, WeightSet& w,
                                  std::span<const uint8_t>& tokenizer);
 

@@ -19,8 +19,8 @@ uint16_t u16_at(const uint8_t* p) {
   return h;
 }
 
-// The first i in [0, n) with bad(i), or n: each pool thread scans its share and stops at its first find (or at one
-// below its start found by another), so a sound tensor is read once and a damaged one stops early.
+// The first i in [0, n) with bad(i), or n. Each pool thread scans its share and stops at its first find (or at one
+// below its start found by another). So a sound tensor is read once and a damaged one stops early.
 template <class Bad>
 int64_t first_bad(int64_t n, const Bad& bad) {
   std::atomic<int64_t> first{n};

@@ -1,9 +1,12 @@
-// The values of a model's weights, checked once (`--check-tensors`, and always before `quantize` and `convert` write
-// a new file): a NaN or an infinity in a weight is a damaged or badly converted file, and left alone it surfaces only
-// as logits that are not finite (engine::check_logits stops generation there), with no word of where. What it refuses:
-// NaN or infinite f32, f16 and bf16 values; the f16 block scales of Q8_0 and Q4_0 (d), Q4_K (d and dmin) and Q6_K (d);
-// the f32 row or group scales and input scales of int8 and int4 matrices. Integer codes have no invalid values and are
-// not read. It runs on the file's layouts, before a load repacks or splits any matrix (it refuses split ones).
+// The values of a model's weights, checked once: with `--check-tensors`, and always before `quantize` and `convert`
+// write a new file. A NaN or an infinity in a weight is a damaged or badly converted file. Left alone, it surfaces only
+// as logits that are not finite (engine::check_logits stops generation there), with no word of where.
+// It refuses a NaN or an infinity in:
+// - f32, f16 and bf16 values;
+// - the f16 block scales of Q8_0 and Q4_0 (d), Q4_K (d and dmin) and Q6_K (d);
+// - the f32 row or group scales and input scales of int8 and int4 matrices.
+// Integer codes have no invalid values and are not read. It runs on the file's layouts, before a load repacks or
+// splits any matrix (it refuses split ones).
 #pragma once
 
 #include <optional>

@@ -80,8 +80,8 @@ void validate_config(const ModelConfig& c, const std::string& source) {
                c.n_layers);
   ASCENT_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "{}: rope_theta {} must be positive and finite", source,
                c.rope_theta);
-  // rope_inv_freq divides by these: a factor list of the wrong length was applied to its first entries only, and a zero
-  // or a NaN made every position's rotation NaN without an error.
+  // rope_inv_freq divides by these. A factor list of the wrong length would apply to its first entries only, and a zero
+  // or a NaN would make every position's rotation NaN without an error.
   if (!c.rope_freq_factors.empty()) {
     ASCENT_CHECK(static_cast<int64_t>(c.rope_freq_factors.size()) == c.head_dim / 2,
                  "{}: {} rope frequency factors for head_dim {} (expected {})", source, c.rope_freq_factors.size(),

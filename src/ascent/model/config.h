@@ -48,9 +48,9 @@ std::vector<float> rope_inv_freq(const ModelConfig& c);
 
 // Checks ranges and divisibility; throws "SOURCE: field: problem".
 void validate_config(const ModelConfig& c, const std::string& source);
-// Fails naming source and field unless 0 <= id < c.vocab. The loaders check each id a file names, at the load, not
-// first at the embedding lookup (bos) or never (an end id that cannot be sampled); the defaults of a file that names
-// none (GPT-2's 50256) are left alone, as a small test model's vocabulary need not hold them.
+// Fails naming source and field unless 0 <= id < c.vocab. The loaders check each id a file names at the load, rather
+// than first at the embedding lookup (bos) or never (an end id that cannot be sampled). The defaults of a file that
+// names none (GPT-2's 50256) are left alone, as a small test model's vocabulary need not hold them.
 void check_token_id(const ModelConfig& c, int64_t id, const char* field, const std::string& source);
 
 }  // namespace ascent::model

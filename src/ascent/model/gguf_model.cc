@@ -44,9 +44,8 @@ Tensor permute_for_interleaved_rope(const Tensor& t, int64_t heads) {
       }
     }
   }
-  // Back to the source's type where rows can be written in it; an Ascent int8/int4 or K-quant matrix stays f32 and
-  // the caller converts it to the output type (converting an int8/int4 one back ended in "cannot convert f32 to
-  // int4").
+  // Back to the source's type where rows can be written in it. An Ascent int8/int4 or K-quant matrix has no row writer:
+  // it stays f32, and the caller converts it to the output type.
   return t.dtype == DType::F32 || !quantize_row_writes(t.dtype) ? out : convert(out, t.dtype);
 }
 
@@ -87,10 +86,11 @@ void load_gguf(const GgufFile& f, ModelConfig& cfg, WeightSet& w) {
   cfg.norm_eps = static_cast<float>(cfg.arch == Arch::Gpt2 ? f.get_float(p + "attention.layer_norm_epsilon", 1e-5)
                                                            : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   cfg.rope_theta = f.get_float(p + "rope.freq_base", 10000.0);
-  // What llama.cpp's RoPE can do and ours does not is refused rather than run into other logits: rotating only the
-  // first rope.dimension_count dimensions of a head (ours rotates the whole head), and linear and YaRN scaling
-  // (rope.scaling.type, or the older rope.scale_linear), which change every position's angles. llama3's scaling comes
-  // as the rope_freqs.weight tensor, read below.
+  // What llama.cpp's RoPE can do and ours does not is refused, rather than run into other logits:
+  // - rotating only the first rope.dimension_count dimensions of a head (ours rotates the whole head);
+  // - linear and YaRN scaling (rope.scaling.type, or the older rope.scale_linear), which change every position's
+  //   angles.
+  // llama3's scaling comes as the rope_freqs.weight tensor, read below.
   if (cfg.uses_rope()) {
     const int64_t n_rot = f.get_int(p + "rope.dimension_count", cfg.head_dim);
     ASCENT_CHECK(n_rot == cfg.head_dim,
@@ -234,8 +234,8 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
     std::string out_name = name;
     if (cfg.tied_embeddings && name == "output.weight") {
       // HF files that keep only lm_head for tied embeddings give it as the embedding. Where both are kept, the output
-      // matrix is dropped only if it is the embedding's copy: an Ascent file quantizes it apart (int8, int4), and
-      // writing the embedding in its place changed every logit (by 0.5% RMS for int8, 7% for int4).
+      // matrix is dropped only if it is the embedding's copy. An Ascent file quantizes it apart (int8, int4): writing
+      // the embedding in its place would change every logit (by 0.5% RMS for int8, 7% for int4).
       if (!w.has("token_embd.weight")) {
         out_name = "token_embd.weight";
       } else if (same_tensor(t, *w.find("token_embd.weight"))) {

@@ -41,7 +41,7 @@ T field_or(const json& j, const std::string& path, const char* key, T dflt) {
   return field<T>(j, path, key);
 }
 
-// An eos_token_id list: a non-empty list of integers (an empty one was once read past its end).
+// An eos_token_id list: a non-empty list of integers.
 std::vector<int32_t> eos_list(const json& ids, const std::string& path) {
   bool ok = !ids.empty();
   for (const json& id : ids) ok = ok && id.is_number_integer();
@@ -121,13 +121,13 @@ void parse_config(const json& j, const std::string& path, ModelConfig& c) {
     c.rope_theta = field_or<double>(j, path, "rope_theta", 10000.0);
     c.tied_embeddings = field_or<bool>(j, path, "tie_word_embeddings", false);
     ASCENT_CHECK(c.n_heads > 0, "{}: num_attention_heads must be positive", path);
-    // Without head_dim, transformers takes hidden_size // num_attention_heads; a remainder means a damaged config
-    // (it was reported as head_dim 0, a field the file does not have).
+    // Without head_dim, transformers takes hidden_size // num_attention_heads; a remainder means a damaged config.
+    // Named as such, not as head_dim 0, a field the file does not have.
     ASCENT_CHECK(j.contains("head_dim") || c.dim % c.n_heads == 0,
                  "{}: hidden_size {} is not a multiple of num_attention_heads {} (and there is no head_dim)", path,
                  c.dim, c.n_heads);
     c.head_dim = field_or<int64_t>(j, path, "head_dim", c.dim / c.n_heads);
-    // Rotary over part of each head (Phi, StableLM) is no architecture here; it was ignored.
+    // Rotary over part of each head (Phi, StableLM) is no architecture here: refused, not ignored.
     const double rotary = field_or<double>(j, path, "partial_rotary_factor", 1.0);
     ASCENT_CHECK(rotary == 1.0, "{}: partial_rotary_factor {} is not supported (rotary over the whole head)", path,
                  rotary);

@@ -46,8 +46,8 @@ void load_llama2c(const std::string& path, ModelConfig& cfg, WeightSet& w) {
   const int64_t have = (static_cast<int64_t>(bytes.size()) - 28) / 4;
   ASCENT_CHECK(have >= expect, "{}: truncated: header promises {} floats of weights, file holds {}", path, expect,
                have);
-  // The format has no tensor table, so the size is its only check of the header: a corrupted shape that asks for
-  // fewer floats than the file holds would otherwise load a prefix of the weights under the wrong shapes and run.
+  // The format has no tensor table, so the size is its only check of the header. A corrupted shape that asks for fewer
+  // floats than the file holds would otherwise load a prefix of the weights under the wrong shapes, and run.
   ASCENT_CHECK(static_cast<int64_t>(bytes.size()) == 28 + 4 * expect,
                "{}: header promises {} bytes of weights, but the file holds {} after its header (a corrupted header "
                "or not a llama2.c checkpoint)",

@@ -27,7 +27,8 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
     ASCENT_CHECK(types->ints.size() == n, "{}: metadata tokenizer.ggml.token_type has {} entries for {} tokens",
                  f.path(), types->ints.size(), n);
     for (size_t i = 0; i < n; ++i) {
-      // llama.cpp's types: 0 undefined, then Normal .. Byte (1-6). Another value was kept as a type no code expects.
+      // llama.cpp's types: 0 undefined, then Normal .. Byte (1-6). Another value would be kept as a type no code
+      // expects.
       const int64_t t = types->ints[i];
       ASCENT_CHECK(t >= 0 && t <= static_cast<int64_t>(TokenType::Byte),
                    "{}: metadata tokenizer.ggml.token_type: token {} has type {} (expected 0-6)", f.path(), i, t);
@@ -85,7 +86,7 @@ tokenizer::Vocab vocab_from_gguf(const GgufFile& f) {
   v.eos_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", -1));
   v.unk_id = static_cast<int32_t>(f.get_int("tokenizer.ggml.unknown_token_id", -1));
   v.add_bos = f.get_int("tokenizer.ggml.add_bos_token", kind == "llama" ? 1 : 0) != 0;
-  // As llama.cpp: EOS after the text with the special tokens (it was not read: such files encoded without it).
+  // As llama.cpp: EOS after the text with the special tokens (unread, such files would encode without it).
   if (f.get_int("tokenizer.ggml.add_eos_token", 0) != 0) {
     ASCENT_CHECK(v.eos_id >= 0, "{}: tokenizer.ggml.add_eos_token is set but there is no tokenizer.ggml.eos_token_id",
                  f.path());

@@ -1,6 +1,6 @@
-// Quantizes a loaded model into Ascent's format (model/ascent_file.h): every linear layer's matrix (attention,
-// feed-forward, output head) as int8 (per row), int4 (per group; activation-aware with calibration text) or
-// bf16; token embeddings as f16 (bf16 for --type bf16); norms and biases as f32. Reports each matrix's error.
+// Quantizes a loaded model into Ascent's format (model/ascent_file.h). Every linear layer's matrix (attention,
+// feed-forward, output head) becomes int8 (per row), int4 (per group; activation-aware with calibration text) or bf16.
+// Token embeddings become f16 (bf16 for --type bf16); norms and biases stay f32. Reports each matrix's error.
 #pragma once
 
 #include <functional>

@@ -44,11 +44,10 @@ __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
 }
 
 // The plain loop (no software prefetch) on AVX-512 machines: one 64-byte load per line, each its own instruction.
-// On the Zen 5 host, two threads alternating rounds over one buffer, it read 1.03-1.16x the best of the 256-bit loops
-// in the fast memory state (0.97x in a slow minute), where the same loop with each load folded into its add (vpaddq
-// zmm, zmm, [mem], which GCC makes of the intrinsics) read 0.86-0.98x: the loads are inline assembly so that GCC
-// cannot fold them (bench/RESULTS.md, session 29). With a software prefetch beside each line the 512-bit form read
-// less than the 256-bit one, so the prefetching loops stay as they are.
+// The loads are inline assembly so that GCC cannot fold each into its add (vpaddq zmm, zmm, [mem]). The folded
+// form read less than the best 256-bit loop, the unfolded one more (bench/RESULTS.md, roofline table). With a
+// software prefetch beside each line the 512-bit form read less than the 256-bit one, so the prefetching loops stay
+// 256-bit.
 __attribute__((target("avx512f"))) uint64_t sum_avx512(const uint8_t* p, int64_t n) {
   __m512i a0 = _mm512_setzero_si512(), a1 = a0;
   for (int64_t i = 0; i + 128 <= n; i += 128) {
@@ -164,9 +163,9 @@ __attribute__((target("avx512f,avx512vnni"))) float vnni_loop() {
   return static_cast<float>(int64_t{lanes[0]} + lanes[15]);
 }
 
-// AVX2's int8 products: vpmaddubsw (32 byte products, summed in pairs), 8 dependent chains (latency 3, two per cycle
-// on Zen 3: 6 cover it; with 12, GCC 12 spilled the chains to the stack every iteration). The int16 lanes saturate
-// (defined).
+// AVX2's int8 products: vpmaddubsw (32 byte products, summed in pairs) in 8 dependent chains. With latency 3 and two
+// per cycle (Zen 3), 6 chains cover the latency; with 12, GCC 12 spills the chains to the stack every iteration.
+// The int16 lanes saturate (defined).
 __attribute__((target("avx2"))) float maddubs_loop() {
   __m256i acc[8];
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_epi8(static_cast<char>(i + 1));
@@ -194,9 +193,9 @@ __attribute__((target("avx512f,avx512bf16"))) float bf16_loop() {
 }
 
 // Operations per second of `loop` (ops_per_call each) on `threads` threads at once. Each thread times its own
-// passes and keeps its best; the rates are summed. On a shared host a neighbour can halve one core for a moment:
-// per-thread best-of-five is robust to that and to threads starting at different times (a peak is only ever
-// underestimated by noise, so the best pass is the estimate).
+// passes and keeps its best; the rates are summed. On a shared host a neighbour can halve one core for a moment.
+// Per-thread best-of-five is robust to that and to threads starting at different times: noise only ever lowers a
+// peak, so the best pass is the estimate.
 template <class Fn>
 double peak_rate(int threads, Fn loop, double ops_per_call) {
   constexpr int kPasses = 5;
@@ -228,8 +227,9 @@ double fma_gflops(int threads, std::string& isa) {
   return f.avx512f ? peak_rate(threads, fma_avx512, flops) : peak_rate(threads, fma_avx2, flops);
 }
 
-// Huge pages, as the weights get with --no-mmap: on 4 KiB pages the same loop reads ~15% slower here, and a
-// decode on huge pages would then read "faster than the roofline". Every page touched, so none is the zero page.
+// Huge pages, as the weights get with --no-mmap. On 4 KiB pages the same loop reads slower (bench/RESULTS.md,
+// roofline table), and a decode on huge pages would then read "faster than the roofline". Every page is touched, so
+// none is the zero page.
 AlignedPtr read_buffer(int64_t bytes) {
   AlignedPtr buf = huge_alloc_bytes(static_cast<size_t>(bytes));
   for (int64_t i = 0; i < bytes; i += 64) buf[static_cast<size_t>(i)] = static_cast<uint8_t>(i);

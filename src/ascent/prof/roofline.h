@@ -10,24 +10,23 @@ namespace ascent::prof {
 struct Roofline {
   double read_gbps_1t = 0, read_gbps_all = 0;  // GB/s (1e9 bytes per second), best of several passes
   double fp32_gflops_1t = 0, fp32_gflops_all = 0;
-  // Peak of the dot-product instructions the quantized kernels use (all threads; 0 when the CPU lacks them):
-  // int8 in GOP/s, vpdpbusd with AVX-512 VNNI, else AVX2's vpmaddubsw (what the AVX2 integer and GGUF kernels use),
-  // named by int8_isa; bf16 vdpbf16ps in GFLOP/s.
+  // Peak of the dot-product instructions the quantized kernels use (all threads; 0 when the CPU lacks them).
+  // int8 in GOP/s: vpdpbusd with AVX-512 VNNI, else AVX2's vpmaddubsw (what the AVX2 integer and GGUF kernels use),
+  // named by int8_isa. bf16: vdpbf16ps in GFLOP/s.
   double int8_gops_all = 0, bf16_gflops_all = 0;
   std::string int8_isa;
   int threads = 1;
   std::string fma_isa;  // which instruction set the FLOP/s loop used
 };
 
-// The read loops every bandwidth figure here comes from, on the calling thread: sums n bytes at p as 64-bit words (AVX2
-// where the CPU has it), n a multiple of 128, each line prefetched 4 KiB ahead as `prefetch` says: not at all, with the
-// non-temporal hint (as the decode kernels stream their weights: kernels/cpu/gemm_tiles.h, PrefetchTo::Stream), or into
-// L1. Where the CPU has AVX-512 the loop without prefetch uses 512-bit loads, which on the Zen 5 host read up to 16%
-// more than the best 256-bit loop in the fast memory state (bench/RESULTS.md, session 29), while either prefetch read
-// up to 1.4x the 256-bit plain loop (session 19; 1.10-1.16x the 512-bit one in a slow minute, session 29). Which of the
-// three is fastest changes from minute to minute, so every bandwidth measured here is the best pass of all three: the
-// roofline is the best read this machine does, not the plainest. For a benchmark that compares a kernel with a read of
-// the same bytes (bench/decode_ceiling.cc).
+// The read loops every bandwidth figure here comes from, on the calling thread. Sums n bytes at p as 64-bit words
+// (AVX2 where the CPU has it); n is a multiple of 128. Each line is prefetched 4 KiB ahead as `prefetch` says: not at
+// all, with the non-temporal hint (as the decode kernels stream their weights: kernels/cpu/gemm_tiles.h,
+// PrefetchTo::Stream), or into L1. Where the CPU has AVX-512, the loop without prefetch uses 512-bit loads, which
+// read more than 256-bit ones. Which of the three loops reads fastest changes from minute to minute (bench/RESULTS.md,
+// roofline table). So every bandwidth measured here is the best pass of all three: the roofline is the best read this
+// machine does, not the plainest. Benchmarks that compare a kernel with a read of the same bytes call it too
+// (bench/decode_ceiling.cc).
 enum class ReadPrefetch { None, NonTemporal, L1 };
 inline constexpr ReadPrefetch kReadPrefetches[] = {ReadPrefetch::None, ReadPrefetch::NonTemporal, ReadPrefetch::L1};
 uint64_t sum_bytes(const uint8_t* p, int64_t n, ReadPrefetch prefetch = ReadPrefetch::None);
@@ -43,12 +42,11 @@ class ReadProbe {
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
   ~ReadProbe();
-  // The next 3 x `bytes` of the buffer (windows taken in turn, so a window is cold again by the time it comes back
-  // around) read as six halves of `bytes`, two with each of sum_bytes' prefetches, the fastest kept, split over
-  // the global ThreadPool's threads rather than fresh ones: a reading of about three milliseconds between two
-  // decode steps. On the Zen 4 host, single 8-32 MiB windows read the
-  // same as whole 256 MiB passes alternated with them (median ratio 1.00-1.04); on the Zen 5 host a 16 MiB window
-  // read ~10% less than a 64 or 128 MiB one in the fast memory state (bench uses 64).
+  // Reads the next 3 x `bytes` of the buffer as six halves of `bytes`, two with each of sum_bytes' prefetches, and
+  // keeps the fastest. Windows are taken in turn, so a window is cold again by the time it comes back around. The
+  // reads run on the global ThreadPool's threads rather than fresh ones: about three milliseconds between two decode
+  // steps. bench uses 64 MiB windows, which read what whole passes read; a 16 MiB window can read ~10% less
+  // (bench/RESULTS.md, decode probe table).
   double window_gbps(int64_t bytes);
 
  private:

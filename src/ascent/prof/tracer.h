@@ -20,9 +20,10 @@ struct TraceEvent {
   int threads = 1;
 };
 
-// One pool thread's part of a parallel matmul call (kernels/cpu/matmul_cpu.cc): from the start of its first chunk of
-// rows to the end of its last, the output rows it computed (its own share and any it stole) and the weight bytes
-// those rows read, counted as the node events count weights (the codes; int8/int4 scales not included).
+// One pool thread's part of a parallel matmul call (kernels/cpu/matmul_cpu.cc). It spans from the start of the thread's
+// first chunk of rows to the end of its last. It counts the output rows the thread computed (its own share and any it
+// stole) and the weight bytes those rows read. Bytes are counted as the node events count weights: the codes, without
+// int8/int4 scales.
 struct ThreadSpan {
   int thread = 0;  // ThreadPool::current_index(): 0 the calling thread, 1.. the workers
   double ts_us = 0, dur_us = 0;

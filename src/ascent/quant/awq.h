@@ -1,8 +1,8 @@
-// Activation-aware int4 quantization (after AWQ, Lin et al. 2023): with calibration activations X (R, K) of a
-// linear layer, search a per-input-channel scale s = mean|x|^alpha (alpha on a grid) that minimizes the layer's
-// output error || X W^T - X Q(W diag(s))^T diag(1/s) ||, then per group a clipping ratio of the range that
-// minimizes that group's share of the output error. The result is stored as an I4 tensor with input_scale = 1/s.
-// Refuses nothing silently: shapes are checked; without calibration rows use quantize_int4 (round to nearest).
+// Activation-aware int4 quantization, after AWQ (Lin et al., 2023). Given calibration activations X (R, K) of a linear
+// layer, it searches a per-input-channel scale s = mean|x|^alpha (alpha on a grid). The scale minimizes the layer's
+// output error || X W^T - X Q(W diag(s))^T diag(1/s) ||. Then, per group, it searches the clipping ratio of the range
+// that minimizes that group's share of the output error. The result is stored as an I4 tensor with input_scale = 1/s.
+// Refuses nothing silently: shapes are checked; without calibration rows, use quantize_int4 (round to nearest).
 #pragma once
 
 #include <cstdint>

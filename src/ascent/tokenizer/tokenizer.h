@@ -75,9 +75,9 @@ class Tokenizer {
     int32_t id;
     AddedTokenRule rule;
   };
-  // Specials matched in one text, longest first (one per text: its first id), indexed by their first byte: a scan
-  // looks only where one can start, and there only at those (each position tried all of them: a 5 MB text with
-  // Llama-3's 256 specials took 5.6 s to encode with them parsed, against 0.7 s without).
+  // Specials matched in one text, longest first (one per text: its first id), indexed by their first byte. A scan looks
+  // only where one can start, and there only at those. Trying every special at every position made a text with
+  // Llama-3's 256 specials parsed encode ~8x slower than without them (bench/RESULTS.md, tokenizer table).
   struct SpecialSet {
     std::vector<Special> list;
     std::array<std::vector<uint32_t>, 256> by_first;  // indexes into list, longest first

@@ -25,17 +25,21 @@ enum class Normalization { None, NFC, NFKC, NFD, NFKD };
 // The byte a SentencePiece byte-fallback piece "<0xAB>" stands for, or -1 when `piece` has another form.
 int byte_piece_value(std::string_view piece);
 
-// Spm: which runs of text (the text between special tokens) encode prefixes with a space. SentencePiece prefixes
-// every run, even one that starts with a space, as Hugging Face's Prepend normalizer does between added tokens it
-// matches before normalizing ("normalized": false; see match_normalized for the others); HF's Metaspace pre-tokenizer
-// prefixes no run that already starts with one (" " or "▁"), and with prepend_scheme "first" only a run at the start
-// of the text.
+// Spm: which runs of text (the text between special tokens) encode prefixes with a space.
+// - EveryRun: SentencePiece prefixes every run, even one that starts with a space. So does Hugging Face's Prepend
+//   normalizer between added tokens it matches before normalizing ("normalized": false; see match_normalized for the
+//   others).
+// - MetaspaceAlways: HF's Metaspace pre-tokenizer prefixes every run but one that already starts with a space (" " or
+//   "▁").
+// - MetaspaceFirst: Metaspace with prepend_scheme "first" prefixes only a run at the start of the text, on the same
+//   condition.
 enum class SpacePrefix : uint8_t { EveryRun, MetaspaceAlways, MetaspaceFirst };
 
-// How a tokenizer.json added token matches when special tokens are parsed (Hugging Face's AddedToken): lstrip and
-// rstrip take the whitespace on that side into the match (so out of the text around it), single_word matches only
-// where no word character touches it, normalized matches its normalized text in the normalized text (where
-// Vocab::match_normalized says the normalizer changes it), not itself in the raw text.
+// How a tokenizer.json added token matches when special tokens are parsed (Hugging Face's AddedToken):
+// - lstrip and rstrip take the whitespace on that side into the match (so out of the text around it);
+// - single_word matches only where no word character touches it;
+// - normalized matches its normalized text in the normalized text, not itself in the raw text (where
+//   Vocab::match_normalized says the normalizer changes it).
 struct AddedTokenRule {
   bool lstrip = false, rstrip = false, single_word = false, normalized = false;
 };
@@ -64,8 +68,8 @@ struct Vocab {
   bool match_normalized = false;
   bool decode_byte_pieces = false;  // Spm: every "<0xNN>" piece decodes to its byte (a ByteFallback decoder step)
   // Spm: a character with no piece becomes its bytes' pieces only when all of them exist, else one unknown token (HF's
-  // BPE), rather than each byte its piece or the unknown token (SentencePiece, llama.cpp); fuse_unk: one unknown token
-  // for a run of such characters.
+  // BPE). Otherwise each byte becomes its piece or the unknown token (SentencePiece, llama.cpp). fuse_unk: one unknown
+  // token for a run of such characters.
   bool unk_per_char = false, fuse_unk = false;
 };
 
@@ -80,8 +84,8 @@ Vocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_
 Vocab read_tokenizer_json(const std::string& path);
 
 // Throws ascent::Error naming `source` and `field` when a merge's sides or its result are not vocabulary pieces, as
-// HF's BPE refuses such a file at load: the encoder skipped a merge with an unknown side and gave <unk> for a result
-// it could not find. The readers of tokenizer.json, vocab.bpe and GGUF merges call it.
+// HF's BPE refuses such a file at load. Otherwise the encoder would skip a merge with an unknown side and give <unk>
+// for a result it cannot find. The readers of tokenizer.json, vocab.bpe and GGUF merges call it.
 void check_merges(const Vocab& v, const std::string& source, const char* field);
 
 }  // namespace ascent::tokenizer

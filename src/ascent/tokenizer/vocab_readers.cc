@@ -159,11 +159,11 @@ std::string metaspace_scheme(const nlohmann::json& p, const char* what, const st
   return scheme;
 }
 
-// Reads the pipeline, refusing a step the encoder does not carry out, naming it: before, an unknown step was skipped
-// and the text encoded as if it were absent, so the ids differed from the tokenizer's own without a word. What the
-// encoder does: Unicode normalization (NFC, NFKC, NFD, NFKD); SentencePiece-style space handling (Prepend "▁",
-// Replace " " -> "▁", Metaspace "▁"); one regex Split (Isolated, not inverted) before a ByteLevel that adds no
-// prefix space and splits by that regex only (or, without a Split, by GPT-2's).
+// Reads the pipeline, refusing by name a step the encoder does not carry out. Skipping an unknown step would encode the
+// text as if it were absent, so the ids would differ from the tokenizer's own without a word.
+// What the encoder does: Unicode normalization (NFC, NFKC, NFD, NFKD); SentencePiece-style space handling (Prepend "▁",
+// Replace " " -> "▁", Metaspace "▁"); one regex Split (Isolated, not inverted) before a ByteLevel. That ByteLevel adds
+// no prefix space and splits by that regex only (or, without a Split, by GPT-2's).
 Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   using nlohmann::json;
   Pipeline out;
@@ -191,7 +191,7 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
     if (t == "Prepend") {
       ASCENT_CHECK(string_field(p, "prepend") == kSpace, "{}: normalizer Prepend '{}' is not supported (only '{}')",
                    path, string_field(p, "prepend"), kSpace);
-      // HF prepends twice (it was read as once).
+      // HF prepends twice; read as once, the ids would differ.
       ASCENT_CHECK(!out.prepend, "{}: normalizer has two Prepend steps; one is supported", path);
       out.prepend = true;
       return;
@@ -231,7 +231,7 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
     if (t == "ByteLevel") {
       ASCENT_CHECK(!p.value("add_prefix_space", false),
                    "{}: pre_tokenizer ByteLevel with add_prefix_space true is not supported", path);
-      // A second ByteLevel maps the already mapped characters again in HF (it was read as one).
+      // A second ByteLevel maps the already mapped characters again in HF; read as one, the ids would differ.
       ASCENT_CHECK(!out.byte_level, "{}: pre_tokenizer has two ByteLevel steps; one is supported", path);
       out.byte_level = true;
       byte_level_regex = p.value("use_regex", true);
@@ -258,8 +258,8 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   ASCENT_CHECK(!out.byte_level || splits == 1 || byte_level_regex,
                "{}: pre_tokenizer ByteLevel with use_regex false and no Split step (no pre-split) is not supported",
                path);
-  // The SentencePiece-style encoder splits words only at spaces, and the byte-level one knows no "▁": either was
-  // silently encoded without the step.
+  // The SentencePiece-style encoder splits words only at spaces, and the byte-level one knows no "▁": either would
+  // silently encode without the step.
   ASCENT_CHECK(splits == 0 || out.byte_level,
                "{}: pre_tokenizer Split without a ByteLevel step is not supported (SentencePiece-style files split "
                "only at spaces)",
@@ -274,13 +274,13 @@ Pipeline read_pipeline(const nlohmann::json& j, const std::string& path) {
   return out;
 }
 
-// Checks the decoder against what Tokenizer::decode does for this vocabulary, refusing a step it does not carry out,
-// by name: before, the decoder was not read at all, so a file whose decoder differed decoded to other text than the
-// tokenizer's own without a word. What decode does: byte-level vocabularies map each piece's characters back to
-// bytes (HF's ByteLevel decoder); the others turn "▁" into a space (Replace, or Metaspace), pieces <0xNN> into their
-// byte (ByteFallback, with or without the model's byte_fallback), join the pieces (Fuse), and drop the first space
-// exactly where the encoder prefixes one (Strip of one leading space, or Metaspace with a prepend scheme). A file with
-// no decoder is taken as decoding so. Returns whether the decoder has a ByteFallback step.
+// Checks the decoder against what Tokenizer::decode does for this vocabulary, refusing by name a step it does not carry
+// out. Otherwise a file whose decoder differs would decode to other text than the tokenizer's own, without a word.
+// What decode does: byte-level vocabularies map each piece's characters back to bytes (HF's ByteLevel decoder). The
+// others turn "▁" into a space (Replace, or Metaspace) and pieces <0xNN> into their byte (ByteFallback, with or without
+// the model's byte_fallback). They join the pieces (Fuse) and drop the first space exactly where the encoder prefixes
+// one (Strip of one leading space, or Metaspace with a prepend scheme). A file with no decoder is taken as decoding so.
+// Returns whether the decoder has a ByteFallback step.
 bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_level, bool byte_fallback,
                    bool space_prefix) {
   using nlohmann::json;
@@ -331,13 +331,12 @@ bool check_decoder(const nlohmann::json& j, const std::string& path, bool byte_l
   return bytes;
 }
 
-// The special tokens the post-processor puts around the text (TemplateProcessing's "single": at most one
-// SpecialToken, then $A, then any), also inside a Sequence (Llama-3.1's files: ByteLevel, then the template; before,
-// the template was read only at the top, so those encoded without their BOS, and tokens after $A were dropped). A
-// ByteLevel step changes only offsets. Anything else that adds tokens (a second token before the text,
-// Bert/RobertaProcessing) is refused by name: encode adds one BOS. As in HF, a SpecialToken names an entry of the
-// template's special_tokens, whose ids are what is added (they were looked up by name in the vocabulary instead, and
-// an entry of several ids added one).
+// The special tokens the post-processor puts around the text: TemplateProcessing's "single", at most one SpecialToken,
+// then $A, then any. The template is also read inside a Sequence (Llama-3.1's files: ByteLevel, then the template);
+// read only at the top, those would encode without their BOS. A ByteLevel step changes only offsets. Anything else that
+// adds tokens (a second token before the text, Bert/RobertaProcessing) is refused by name: encode adds one BOS. As in
+// HF, a SpecialToken names an entry of the template's special_tokens, whose ids are what is added (not the vocabulary's
+// ids for that name).
 struct Template {
   std::string before_name;             // the SpecialToken before the text, for errors
   std::vector<int64_t> before, after;  // the ids added before and after the text
@@ -473,7 +472,7 @@ Vocab read_tokenizer_json(const std::string& path) {
     if (j.contains("added_tokens")) {
       for (const auto& t : j["added_tokens"]) {
         const int64_t id = t.at("id").get<int64_t>();  // an integer in range: token_id above
-        // A negative id was used as an index (a write before the vocabulary's first piece).
+        // A negative id would be used as an index (a write before the vocabulary's first piece).
         ASCENT_CHECK(id >= 0, "{}: added token '{}' has negative id {}", path, t.at("content").get<std::string>(), id);
         const auto i = static_cast<size_t>(id);
         v.pieces[i] = t.at("content").get<std::string>();
@@ -509,8 +508,8 @@ Vocab read_tokenizer_json(const std::string& path) {
     }
     if (pipe.has_normalization) v.normalization = pipe.normalization;
     // SentencePiece-style files normalise by Prepend("▁") + Replace(" ", "▁"), or pre-tokenize by Metaspace (also
-    // inside a Sequence, which was read as no prefix); with neither there is no prefix. A Prepend step prefixes every
-    // run before Metaspace sees it, so Metaspace's rule applies only without one.
+    // inside a Sequence); with neither there is no prefix. A Prepend step prefixes every run before Metaspace sees it,
+    // so Metaspace's rule applies only without one.
     const bool metaspace_prefix = !pipe.metaspace.empty() && pipe.metaspace != "never";
     v.add_space_prefix = !byte_level && (pipe.prepend || metaspace_prefix);
     if (!byte_level && !pipe.prepend && metaspace_prefix) {

@@ -1,6 +1,6 @@
-// The attention block as one node: the Q, K and V projections of the same input run as one merged matmul (one
-// pass of work over all their output rows), then the optional q/k norm, RoPE, the KV-cache append and attention
-// run on scratch memory owned by the node. The intermediate q/k/v tensors disappear from the plan.
+// The attention block as one node. The Q, K and V projections of the same input run as one merged matmul (one pass of
+// work over all their output rows). Then the optional q/k norm, RoPE, the KV-cache append and attention run on scratch
+// memory owned by the node. The intermediate q/k/v tensors disappear from the plan.
 #include "ascent/graph/passes.h"
 
 namespace ascent::graph {

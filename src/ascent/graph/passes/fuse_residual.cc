@@ -1,6 +1,6 @@
-// add(residual, matmul(x)) where the matmul has no other reader becomes a matmul that adds the residual as it
-// writes each output (y = residual + (x @ W^T + b), the same sum as before); the memory planner can then update
-// the residual stream in place.
+// add(residual, matmul(x)), where the matmul has no other reader, becomes a matmul that adds the residual as it writes
+// each output: y = residual + (x @ W^T + b), the same sum as before. The memory planner can then update the residual
+// stream in place.
 #include "ascent/graph/passes.h"
 
 namespace ascent::graph {
