@@ -1,6 +1,6 @@
 // Runs a Graph. Plans (memory offsets) are compiled once per shape bucket of T — the next power of two — and
-// cached, the CPU counterpart of a CUDA-graph pool; every call then runs the nodes in order on reference kernels
-// over one arena. With a tracer attached, each node's time, bytes and FLOPs are recorded.
+// cached, the CPU counterpart of a CUDA-graph pool; every call then runs the nodes in order over one arena, each
+// through its op's function (node_calls.h). With a tracer attached, each node's time, bytes and FLOPs are recorded.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "ascent/graph/ir.h"
 #include "ascent/graph/kv_cache.h"
 #include "ascent/graph/memory_plan.h"
+#include "ascent/graph/node_calls.h"
 #include "ascent/graph/passes.h"
 #include "ascent/prof/tracer.h"
 
@@ -29,11 +30,7 @@ class Executor {
 
   // Several sequences in one run: their rows are stacked (matmuls and norms see them all at once) and each
   // attends over its own cache. Needs a graph that keeps every row (no LastRow). Returns (sum of T, cols).
-  struct Segment {
-    std::span<const int32_t> tokens;
-    int64_t n_past = 0;
-    KvCache* kv = nullptr;
-  };
+  using Segment = graph::Segment;
   std::span<const float> run_batch(std::span<const Segment> segments);
 
   int64_t plans_compiled() const { return plans_compiled_; }
@@ -41,11 +38,15 @@ class Executor {
   // Compiles the plans of every bucket up to max_tokens now, so first requests do not pay for them.
   void warm_up(int64_t max_tokens);
   void set_tracer(prof::Tracer* t) { tracer_ = t; }
-  // Called with each matmul's weight and input rows x (rows, K) before it runs: calibration for quantization.
-  using MatmulObserver = std::function<void(const Tensor& w, const float* x, int64_t rows)>;
+  using MatmulObserver = graph::MatmulObserver;
   void set_matmul_observer(MatmulObserver f) { observer_ = std::move(f); }
 
  private:
+  // The batch's stacked tokens and positions (kept in tokens_, positions_, rows_) and whether it is a decode step.
+  Batch describe(std::span<const Segment> segments);
+  // Runs node i of the graph for the batch, with its buffers in the arena laid out by plan.
+  void run_node(size_t i, const Batch& b, const MemoryPlan& plan);
+
   const Graph& graph_;
   PassOptions options_;
   std::map<int64_t, MemoryPlan> plans_;
@@ -53,6 +54,7 @@ class Executor {
   Arena arena_;
   std::vector<int32_t> positions_;
   std::vector<int32_t> tokens_;  // the batch's tokens, stacked
+  std::vector<int64_t> rows_;    // the batch's first row of each segment, then T
   prof::Tracer* tracer_ = nullptr;
   MatmulObserver observer_;
 };
