@@ -18,6 +18,10 @@ class MappedFile {
   // Process-wide: read files opened from now on into memory instead of mapping them.
   static void set_copy_files(bool copy);
   static bool copies_files();
+  // Process-wide, for the fuzz targets (tests/fuzz): read files opened from now on into a heap block of exactly their
+  // size, so that AddressSanitizer reports a read past a file's end (a mapping reads zeros up to its last page's end).
+  // Loads behave as with a mapping: copies_files() stays false.
+  static void set_exact_copies(bool exact);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -28,11 +32,13 @@ class MappedFile {
 
  private:
   void read_copy(int fd);
+  void read_exact(int fd);
 
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t mapped_ = 0;  // bytes to unmap (a copy is rounded up to whole huge pages)
+  bool heap_ = false;  // data_ is a heap block (set_exact_copies), freed rather than unmapped
 };
 
 // Gives back the whole pages inside [p, p + bytes) of a MappedFile's memory (madvise MADV_DONTNEED): a mapping's
