@@ -17,7 +17,7 @@ PARALLEL=1
 SHARED=${SHARED:-../shared}
 targets=()
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   echo "targets: ${ALL[*]}"
   exit "$1"
 }

@@ -301,6 +301,15 @@ def main():
     open(os.path.join(folder, "tokenizer.json"), "w").write('{"model": {"type": "BPE", "vocab": [1, 2')
     expect_error("malformed tokenizer.json", ["generate", "-m", folder, "-p", "hi", "-n", "2"],
                  ["tokenizer.json", "bad JSON"])
+    # A pre-tokenizer regex that does not compile: the error names the file (it named none).
+    tj = json.load(open(os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json"), encoding="utf-8"))
+    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(?<=a+)b"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    bad_regex = os.path.join(ROOT, "bad-regex.json")
+    json.dump(tj, open(bad_regex, "w", encoding="utf-8"), ensure_ascii=False)
+    expect_error("pre-tokenizer regex that does not compile", ["tokenize", "--vocab", bad_regex, "-p", "hi"],
+                 [bad_regex, "pre-tokenizer regex does not compile", "lookbehind"])
     # A tokenizer with more tokens than the model has rows: the error names the tokenizer and the model (it named
     # neither).
     s260 = os.path.join(SHARED, "models", "stories260K", "stories260K.bin")
