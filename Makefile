@@ -2,7 +2,7 @@
 SHARED ?= ../shared
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build build-asan test test-release test-asan demo format clean
+.PHONY: setup build build-asan build-fuzz test test-release test-asan test-fuzz fuzz demo format clean
 
 setup:
 	bash scripts/setup.sh
@@ -21,8 +21,22 @@ test-release: build
 test-asan: build-asan
 	ctest --preset asan -j $(JOBS)
 
-# The whole suite, in the release build and again under AddressSanitizer + UndefinedBehaviorSanitizer.
-test: test-release test-asan
+# The libFuzzer targets (clang) run once over their seed corpora and past findings; `make fuzz` fuzzes each for
+# FUZZ_TIME seconds (scripts/fuzz.sh).
+build-fuzz: setup
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS)
+
+test-fuzz: build-fuzz
+	ctest --preset fuzz -j $(JOBS)
+
+FUZZ_TIME ?= 600
+fuzz: setup
+	scripts/fuzz.sh --time $(FUZZ_TIME)
+
+# The whole suite, in the release build and again under AddressSanitizer + UndefinedBehaviorSanitizer, and the fuzz
+# targets over their corpora.
+test: test-release test-asan test-fuzz
 
 demo: build
 	@if [ -f $(SHARED)/models/stories260K/stories260K.bin ]; then \

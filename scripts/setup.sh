@@ -10,6 +10,9 @@ PACKAGES=(
   clang-format
   python3 python3-numpy python3-torch python3-jinja2 python3-sentencepiece
 )
+# Test-only: the fuzz build (preset fuzz, tests/fuzz) needs Debian's clang and its libFuzzer runtime
+# (libclang_rt.fuzzer, in libclang-rt-14-dev).
+PACKAGES+=(clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -151,6 +151,17 @@ def main():
     edit_header(st(folder), bytes_mismatch)
     expect_error("shape disagrees with byte count", gen(folder), ["model.safetensors", "model.norm.weight", "bytes"])
 
+    # A matrix with no columns is refused by name (where its data lay off the element alignment, the reader's copy
+    # divided its size by the zero: SIGFPE).
+    def no_columns(h):
+        b = h["lm_head.weight"]["data_offsets"][0]
+        h["lm_head.weight"].update(shape=[64, 0], data_offsets=[b, b])
+        return h
+    folder, _, _ = fresh_hf("no-columns")
+    edit_header(st(folder), no_columns)
+    expect_error("matrix with no columns", gen(folder),
+                 ["model.safetensors", "lm_head.weight", "dimension 0 is not positive"])
+
     folder, cfg, w = fresh_hf("shape")
     w2 = dict(w)
     w2["model.layers.1.self_attn.q_proj.weight"] = w["model.layers.1.self_attn.q_proj.weight"][:32].clone()
@@ -200,6 +211,9 @@ def main():
     expect_error("GGUF K-quant rows that are not whole super-blocks",
                  gen(variant("kq-rows.gguf", data[:t_at] + struct.pack("<I", 12) + data[t_at + 4:])),
                  ["kq-rows.gguf", "token_embd.weight", "q4_k blocks"])
+    expect_error("GGUF tensor larger than int64 counts",
+                 gen(variant("dims.gguf", data[:i + 21] + struct.pack("<QQ", 2 ** 32 - 32, 2 ** 32 - 32) + data[i + 37:])),
+                 ["dims.gguf", "tensor token_embd.weight", "more elements than an int64 holds"])
     expect_error("GGUF tensor offset out of range",
                  gen(variant("offset.gguf", data[:t_at + 4] + struct.pack("<Q", 1 << 40) + data[t_at + 12:])),
                  ["offset.gguf", "token_embd.weight", "outside the file"])
@@ -231,6 +245,12 @@ def main():
         return ("llama.rope.scaling.type", 8, struct.pack("<Q", len(v)) + v.encode())
     r = run(gen(variant("rope-none.gguf", with_entries([scaling("none")]))))
     check(r.returncode == 0 and r.stdout == v3.stdout, f"GGUF rope.scaling.type none loads and runs alike: {r.stderr!r}")
+    # An array length the file cannot hold is refused before it sizes the array (2^31 int32s reserved 16 GB).
+    for et, width in ((5, 4), (8, 8)):
+        expect_error(f"GGUF array of type {et} longer than the file",
+                     gen(variant(f"array-{et}.gguf", with_entries([("ascent.test.array", 9, struct.pack("<IQ", et, 2 ** 31))]))),
+                     [f"array-{et}.gguf", "metadata ascent.test.array: 2147483648 elements need "
+                      f"{width * 2 ** 31} bytes or more"])
     # llama.cpp's linear and YaRN scaling move every position's angles, which ours do not: refused.
     expect_error("GGUF rope.scaling.type yarn", gen(variant("rope-yarn.gguf", with_entries([scaling("yarn")]))),
                  ["rope-yarn.gguf", "rope.scaling.type 'yarn' is not supported"])
@@ -242,6 +262,22 @@ def main():
                  ["moe.gguf", "expert_count 8: mixture-of-experts models are not supported"])
     renamed = data.replace(b"blk.0.ffn_up.weight", b"blk.0.ffn_XX.weight")
     expect_error("GGUF missing tensor", gen(variant("renamed.gguf", renamed)), ["renamed.gguf", "blk.0.ffn_up.weight"])
+
+    # An Ascent file (a safetensors container) whose GPT-2 fused QKV weight is a scalar: its rows were read from an
+    # empty shape when the load split it into Q, K and V.
+    config = {"arch": "gpt2", "vocab": 64, "dim": 32, "n_layers": 1, "n_heads": 4, "n_kv_heads": 4, "head_dim": 8,
+              "ffn_dim": 128, "max_seq": 64, "norm_eps": 1e-5, "rope_theta": 10000.0, "rope_style": "half",
+              "rope_scaling": {"enabled": False, "factor": 1.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position": 8192.0},
+              "sliding_window": 0, "rope_freq_factors": [], "tied_embeddings": True, "bos_id": 1, "eos_id": 2}
+    meta = {"format": "ascent", "ascent.version": "2", "ascent.config": json.dumps(config), "ascent.quant": "bf16",
+            "ascent.tensors": "{}", "ascent.tokenizer_kind": ""}
+    header = json.dumps({"__metadata__": meta, "blk.0.attn_qkv.weight": {"dtype": "F32", "shape": [],
+                                                                          "data_offsets": [0, 4]}}).encode()
+    header += b" " * (-(8 + len(header)) % 64)  # the data 64-byte aligned, as quantize writes it
+    expect_error("Ascent file with a scalar fused QKV",
+                 gen(variant("scalar-qkv.safetensors", struct.pack("<Q", len(header)) + header + b"\0" * 4)),
+                 ["scalar-qkv.safetensors", "tensor blk.0.attn_qkv.weight has shape (), expected 96 rows"])
 
     # llama2.c
     b260 = open(os.path.join(os.environ.get("ASCENT_SHARED", "../shared"), "models", "stories260K",
@@ -255,6 +291,10 @@ def main():
                  ["hidden.bin", "header promises", "after its header"])
     expect_error("llama2.c bytes past the weights", gen(variant("long.bin", b260 + b"\0" * 4)),
                  ["long.bin", "header promises", "after its header"])
+    # Header fields at the format's limit (2^24) promise more floats than int64 counts: refused with the number.
+    huge = struct.pack("<7i", 1 << 24, 1 << 24, 1 << 24, 1, 1, 1 << 24, 1 << 24)
+    expect_error("llama2.c header past int64", gen(variant("huge.bin", huge + b"\0" * 64)),
+                 ["huge.bin", "truncated: header promises 33056566505987440115712 floats of weights, file holds 16"])
     expect_error("not a model at all", gen(variant("text.bin", b"hello world, this is not a model" * 4)),
                  ["text.bin"])
 
@@ -263,6 +303,15 @@ def main():
     open(os.path.join(folder, "tokenizer.json"), "w").write('{"model": {"type": "BPE", "vocab": [1, 2')
     expect_error("malformed tokenizer.json", ["generate", "-m", folder, "-p", "hi", "-n", "2"],
                  ["tokenizer.json", "bad JSON"])
+    # A pre-tokenizer regex that does not compile: the error names the file.
+    tj = json.load(open(os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json"), encoding="utf-8"))
+    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(?<=a+)b"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    bad_regex = os.path.join(ROOT, "bad-regex.json")
+    json.dump(tj, open(bad_regex, "w", encoding="utf-8"), ensure_ascii=False)
+    expect_error("pre-tokenizer regex that does not compile", ["tokenize", "--vocab", bad_regex, "-p", "hi"],
+                 [bad_regex, "pre-tokenizer regex does not compile", "lookbehind"])
     # A tokenizer with more tokens than the model has rows: the error names the tokenizer and the model.
     s260 = os.path.join(SHARED, "models", "stories260K", "stories260K.bin")
     tok656 = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")

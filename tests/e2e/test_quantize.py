@@ -283,6 +283,13 @@ def main():
         t["blk.0.attn_k.weight"]["group"] = group
         h["__metadata__"]["ascent.tensors"] = json.dumps(t)
         cases.append((tag, variant(tag, rewrite(h, good4)), needle))
+    # A matrix shape near int64's limit is refused by name (rounding its rows up to blocks of 16 overflowed).
+    for tag, shape in [("rows-huge", [2 ** 63 - 1, 32]), ("cols-huge", [32, 2 ** 63 - 1])]:
+        h = json.loads(good4[8:8 + struct.unpack("<Q", good4[:8])[0]])
+        t = json.loads(h["__metadata__"]["ascent.tensors"])
+        t["blk.0.attn_k.weight"]["shape"] = shape
+        h["__metadata__"]["ascent.tensors"] = json.dumps(t)
+        cases.append((tag, variant(tag, rewrite(h, good4)), "is not a matrix of 1 to 2^31 - 1 rows and columns"))
     # Version 1 files laid int4 out row by row: one holding int4 is refused with the fix; int8 ones still load.
     h = json.loads(good4[8:8 + struct.unpack("<Q", good4[:8])[0]])
     h["__metadata__"]["ascent.version"] = "1"

@@ -191,6 +191,27 @@ TEST(MappedFile, ErrorsNameThePath) {
   }
 }
 
+// The fuzz targets' mode: the file's bytes in a heap block of exactly its size, page-aligned as a mapping is, and
+// the loads still told that the file is mapped (copies_files).
+TEST(MappedFile, ExactCopiesHoldTheFile) {
+  const std::string path = (std::filesystem::temp_directory_path() / "ascent_exact_copy_test.bin").string();
+  const std::string text = "seven bytes and then some";
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), out), text.size());
+  std::fclose(out);
+  MappedFile::set_exact_copies(true);
+  {
+    MappedFile f(path);
+    EXPECT_EQ(f.size(), text.size());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(f.bytes().data()), f.size()), text);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(f.bytes().data()) % 4096, 0u);
+    EXPECT_FALSE(MappedFile::copies_files());
+  }
+  MappedFile::set_exact_copies(false);
+  std::filesystem::remove(path);
+}
+
 TEST(Gguf, WriterOutputReadsBack) {
   const std::string path = (std::filesystem::temp_directory_path() / "ascent_gguf_test.gguf").string();
   Tensor t = make_owned(DType::F32, {3, 32});

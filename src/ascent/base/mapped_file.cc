@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ascent/base/error.h"
 
@@ -15,6 +17,20 @@ namespace ascent {
 namespace {
 
 bool copy_files = false;
+bool exact_copies = false;
+
+// Reads size bytes of fd into dst. Returns "" or why it stopped short.
+std::string read_all(int fd, uint8_t* dst, size_t size, size_t& got) {
+  got = 0;
+  while (got < size) {
+    const ssize_t r = ::pread(fd, dst + got, size - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return std::strerror(errno);
+    if (r == 0) return "file shrank";
+    got += static_cast<size_t>(r);
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -36,6 +52,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     fail("{}: file is empty", path);
   }
   size_ = static_cast<size_t>(st.st_size);
+  if (exact_copies) {
+    read_exact(fd);
+    return;
+  }
   if (copy_files) {
     read_copy(fd);
     return;
@@ -60,16 +80,11 @@ void MappedFile::read_copy(int fd) {
   ::madvise(p, mapped_, MADV_HUGEPAGE);  // a hint: without transparent huge pages the copy still works
   auto* dst = static_cast<uint8_t*>(p);
   size_t got = 0;
-  while (got < size_) {
-    const ssize_t r = ::pread(fd, dst + got, size_ - got, static_cast<off_t>(got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const int err = r < 0 ? errno : 0;
-      ::close(fd);
-      ::munmap(p, mapped_);
-      fail("{}: read failed at byte {} of {}: {}", path_, got, size_, err != 0 ? std::strerror(err) : "file shrank");
-    }
-    got += static_cast<size_t>(r);
+  const std::string err = read_all(fd, dst, size_, got);
+  if (!err.empty()) {
+    ::close(fd);
+    ::munmap(p, mapped_);
+    fail("{}: read failed at byte {} of {}: {}", path_, got, size_, err);
   }
   ::mprotect(p, mapped_, PROT_READ);  // read-only, as a mapping would be
   data_ = dst;
@@ -82,9 +97,31 @@ void MappedFile::read_copy(int fd) {
 
 const uint8_t* MappedFile::reloadable(const void* p) const {
   ASCENT_CHECK(contains(p), "{}: an address outside the file", path_);
-  if (!copied_) return static_cast<const uint8_t*>(p);
+  if (!copied_ || heap_) return static_cast<const uint8_t*>(p);
   if (file_map_ == nullptr) return nullptr;
   return file_map_ + (static_cast<const uint8_t*>(p) - data_);
+}
+
+void MappedFile::read_exact(int fd) {
+  void* p = nullptr;
+  // Page-aligned as a mapping is: readers check the alignment of tensor data relative to it.
+  if (::posix_memalign(&p, 4096, size_) != 0) {
+    ::close(fd);
+    fail("{}: cannot allocate {} bytes to read it into", path_, size_);
+  }
+  size_t got = 0;
+  const std::string err = read_all(fd, static_cast<uint8_t*>(p), size_, got);
+  ::close(fd);
+  if (!err.empty()) {
+    std::free(p);
+    fail("{}: read failed at byte {} of {}: {}", path_, got, size_, err);
+  }
+  data_ = static_cast<const uint8_t*>(p);
+  heap_ = true;
+}
+
+void MappedFile::set_exact_copies(bool exact) {
+  exact_copies = exact;
 }
 
 void MappedFile::set_copy_files(bool copy) {
@@ -96,7 +133,11 @@ bool MappedFile::copies_files() {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_);
+  if (heap_) {
+    std::free(const_cast<uint8_t*>(data_));
+  } else if (data_ != nullptr) {
+    ::munmap(const_cast<uint8_t*>(data_), mapped_);
+  }
   if (file_map_ != nullptr) ::munmap(const_cast<uint8_t*>(file_map_), size_);
 }
 

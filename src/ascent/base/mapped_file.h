@@ -18,6 +18,10 @@ class MappedFile {
   // Process-wide: read files opened from now on into memory instead of mapping them.
   static void set_copy_files(bool copy);
   static bool copies_files();
+  // Process-wide, for the fuzz targets (tests/fuzz): read files opened from now on into a heap block of exactly their
+  // size, so that AddressSanitizer reports a read past a file's end (a mapping reads zeros up to its last page's end).
+  // Loads behave as with a mapping: copies_files() stays false.
+  static void set_exact_copies(bool exact);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -33,9 +37,13 @@ class MappedFile {
   // mapping, whose pages read back from the file; for a copy (--no-mmap), the same byte in a mapping of the file kept
   // for that, whose pages cost nothing until read.
   const uint8_t* reloadable(const void* p) const;
+  // Whether release_pages may be given this file's pages: not a heap block's (set_exact_copies), whose pages other
+  // allocations may share.
+  bool releasable() const { return !heap_; }
 
  private:
   void read_copy(int fd);
+  void read_exact(int fd);
 
   std::string path_;
   const uint8_t* data_ = nullptr;
@@ -43,6 +51,7 @@ class MappedFile {
   size_t mapped_ = 0;  // bytes to unmap (a copy is rounded up to whole huge pages)
   bool copied_ = false;
   const uint8_t* file_map_ = nullptr;  // a copy's mapping of its file (reloadable)
+  bool heap_ = false;                  // data_ is a heap block (set_exact_copies), freed rather than unmapped
 };
 
 // Gives back the whole pages inside [p, p + bytes) of a MappedFile's memory (madvise MADV_DONTNEED): a mapping's

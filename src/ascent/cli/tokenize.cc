@@ -21,7 +21,9 @@ void run(const Options& o) {
   ASCENT_CHECK(o.prompt.empty() || o.text_file.empty(), "give either -p or --text-file, not both");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!o.vocab.empty()) {
-    tok = std::make_unique<tokenizer::Tokenizer>(model::load_vocab(o.vocab, 0));
+    tokenizer::Vocab v = model::load_vocab(o.vocab, 0);
+    // The tokenizer's own checks (its pre-tokenizer regex compiles) name the file they came from.
+    tok = with_context(o.vocab, [&] { return std::make_unique<tokenizer::Tokenizer>(std::move(v)); });
   } else {
     auto m = model::Model::load(o.model, {.repack = false});  // only its tokenizer is needed
     tok = model::load_tokenizer(*m, "");

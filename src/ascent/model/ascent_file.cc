@@ -253,7 +253,9 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       r.dtype = e.at("dtype").get<std::string>();
       for (const auto& d : e.at("shape")) {
         const int64_t v = json_int(d, "shape");
-        ASCENT_CHECK(v >= 0, "negative dimension {}", v);
+        // A weight has elements in every dimension: a 0 (a damaged file's (64, 0)) reached Tensor::rows(), which
+        // divides by the last one.
+        ASCENT_CHECK(v > 0, "dimension {} is not positive", v);
         r.shape.push_back(v);
       }
       const auto& off = e.at("data_offsets");
@@ -301,7 +303,11 @@ AscentFileInfo read_ascent_model(const std::string& path, ModelConfig& cfg, Weig
       ASCENT_CHECK(type == "int8" || type == "int4", "type '{}' is not int8 or int4", type);
       // quantize writes every linear layer in the file's one format, so a mixed file is a corrupted one.
       ASCENT_CHECK(type == info.quant, "type {} in a file whose ascent.quant is {}", type, info.quant);
-      ASCENT_CHECK(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, "shape {} is not a matrix", shape_str(shape));
+      // Below 2^31 as every model dimension is (validate_config): the padded sizes and scale counts computed from
+      // them then fit int64 (a row count near 2^63 overflowed rounding up to 16 rows).
+      constexpr int64_t kMaxDim = int64_t{1} << 31;
+      ASCENT_CHECK(shape.size() == 2 && shape[0] > 0 && shape[1] > 0 && shape[0] < kMaxDim && shape[1] < kMaxDim,
+                   "shape {} is not a matrix of 1 to 2^31 - 1 rows and columns", shape_str(shape));
       const DType dt = type == "int8" ? DType::I8 : DType::I4;
       const int64_t N = shape[0], K = shape[1];
       if (dt == DType::I4) check_int4_group(group);

@@ -157,8 +157,9 @@ void finalize_weights(const ModelConfig& cfg, WeightSet& w) {
         const Tensor* t = w.find(name);
         if (t == nullptr) continue;  // the graph builder reports what is missing
         Tensor fused = kind == std::string("bias") && t->dtype != DType::F32 ? to_f32(*t) : *t;
-        ASCENT_CHECK(fused.shape[0] == 3 * C, "{}: tensor {} has shape {}, expected {} rows", w.file_of(name), name,
-                     shape_str(fused.shape), 3 * C);
+        // A scalar (safetensors allows one) has no rows to split: its first dimension was read from an empty shape.
+        ASCENT_CHECK(!fused.shape.empty() && fused.shape[0] == 3 * C, "{}: tensor {} has shape {}, expected {} rows",
+                     w.file_of(name), name, shape_str(fused.shape), 3 * C);
         const int64_t row_bytes = fused.shape.size() == 2 ? storage_bytes(fused.dtype, fused.shape[1]) : 4;
         const char* parts[3] = {"attn_q.", "attn_k.", "attn_v."};
         for (int i = 0; i < 3; ++i) {

@@ -14,6 +14,7 @@ class Cursor {
  public:
   Cursor(const std::string& path, std::span<const uint8_t> b) : path_(path), b_(b) {}
   uint64_t pos() const { return pos_; }
+  uint64_t left() const { return b_.size() - pos_; }
   const uint8_t* need(uint64_t n, const char* what) {
     if (n > b_.size() || pos_ > b_.size() - n) {
       fail("{}: truncated: file ends at byte {} while reading {} at offset {}", path_, b_.size(), what, pos_);
@@ -54,6 +55,25 @@ bool is_int_type(GgufType t) {
       return true;
     default:
       return false;
+  }
+}
+
+// The bytes of one integer, bool or float scalar in the file.
+uint64_t int_or_float_bytes(GgufType t) {
+  switch (t) {
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::Bool:
+      return 1;
+    case GgufType::U16:
+    case GgufType::I16:
+      return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -98,6 +118,15 @@ GgufValue read_value(Cursor& c, GgufType t, const std::string& path, const std::
     const uint64_t n = c.read<uint64_t>("array length");
     ASCENT_CHECK(n < kMaxCount, "{}: metadata {}: array length {} is not plausible", path, key, n);
     const GgufType et = v.elem_type;
+    const bool number = is_int_type(et) || et == GgufType::F32 || et == GgufType::F64;
+    if (!number && et != GgufType::String) {
+      fail("{}: metadata {}: unsupported array element type {}", path, key, static_cast<uint32_t>(et));
+    }
+    // Each element takes at least this many bytes of the file (a string its 8-byte length): a length past what is
+    // left is refused before it sizes the vector (2^31 int32s reserved 16 GB and ended in std::bad_alloc).
+    const uint64_t least = number ? int_or_float_bytes(et) : 8;
+    ASCENT_CHECK(n <= c.left() / least, "{}: metadata {}: {} elements need {} bytes or more, the file has {} left",
+                 path, key, n, n * least, c.left());
     if (is_int_type(et)) {
       v.ints.reserve(n);
       for (uint64_t i = 0; i < n; ++i) v.ints.push_back(read_int(c, et));
@@ -106,11 +135,9 @@ GgufValue read_value(Cursor& c, GgufType t, const std::string& path, const std::
       for (uint64_t i = 0; i < n; ++i) {
         v.floats.push_back(et == GgufType::F32 ? c.read<float>("f32") : c.read<double>("f64"));
       }
-    } else if (et == GgufType::String) {
+    } else {
       v.strings.reserve(n);
       for (uint64_t i = 0; i < n; ++i) v.strings.push_back(c.str("string"));
-    } else {
-      fail("{}: metadata {}: unsupported array element type {}", path, key, static_cast<uint32_t>(et));
     }
   } else {
     fail("{}: metadata {}: unknown value type {}", path, key, static_cast<uint32_t>(t));
@@ -190,7 +217,9 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
   data_offset_ = (c.pos() + a - 1) / a * a;
   const uint64_t size = file_->size();
   for (const auto& t : tensors_) {
-    const uint64_t nbytes = static_cast<uint64_t>(storage_bytes(t.dtype, numel(t.shape)));
+    // Four dimensions under 2^32 each can still multiply past int64: refused naming the file and tensor.
+    const auto nbytes = static_cast<uint64_t>(with_context(fmt::format("{}: tensor {}", path, t.name),
+                                                           [&] { return storage_bytes(t.dtype, numel(t.shape)); }));
     ASCENT_CHECK(data_offset_ <= size && t.offset <= size - data_offset_ && nbytes <= size - data_offset_ - t.offset,
                  "{}: tensor {}: data [{}, {}) lies outside the file ({} bytes)", path, t.name, data_offset_ + t.offset,
                  data_offset_ + t.offset + nbytes, size);

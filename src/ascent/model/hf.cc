@@ -250,7 +250,7 @@ void transpose_conv1d(WeightSet& w, int64_t n_layers) {
 
 }  // namespace
 
-void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
+void read_hf_config(const std::string& dir, ModelConfig& cfg) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   ASCENT_CHECK(fs::exists(config_path), "{}: not a model folder: config.json is missing", dir);
   try {
@@ -259,6 +259,10 @@ void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
   } catch (const json::exception& e) {  // a field of an unexpected shape the checks above did not foresee
     fail("{}: {}", config_path, e.what());
   }
+}
+
+void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w) {
+  read_hf_config(dir, cfg);
   auto rename = [&](const std::string& n) { return cfg.arch == Arch::Gpt2 ? rename_gpt2(n) : rename_llama(n); };
 
   const std::string single = (fs::path(dir) / "model.safetensors").string();

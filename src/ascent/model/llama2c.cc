@@ -41,17 +41,20 @@ void load_llama2c(const std::string& path, ModelConfig& cfg, WeightSet& w) {
   const int64_t L = cfg.n_layers, C = cfg.dim, F = cfg.ffn_dim, V = cfg.vocab, kv = cfg.n_kv_heads * cfg.head_dim;
   const int64_t qd = cfg.n_heads * cfg.head_dim;
   const int64_t half = cfg.head_dim / 2;
-  int64_t expect = V * C + L * (C + C * qd + 2 * C * kv + qd * C + C + 3 * F * C) + C + 2 * cfg.max_seq * half;
-  if (!shared) expect += V * C;
+  // In 128 bits: header fields of up to 2^24 make products past int64 (2^24 layers of 2^24 x 2^24 matrices), which
+  // wrapped; the size check below then refuses any such header.
+  using Wide = __int128;
+  const Wide layer = C + Wide{C} * qd + Wide{2} * C * kv + Wide{qd} * C + C + Wide{3} * F * C;
+  const Wide expect = Wide{V} * C * (shared ? 1 : 2) + L * layer + C + Wide{2} * cfg.max_seq * half;
   const int64_t have = (static_cast<int64_t>(bytes.size()) - 28) / 4;
   ASCENT_CHECK(have >= expect, "{}: truncated: header promises {} floats of weights, file holds {}", path, expect,
                have);
   // The format has no tensor table, so the size is its only check of the header. A corrupted shape that asks for fewer
   // floats than the file holds would otherwise load a prefix of the weights under the wrong shapes, and run.
-  ASCENT_CHECK(static_cast<int64_t>(bytes.size()) == 28 + 4 * expect,
+  ASCENT_CHECK(static_cast<int64_t>(bytes.size()) == 28 + 4 * static_cast<int64_t>(expect),
                "{}: header promises {} bytes of weights, but the file holds {} after its header (a corrupted header "
                "or not a llama2.c checkpoint)",
-               path, 4 * expect, bytes.size() - 28);
+               path, 4 * static_cast<int64_t>(expect), bytes.size() - 28);
 
   const float* p = reinterpret_cast<const float*>(bytes.data() + 28);
   auto view = [&](Shape s) {

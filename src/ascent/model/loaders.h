@@ -11,6 +11,8 @@
 
 namespace ascent::model {
 
+// A Hugging Face folder's config.json, and generation_config.json's end ids where the folder has one.
+void read_hf_config(const std::string& dir, ModelConfig& cfg);
 // A Hugging Face folder: config.json plus model.safetensors or model.safetensors.index.json with shards.
 void load_hf(const std::string& dir, ModelConfig& cfg, WeightSet& w);
 // A GGUF file with llama, qwen2, qwen3 or gpt2 architecture metadata.

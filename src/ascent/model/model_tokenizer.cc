@@ -168,7 +168,8 @@ std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const Model& m, const std::
                m.path(), m.config().vocab);
   if (v.bos_id < 0) v.bos_id = m.config().bos_id;
   if (v.eos_id < 0) v.eos_id = m.config().eos_id;
-  return std::make_unique<tokenizer::Tokenizer>(std::move(v));
+  // The tokenizer's own checks (its pre-tokenizer regex compiles) name the file they came from.
+  return with_context(from, [&] { return std::make_unique<tokenizer::Tokenizer>(std::move(v)); });
 }
 
 }  // namespace ascent::model

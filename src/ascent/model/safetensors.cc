@@ -97,7 +97,9 @@ void read_safetensors(const std::string& path, WeightSet& out,
       Shape shape;
       for (const auto& d : info["shape"]) {
         const int64_t v = json_int(d, "shape");
-        ASCENT_CHECK(v >= 0, "negative dimension {}", v);
+        // A weight has elements in every dimension: a 0 (a damaged file's (64, 0)) reached Tensor::rows(), which
+        // divides by the last one.
+        ASCENT_CHECK(v > 0, "dimension {} is not positive", v);
         shape.push_back(v);
       }
       const auto& off = info["data_offsets"];

@@ -221,7 +221,8 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     packed->by_thread = m.split;
     packed->owner = owner;
     for (const std::string& n : m.names) w.replace(n, with_packed(w, *w.find(n), packed));
-    if (w.file_holding(m.src.data) != nullptr) {  // the kernels read the copy: the file's pages can go
+    const MappedFile* file = w.file_holding(m.src.data);
+    if (file != nullptr && file->releasable()) {  // the kernels read the copy: the file's pages can go
       release_pages(m.src.data, static_cast<size_t>(m.src.nbytes()));
       const size_t sb = scale_bytes(m.src.dtype, m.src.rows(), m.src.cols(), m.src.group);
       if (sb > 0) release_pages(m.src.scales, sb);

@@ -638,7 +638,7 @@ std::vector<Value> bind_args(const std::string& filter, std::initializer_list<co
     fail("template line {}: filter '{}' takes at most {} arguments, got {}", line, filter, names.size(), a.size());
   std::copy(a.begin(), a.end(), out.begin());
   for (const auto& [k, x] : kw) {
-    const auto* it = std::find_if(names.begin(), names.end(), [&](const char* n) { return k == n; });
+    const auto* it = std::find_if(names.begin(), names.end(), [&k = k](const char* n) { return k == n; });
     if (it == names.end()) fail("template line {}: filter '{}' has no argument '{}'", line, filter, k);
     const size_t i = static_cast<size_t>(it - names.begin());
     if (i < a.size()) fail("template line {}: filter '{}' got argument '{}' twice", line, filter, k);

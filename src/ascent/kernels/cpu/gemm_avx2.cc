@@ -44,10 +44,6 @@ inline void avx2_stream_prefetch_block(const void* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 32) avx2_stream_prefetch(static_cast<const uint8_t*>(p) + o);
 }
 
-inline __m256i load16(const void* p) {
-  return _mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
-}
-
 // Sums w * a over 16 int16 pairs into 8 int32 lanes.
 inline __m256i madd16(__m256i acc, __m256i w16, __m256i a16) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(w16, a16));

@@ -139,7 +139,9 @@ struct Q4KKern : KQuantKern<Q4KKern> {
         const __m128i sm8 = q4k_scales_mins(blk[sb]);
         __m256 f[2];  // sm * dax: even lanes the sub-blocks' scale factors, odd their minimum terms
         for (int h = 0; h < 2; ++h) {
-          const __m256 sm = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm8, 8 * h))));
+          // The shift is an immediate: clang wants it constant without unrolling the loop first.
+          const __m128i half = h == 0 ? sm8 : _mm_srli_si128(sm8, 8);
+          const __m256 sm = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half)));
           f[h] = _mm256_mul_ps(sm, _mm256_loadu_ps(dax + sb * 16 + 8 * h));
           y[h] = _mm256_mask_sub_ps(y[h], 0xaa, y[h], f[h]);
         }
