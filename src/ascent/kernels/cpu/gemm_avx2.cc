@@ -583,7 +583,6 @@ struct Q6KKern {
 // in lo[j], the high ones in hi[j]. GCC folds the first mask's load into vpand, so each chunk is loaded twice, and
 // that stays: pinning one load per chunk (an empty asm on raw) ran faster from L2 but slower from DRAM. As in the
 // AVX-512 int4 loop, what the lines' loads feed decides how well they stream.
-
 inline void unpack_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   for (int j = 0; j < 4; ++j) {
@@ -915,7 +914,6 @@ struct Q4KRKern {
 // GemmInput::q6r's order, each lane starting at its offset term (minus 32 x the sub-block's activation sum). Per
 // super-block, half 0 then half 1 go into one accumulator (exact scale x sum in int32, then x d x the activation
 // scale), in decode and prefill alike, so the same bits.
-
 struct Q6KRKern {
   static constexpr int kDecodeRows = 1;
   static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
