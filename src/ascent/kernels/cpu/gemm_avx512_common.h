@@ -153,7 +153,7 @@ void q4r_decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64
   const int8_t* acts = in.q4r.data();
   const int32_t* off = in.q4r_off.data();
   const float* da = in.d.data();
-  // The row pointer stepped by a stride taken once: row_ptr's row_bytes is an out-of-line call, which per row had
+  // The row pointer stepped by a stride taken once: row_ptr's row_bytes is an out-of-line call, which per row makes
   // the compiler spill and reload the loop's registers around it.
   const int64_t stride = w.row_bytes();
   const uint8_t* row = w.row_ptr(n0);
