@@ -25,7 +25,7 @@ namespace ascent::kernels {
 //   q4_k, q6_k the same activations (llama.cpp's Q8_K has one scale per 256). Integer dot per sub-block: 32
 //              elements for q4_k, minus dmin * min * the block's activation sum; 16 for q6_k. Times the
 //              super-block's f16 scale and the sub-block's integer scale.
-//   q4_0r, q8_0r, q4_kr, q6_kr: repacked for the SIMD kernels (dtype.h); same arithmetic, same codes.
+//   q4_0r, q8_0r, q4_kr, q6_kr: repacked for the SIMD kernels (packed_formats.h); same arithmetic, same codes.
 enum class ActKind { F32, BF16, Int8PerToken, Int8PerBlock };
 ActKind act_kind(WeightFormat weight);
 
@@ -68,23 +68,22 @@ struct GemmInput {
   AlignedVector<int8_t> q4_quads;  // (T, Kq)
   AlignedVector<int32_t> q4_off;   // (T, Kq / 8)
   AlignedVector<float> q4_d;       // (T, Kq / 8)
-  // Per-block kind prepared for a Q4_0R, Q4_KR or Q8_0R weight (q4r_ready), every T; built only where a repacked
-  // kernel runs (repacked_kernel_runs). q in the order of those formats' codes (dtype.h): vpdpbusd lane i of chunk j
+  // Per-block kind prepared for a Q4_0R, Q4_KR or Q8_0R weight (q4r_ready), every T; built only where a repacked kernel
+  // runs (repacked_kernel_runs). q in the order of those formats' codes (packed_formats.h): vpdpbusd lane i of chunk j
   // of half h multiplies bytes 4j..4j+3 of block (Q4_KR: sub-block) i. Per 512 columns (16 blocks; Q4_KR: 2
-  // super-blocks), for each chunk j: the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then
-  // the high-nibble columns (16+4j..16+4j+3) of both halves. Kp is a whole number of 512 columns. Per block:
-  // Q4_0R's offset term, minus 8 x the sum of its 32 activations, and Q4_KR's minimum term's activation side, its
-  // scale d times that sum. Q8_0R's codes lie in this same order (its offset term, minus 128 x the sum, is 16 x
-  // q4r_off).
+  // super-blocks), for each chunk j: the low-nibble columns (4j..4j+3 of each block) of half 0, then half 1, then the
+  // high-nibble columns (16+4j..16+4j+3) of both halves. Kp is a whole number of 512 columns. Per block: Q4_0R's offset
+  // term, minus 8 x the sum of its 32 activations, and Q4_KR's minimum term's activation side, its scale d times that
+  // sum. Q8_0R's codes lie in this same order (its offset term, minus 128 x the sum, is 16 x q4r_off).
   bool q4r_ready = false;
   AlignedVector<int8_t> q4r;       // (T, Kp)
   AlignedVector<int32_t> q4r_off;  // (T, Kp / 32)
   AlignedVector<float> q4r_dsa;    // (T, Kp / 32)
-  // Per-block kind prepared for a Q6_KR weight (q6r_ready), every T; built only where a repacked kernel runs. q in
-  // the order of Q6_KR's codes (dtype.h): vpdpbusd lane i of half h multiplies columns of sub-block 8h + i. Per
+  // Per-block kind prepared for a Q6_KR weight (q6r_ready), every T; built only where a repacked kernel runs. q in the
+  // order of Q6_KR's codes (packed_formats.h): vpdpbusd lane i of half h multiplies columns of sub-block 8h + i. Per
   // super-block, for each step k (0-3): 32 bytes for half 0 (lane i: columns 16i + 4k .. 16i + 4k + 3), then 32 for
-  // half 1 (columns 128 + ...). Per 16-column sub-block: minus 32 x the sum of its activations (the codes' offset),
-  // and its 32-column block's scale.
+  // half 1 (columns 128 + ...). Per 16-column sub-block: minus 32 x the sum of its activations (the codes' offset), and
+  // its 32-column block's scale.
   bool q6r_ready = false;
   AlignedVector<int8_t> q6r;       // (T, K)
   AlignedVector<int32_t> q6r_off;  // (T, K / 16)

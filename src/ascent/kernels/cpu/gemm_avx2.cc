@@ -578,10 +578,10 @@ struct Q6KKern {
   }
 };
 
-// The 4-bit codes of the repacked GGUF formats (Q4_0R's 8-block halves, Q4_KR's super-blocks: dtype.h). p holds 4
-// chunks of 32 bytes, with 4 bytes of each block (sub-block) i in lane i. Out come bytes: the low nibbles of chunk j
-// in lo[j], the high ones in hi[j]. GCC folds the first mask's load into vpand, so each chunk is loaded twice, and
-// that stays: pinning one load per chunk (an empty asm on raw) ran faster from L2 but slower from DRAM. As in the
+// The 4-bit codes of the repacked GGUF formats (Q4_0R's 8-block halves, Q4_KR's super-blocks: packed_formats.h). p
+// holds 4 chunks of 32 bytes, with 4 bytes of each block (sub-block) i in lane i. Out come bytes: the low nibbles of
+// chunk j in lo[j], the high ones in hi[j]. GCC folds the first mask's load into vpand, so each chunk is loaded twice,
+// and that stays: pinning one load per chunk (an empty asm on raw) ran faster from L2 but slower from DRAM. As in the
 // AVX-512 int4 loop, what the lines' loads feed decides how well they stream.
 inline void unpack_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -652,13 +652,13 @@ inline void load_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   }
 }
 
-// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads, as for the AVX-512 kernel. Per 16 blocks: their f16
-// scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
-// block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), and no nibble moves across lanes.
-// The float work (one convert, one scale product, one multiply-add) runs once per 8 blocks. Q40Kern on the file's
-// layout pays it per block and row, which holds it below the rate a core must stream (bench/RESULTS.md, decode
-// ceiling table). Decode and prefill take each half's 8 lanes in the same order: y += sums x (scale x activation
-// scale), half 0 then half 1 per group, hsum at the end. So they give the same bits.
+// GGUF Q4_0 repacked as Q4_0R (packed_formats.h) when the model loads, as for the AVX-512 kernel. Per 16 blocks: their
+// f16 scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
+// block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), and no nibble moves across lanes. The float
+// work (one convert, one scale product, one multiply-add) runs once per 8 blocks. Q40Kern on the file's layout pays it
+// per block and row, which holds it below the rate a core must stream (bench/RESULTS.md, decode ceiling table). Decode
+// and prefill take each half's 8 lanes in the same order: y += sums x (scale x activation scale), half 0 then half 1
+// per group, hsum at the end. So they give the same bits.
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators beside a half's 8 code registers
@@ -728,13 +728,13 @@ struct Q40RKern {
   }
 };
 
-// GGUF Q8_0 repacked as Q8_0R (dtype.h) when the model loads, as for the AVX-512 kernel. Per 16 blocks: their f16
-// scales, then the codes (+128) in GemmInput::q4r's activation order, 4 bytes of block 8h + i in lane i of each
-// 32-byte chunk of half h. Q80Kern on the file's layout pays a scale product, a convert and a multiply-add per
-// block, row and token, and widens both sides to 16 bits. Here a block's dot builds up in one 32-bit lane, each
-// chunk signed again for vpmaddubsw (add_signed_dot), and the float work runs once per 8 blocks. Decode and prefill
-// take each half's 8 lanes in the same order: y += sums x (scale x activation scale), half 0 then half 1 per group,
-// hsum at the end. So they give the same bits.
+// GGUF Q8_0 repacked as Q8_0R (packed_formats.h) when the model loads, as for the AVX-512 kernel. Per 16 blocks: their
+// f16 scales, then the codes (+128) in GemmInput::q4r's activation order, 4 bytes of block 8h + i in lane i of each
+// 32-byte chunk of half h. Q80Kern on the file's layout pays a scale product, a convert and a multiply-add per block,
+// row and token, and widens both sides to 16 bits. Here a block's dot builds up in one 32-bit lane, each chunk signed
+// again for vpmaddubsw (add_signed_dot), and the float work runs once per 8 blocks. Decode and prefill take each half's
+// 8 lanes in the same order: y += sums x (scale x activation scale), half 0 then half 1 per group, hsum at the end. So
+// they give the same bits.
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 4;  // a row at a time: its 4 tokens' sums and accumulators in registers
@@ -807,19 +807,19 @@ struct Q80RKern {
   }
 };
 
-// GGUF Q4_K repacked as Q4_KR (dtype.h) when the model loads, as for the AVX-512 kernel: a super-block's 8
+// GGUF Q4_K repacked as Q4_KR (packed_formats.h) when the model loads, as for the AVX-512 kernel: a super-block's 8
 // sub-blocks in the 8 lanes. Each sub-block's integer dot builds up in its lane. Its scale, its minimum and the
 // super-block's d and dmin apply lane-wise once per super-block; Q4KKern on the file's layout moves them per 32
-// columns. The float step is the AVX-512 kernel's: exact scale x sum in int32, then acc += that x d x activation
-// scale, and acc -= dmin x minimum x the activation block's d x sum. One super-block per step, in order, so decode
-// and prefill give the same bits.
+// columns. The float step is the AVX-512 kernel's: exact scale x sum in int32, then acc += that x d x activation scale,
+// and acc -= dmin x minimum x the activation block's d x sum. One super-block per step, in order, so decode and prefill
+// give the same bits.
 struct Q4KRKern {
   static constexpr int kDecodeRows = 1;
   static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
   // A super-block's factors, formed once per super-block for every token: its 8 scales (scale i in both 16-bit
   // halves of lane i, for dot_q4r's widening), d in every lane, and dmin x minimum i in lane i. The scale bytes
-  // (dtype.h) take one widening, a broadcast, a variable shift and a select.
+  // (packed_formats.h) take one widening, a broadcast, a variable shift and a select.
   struct Factors {
     __m256i sc16;
     __m256 d, wm;
@@ -908,9 +908,9 @@ struct Q4KRKern {
   }
 };
 
-// GGUF Q6_K repacked as Q6_KR (dtype.h) when the model loads, as for the AVX-512 kernel: each half of a super-block
-// (8 sub-blocks of 16 columns) in the 8 lanes. A sub-block's integer dot builds up in its lane, and its scale
-// applies lane-wise once per half; Q6KKern on the file's layout gathers scales per 32 columns. Activations are in
+// GGUF Q6_K repacked as Q6_KR (packed_formats.h) when the model loads, as for the AVX-512 kernel: each half of a
+// super-block (8 sub-blocks of 16 columns) in the 8 lanes. A sub-block's integer dot builds up in its lane, and its
+// scale applies lane-wise once per half; Q6KKern on the file's layout gathers scales per 32 columns. Activations are in
 // GemmInput::q6r's order, each lane starting at its offset term (minus 32 x the sub-block's activation sum). Per
 // super-block, half 0 then half 1 go into one accumulator (exact scale x sum in int32, then x d x the activation
 // scale), in decode and prefill alike, so the same bits.
@@ -918,7 +918,7 @@ struct Q6KRKern {
   static constexpr int kDecodeRows = 1;
   static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
-  // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (dtype.h),
+  // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (packed_formats.h),
   // each a byte of 0..63.
   static void codes(const BlockQ6_KR& b, int h, __m256i out[4]) {
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));

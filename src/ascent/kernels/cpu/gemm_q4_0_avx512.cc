@@ -134,12 +134,12 @@ struct Q40Kern {
   }
 };
 
-// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
-// codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
-// over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes. The float work (convert,
-// scale, multiply-add) runs once per 16 blocks, in one 512-bit register. Decode (q4r_decode_rows) and prefill take
-// the same lanes in the same order, so the same bits. Q40Kern on the file's layout is bound by its per-block scale
-// work (bench/RESULTS.md, decode ceiling table).
+// GGUF Q4_0 repacked as Q4_0R (packed_formats.h) when the model loads: per 16 blocks, their scales side by side and
+// their codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one
+// lane over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes. The float work (convert,
+// scale, multiply-add) runs once per 16 blocks, in one 512-bit register. Decode (q4r_decode_rows) and prefill take the
+// same lanes in the same order, so the same bits. Q40Kern on the file's layout is bound by its per-block scale work
+// (bench/RESULTS.md, decode ceiling table).
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 

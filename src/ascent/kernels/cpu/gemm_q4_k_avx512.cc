@@ -198,9 +198,9 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   }
 };
 
-// Q4_KR (dtype.h): Q4_K's codes regrouped so that each vpdpbusd lane sums columns of one 32-column sub-block. A
-// super-block's 8 integer sub-block sums build up in 8 lanes, and the float work (convert, scale, minimum term)
-// runs once per super-block; Q4KKern's runs once per 64-column chunk. Per lane i (sub-block i) of a super-block:
+// Q4_KR (packed_formats.h): Q4_K's codes regrouped so that each vpdpbusd lane sums columns of one 32-column sub-block.
+// A super-block's 8 integer sub-block sums build up in 8 lanes, and the float work (convert, scale, minimum term) runs
+// once per super-block; Q4KKern's runs once per 64-column chunk. Per lane i (sub-block i) of a super-block:
 //   y_i += float(sum(a * code) * scale_i) * (d * da_i),  then  y_i -= (dmin * min_i) * (da_i * sum(a))
 // (one rounding: fnmadd). The integer sum times the 6-bit scale is exact in int32 and in f32 (< 2^22), and
 // dmin * min_i is exact (an f16 times a 6-bit integer). Even super-blocks accumulate in lanes 0-7 and odd ones in
@@ -209,7 +209,7 @@ struct Q4KKern : KQuantKern<Q4KKern> {
 struct Q4KRKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
-  // A super-block's 8 scales (int32), d in every lane, and dmin * min_i. Q4_KR's scale bytes (dtype.h) unpack
+  // A super-block's 8 scales (int32), d in every lane, and dmin * min_i. Q4_KR's scale bytes (packed_formats.h) unpack
   // with two widenings, a variable shift and a bit select, against two byte shuffles and their fix-ups for Q4_K's.
   static void factors(const BlockQ4_KR& b, __m256i& sc, __m256& d, __m256& wm) {
     const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)));

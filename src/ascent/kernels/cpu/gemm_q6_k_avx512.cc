@@ -150,10 +150,10 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   }
 };
 
-// Q6_KR (dtype.h): Q6_K's codes regrouped so that each vpdpbusd lane sums columns of one 16-column sub-block. A
-// super-block's 16 integer sub-block sums build up in the 16 lanes of two 256-bit registers (decode) or one
-// 512-bit one (prefill). The float work runs once per super-block; Q6KKern's runs once per 32 columns. Per lane s
-// (sub-block s) of each super-block:
+// Q6_KR (packed_formats.h): Q6_K's codes regrouped so that each vpdpbusd lane sums columns of one 16-column sub-block.
+// A super-block's 16 integer sub-block sums build up in the 16 lanes of two 256-bit registers (decode) or one 512-bit
+// one (prefill). The float work runs once per super-block; Q6KKern's runs once per 32 columns. Per lane s (sub-block s)
+// of each super-block:
 //   y_s += float((sum(a * code) - 32 * sum(a)) * scale_s) * (d * da_s)
 // The integer sum times the 8-bit scale is exact in int32 and in f32 (|.| < 2^23). Decode's two registers are the
 // 512-bit accumulator's halves, reduced once by hsum: the same bits for every tile and token count.
@@ -161,7 +161,7 @@ struct Q6KRKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
   // The 6-bit codes of steps 0-3 of half h (the 8 sub-blocks 8h..8h+7): low 4 bits from ql's nibbles, top 2 from
-  // qh's bit pairs (dtype.h), each a byte of 0..63.
+  // qh's bit pairs (packed_formats.h), each a byte of 0..63.
   static void codes(const BlockQ6_KR& b, int h, __m256i out[4]) {
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
     const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));

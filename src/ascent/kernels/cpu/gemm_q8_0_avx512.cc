@@ -167,12 +167,12 @@ struct Q80Kern {
   }
 };
 
-// GGUF Q8_0 repacked as Q8_0R (dtype.h) when the model loads, as Q4_0R is for Q4_0: per 16 blocks, the scales side
-// by side and the codes, unsigned (code + 128), in GemmInput::q4r's order. A block's integer dot builds up in one
-// lane, and the float work (convert, scale, multiply-add) runs once per 16 blocks, not once per block as Q80Kern on
-// the file's layout must. The unsigned codes' offset, minus 128 x each block's activation sum, is 16 x q4r_off.
-// Decode (q4r_decode_rows) and prefill (q4r_cached_tile) both take one 512-bit register of 16 blocks, with the codes
-// read in place (they already lie in its order): the same lanes in the same order, so the same bits.
+// GGUF Q8_0 repacked as Q8_0R (packed_formats.h) when the model loads, as Q4_0R is for Q4_0: per 16 blocks, the scales
+// side by side and the codes, unsigned (code + 128), in GemmInput::q4r's order. A block's integer dot builds up in one
+// lane, and the float work (convert, scale, multiply-add) runs once per 16 blocks, not once per block as Q80Kern on the
+// file's layout must. The unsigned codes' offset, minus 128 x each block's activation sum, is 16 x q4r_off. Decode
+// (q4r_decode_rows) and prefill (q4r_cached_tile) both take one 512-bit register of 16 blocks, with the codes read in
+// place (they already lie in its order): the same lanes in the same order, so the same bits.
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 

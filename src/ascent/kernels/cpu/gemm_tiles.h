@@ -95,15 +95,15 @@ inline void with_int4_group(const MatrixView& w, Fn&& fn) {
 }
 
 // Where a prefetch puts the bytes it asks for `ahead` further on. Decode (one token) streams each weight byte once:
-// the prefetches keep enough memory requests in flight.
-// - L1 (T0 hint): the decode tiles that consume their bytes fastest (8-bit, float).
-// - L2 (T1 hint): the 4-bit and K-quant decode loops on the file's layouts. They do more work per byte, so
-//   out-of-order execution hides a load that hits L2, and the prefetches do not hold L1's miss buffers for a whole
-//   memory latency.
-// - Stream (NTA hint): the AVX-512 decode loops that read each thread's weights as one contiguous run
-//   (model/weight_layout.h), every line kStreamAhead bytes before they load it (stream_prefetch).
-// The lightest decode loops, int8 and Q8_0R, take no software prefetch: the hardware prefetchers follow them as
-// well as any hint does (bench/RESULTS.md, decode table). The AVX2 one-row decode loops take avx2_stream_prefetch.
+// the prefetches keep enough memory requests in flight. Each loop takes the target that streams best for it
+// (bench/RESULTS.md, decode table).
+// - L1 (T0 hint), the default: the AVX2 tiles, and the AVX-512 Q8_0 loop, which consumes its bytes fastest.
+// - L2 (T1 hint): the AVX-512 loops on the file's 4-bit and K-quant layouts, and the f32/f16 row pairs. The 4-bit
+//   and K-quant loops do more work per byte: out-of-order execution hides a load that hits L2, and the prefetches
+//   do not hold L1's miss buffers for a whole memory latency.
+// - Stream (NTA hint): the AVX-512 loops that read each thread's weights as one contiguous run (weight_layout.h).
+// - None: int8 and Q8_0R, the lightest loops, which the hardware prefetchers follow best.
+// The AVX2 one-row decode loops take their own, avx2_stream_prefetch.
 enum class PrefetchTo { L1, L2, Stream };
 // A decode stream's distance. The repacked GGUF loops (Q4_0R, Q4_KR, Q6_KR) do more work per byte and prefetch a
 // block's lines together: they stream best twice as far ahead (kStreamAheadBlocks).
