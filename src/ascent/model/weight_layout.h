@@ -5,17 +5,8 @@
 // --no-mmap every weight is a private copy already. A copied matrix that a decode matmul streams is then placed by
 // thread: on T threads, thread t's rows of every matmul call (kernels::decode_row_shares) lie one after another in
 // the order the calls run. Each thread then reads one sequential run through a token's weights instead of starting a
-// new one per call (bench/RESULTS.md, decode table).
-//
-// The copy becomes the tensor's backend handle (Tensor::packed, kernels/cpu/packed_weight.h); the tensor keeps its
-// own bytes in its file type for every other reader. The source's pages are given back: a mapping's read back from
-// the file if touched again; a --no-mmap copy's tensor is pointed at a mapping of the file first. Each part records
-// what its thread streams next (RowPart::next), which a decode matmul names to the thread pool so that the thread
-// pulls those bytes into its cache while it would otherwise wait. Placement changes no result: every row keeps its
-// codes, and a row's result does not depend on where the row lies.
-//
-// A matrix used twice (tied embeddings: the output projection is the embedding table) and float matrices (f32,
-// f16, bf16) stay whole.
+// new one per call (bench/RESULTS.md, decode table). Placement changes no result: every row keeps its codes, and a
+// row's result does not depend on where the row lies.
 #pragma once
 
 #include <span>
@@ -32,6 +23,13 @@ struct PlaceOptions {
   int threads = 1;        // decode threads the layout is for
 };
 
+// Copies and places w's matrices as above. A copy becomes the tensor's backend handle (Tensor::packed,
+// kernels/cpu/packed_weight.h); the tensor keeps its own bytes in its file type for every other reader. The
+// source's pages are given back: a mapping's are read back from the file if touched again, and a --no-mmap copy's
+// tensor is pointed at a mapping of the file first. Each part records what its thread streams next (RowPart::next).
+// A decode matmul names those bytes to the thread pool, so that the thread pulls them into its cache while it would
+// otherwise wait. A matrix used twice (tied embeddings: the output projection is the embedding table) and float
+// matrices (f32, f16, bf16) stay whole.
 // calls: the weights of each matmul call of a decode step in order (graph::matmul_calls), pointing into w.
 void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> calls, const PlaceOptions& o);
 

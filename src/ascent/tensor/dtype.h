@@ -1,15 +1,10 @@
-// Element types and their storage, as files hold them. F32/F16/BF16 are plain arrays; Q8_0 and Q4_0 are GGUF's
+// Element types and their storage, as files hold them. F32/F16/BF16 are plain arrays. Q8_0 and Q4_0 are GGUF's
 // 32-element blocks (one f16 scale and 32 signed 8-bit or 4-bit values), and Q4_K and Q6_K its 256-element
-// super-blocks, stored exactly as GGUF lays them out so that weights run in place from a mapped file. (Layouts a
-// backend makes for its own kernels are not DTypes: kernels/cpu/packed_formats.h.) I8 and I4 are Ascent's own weight formats (tensor/quantize.h): rows
-// padded (I8 to 64 elements, I4 to 128), stored offset-binary (q + 128, q + 8), with scales held beside the data in
-// the Tensor. I8 is row-major. I4 is laid out in blocks of 16 rows (kInt4Rows; the last block padded with rows of
-// code 8 and scale 0) so that one 512-bit load holds 16 rows x 8 columns and one vpdpbusd lane is one row: a
-// single token's dot products then need no horizontal sums and a group's scale multiply covers 16 rows at once.
-// Block b holds rows 16b..16b+15 as Kp / 8 steps of 64 bytes; in step o, byte 4i + j holds column
-// 8o + j of row 16b + i in its low nibble and column 8o + 4 + j in its high nibble. Scales are (blocks, groups, 16):
-// row 16b + i's scale of group g at (b * groups + g) * 16 + i (int4_byte, int4_scale_index).
-// I32 holds token ids and positions.
+// super-blocks. They are stored exactly as GGUF lays them out, so weights run in place from a mapped file. Layouts a
+// backend makes for its own kernels are not DTypes (kernels/cpu/packed_formats.h).
+// I8 and I4 are Ascent's own weight formats (tensor/quantize.h): rows padded (I8 to 64 elements, I4 to 128), stored
+// offset-binary (q + 128, q + 8), with scales held beside the data in the Tensor. I8 is row-major; I4 comes in
+// blocks of 16 rows (kInt4Rows). I32 holds token ids and positions.
 #pragma once
 
 #include <cmath>
@@ -28,6 +23,12 @@ enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, I8, I4, Q4_K, Q6_K
 // kernels never need a tail.
 constexpr int64_t kIntRowAlign = 64;
 constexpr int64_t kInt4RowAlign = 128;
+// I4 is laid out in blocks of 16 rows, the last block padded with rows of code 8 and scale 0. One 512-bit load then
+// holds 16 rows x 8 columns, and one vpdpbusd lane is one row. So a single token's dot products need no horizontal
+// sums, and a group's scale multiply covers 16 rows at once. Block b holds rows 16b..16b+15 as Kp / 8 steps of 64
+// bytes. In step o, byte 4i + j holds column 8o + j of row 16b + i in its low nibble, and column 8o + 4 + j in its
+// high nibble. Scales are (blocks, groups, 16): row 16b + i's scale of group g lies at (b * groups + g) * 16 + i
+// (int4_byte, int4_scale_index).
 constexpr int64_t kInt4Rows = 16;  // rows per I4 block
 
 // Rows an I4 matrix of n rows stores (whole blocks).
@@ -165,10 +166,10 @@ inline bool all_finite(std::span<const float> x) {
   return !bad;
 }
 
-// The multiplier that turns values into codes for a quantization scale d: 1 / d, or 0 where that is not finite (d = 0,
-// or a subnormal d below 1 / FLT_MAX, i.e. a span whose largest magnitude is under ~3.7e-37 for int8), so every value
-// codes as 0 rather than as x * inf (NaN for a zero value: code -127 in the SIMD quantizers, an undefined integer
-// conversion in scalar code).
+// The multiplier that turns values into codes for a quantization scale d: 1 / d, or 0 where that is not finite.
+// That covers d = 0 and a subnormal d below 1 / FLT_MAX, i.e. a span whose largest magnitude is under ~3.7e-37 for
+// int8. Every value then codes as 0 rather than as x * inf, which is NaN for a zero value: code -127 in the SIMD
+// quantizers, an undefined integer conversion in scalar code.
 inline float inverse_scale(float d) {
   if (d == 0.0f) return 0.0f;
   const float id = 1.0f / d;

@@ -1,6 +1,6 @@
-// Causal attention with grouped-query heads and an optional sliding window, over a KV cache of f32 or f16: the
-// reference (one (query row, head) pair per work item, scores materialised, sums in double), and the dispatch to the
-// flash-style SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc).
+// Causal attention with grouped-query heads and an optional sliding window, over a KV cache of f32 or f16. Here are
+// the reference (one (query row, head) pair per work item, scores materialised, sums in double), and the dispatch to
+// the flash-style SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc).
 #include <algorithm>
 #include <cmath>
 #include <vector>

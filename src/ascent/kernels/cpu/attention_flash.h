@@ -1,10 +1,13 @@
-// Flash-style causal attention with grouped-query heads and sliding window, written once over a SIMD traits type V
-// and included by attention_avx512.cc and attention_avx2.cc after their target pragma (each gets its own copy,
-// hence the anonymous namespace). V provides: F (a vector of kLanes floats), zero, set1, load (of floats, and of f16
-// bits widened exactly, for f16 caches), store, add, sub, mul, fma, exp (0 below -87, so e^-inf = 0), reduce_max,
-// hsum, scores(acc, scale, first_lane_key, first, last): acc * scale in lanes whose key lies in [first, last], -inf
-// elsewhere, any_greater(x, m): whether a lane of x exceeds m, and transpose(src, ld, dst): a W x W block of keys'
-// dimensions into W lane-per-key vectors.
+// Flash-style causal attention with grouped-query heads and sliding window, written once over a SIMD traits type V.
+// attention_avx512.cc and attention_avx2.cc include it after their target pragma, so each gets its own copy (hence
+// the anonymous namespace). V provides:
+// - F, a vector of kLanes floats; zero, set1, store, add, sub, mul, fma, reduce_max, hsum;
+// - load: of floats, and of f16 bits widened exactly, for f16 caches;
+// - exp: 0 below -87, so e^-inf = 0;
+// - scores(acc, scale, first_lane_key, first, last): acc * scale in lanes whose key lies in [first, last], -inf
+//   elsewhere;
+// - any_greater(x, m): whether a lane of x exceeds m;
+// - transpose(src, ld, dst): a W x W block of keys' dimensions into W lane-per-key vectors.
 //
 // Keys go in tiles of W = kLanes (one score per lane), online softmax (running max and sum per query row), no
 // score matrix. Matches the reference (attention_cpu.cc) to rounding; any head size (rows zero-padded).
@@ -96,15 +99,13 @@ struct TileAhead {
 };
 
 // Raw scores (q . k, before the scale) of R query rows against NT key tiles: kt[t] is tile t's keys, transposed
-// (D2, W) with ldk elements between dimensions (f32, or f16 widened exactly as it loads). Two accumulators per row
-// and tile (even and odd d), so a score's sum is the same chain whatever NT is; NT = 2 shares each query broadcast
-// between two tiles' FMAs (per two dimensions, 12 loads for 16 FMAs instead of 10 for 8).
-// With kFetch, each two dimensions also prefetch (into L1) the matching share of ahead[t]'s key group and value rows
-// (elements EK, as the cache's), so a later tile's lines arrive while this one's arithmetic runs. Issued at a tile's
-// start instead (128 prefetches in a burst for f32, D = 64), the cache's stream and the arithmetic took about the
-// sum of their times: decode attention over 2000 evicted positions (two threads) f32 254-274 -> 227-266 us per layer,
-// f16 146-169 -> 115-127 (bench/RESULTS.md, session 26). With the rows already in L2 the spread prefetches cost
-// ~20% of the tile time, which decode, reading a cache the weights evicted, does not meet.
+// (D2, W), ldk elements between dimensions (f32, or f16 widened exactly as it loads). Two accumulators per row and
+// tile (even and odd d), so a score's sum is the same chain whatever NT is. NT = 2 shares each query broadcast
+// between two tiles' FMAs.
+// With kFetch, each two dimensions also prefetch (into L1) their share of ahead[t]'s key group and value rows
+// (elements EK), so a later tile's lines arrive while this one's arithmetic runs. In a burst at a tile's start, the
+// cache's stream and the arithmetic would take about the sum of their times (bench/RESULTS.md, decode table). The
+// spread costs about a fifth of the tile time when the rows are already in L2, but decode reads a cold cache.
 template <class V, int R, int NT, class EK, bool kFetch>
 inline void tile_scores(const float* const q[R], int64_t D2, const EK* const kt[NT], int64_t ldk,
                         typename V::F raw[NT][R], const TileAhead ahead[NT]) {
@@ -208,19 +209,14 @@ void flash_tiles(FlashScratch& s, int64_t D2, int64_t Dp, const EK* const kt[NT]
   for (int t = 0; t < NT; ++t) tile_update<V, R, EV>(s, Dp, raw[t], vt[t], ldv, tile + t, rows, first, last, scale);
 }
 
-// How many key tiles ahead pack_keys and the tile loop prefetch the cache rows they will read (into L2 in a burst as
-// each tile starts; with key tiles and in-place values, into L1 spread through the score loop: tile_scores). In a
-// cache of rows (positions, Hkv*D) one kv head's slice of a row is D floats every n_kv_heads * D: short pieces a
-// long stride apart, which the hardware prefetchers do not follow (the model's KvCache now keeps blocks of one
-// head's rows, ops.h kv_offset, measured below), and during decode the cache is cold (the layer's weights streamed
-// through the caches since it was last read). One token's attention over 1000 cached positions (32 heads, 8 kv heads, D
-// = 64, two threads, each layer's cache evicted before it is read) took 350-470 us per layer without; 225-300 with 4
-// tiles ahead (2 ahead into L1: 350-390; 8 ahead: 240-270). tl16 int4 tg32 at depth 1000: 47 -> 56 t/s (median of 5
-// alternating runs).
+// How many key tiles ahead pack_keys and the tile loop prefetch the cache rows they will read. They go into L2 in a
+// burst as each tile starts; with key tiles and in-place values, into L1 spread through the score loop
+// (tile_scores). During decode the cache is cold: the layer's weights streamed through the caches since it was last
+// read. In a cache of rows (positions, Hkv*D), one kv head's slice of a row is also a short piece a long stride
+// from the next. The hardware prefetchers do not follow such pieces; the model's KvCache keeps blocks of one head's
+// rows instead (ops.h, kv_offset). Four tiles ahead beat none, two and eight (bench/RESULTS.md, decode table).
 constexpr int64_t kPrefetchTiles = 4;
-// How many tiles ahead tile_scores' spread prefetch runs (into L1). Two alternated with four in one process (two
-// threads, 2000 evicted positions, five rounds): f16 90.8-92.2 against 93.9-108.2 us per layer, f32 165-188 against
-// 169-182; 3, 6 and 8 no better.
+// How many tiles ahead tile_scores' spread prefetch runs (into L1): three, four, six and eight are no faster.
 constexpr int64_t kSpreadTiles = 2;
 
 // One kv head's rows of a K or V cache (elements E: float, or uint16_t for f16) laid out as AttentionDims::kv_block
@@ -233,10 +229,9 @@ struct HeadRows {
   const E* operator()(int64_t j) const { return cache + kv_offset(*d, j, head); }
 };
 
-// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n elements each into L2. In blocks (kv_block > 0) a head's rows
-// of a block are one run, located once: locating each row (two divisions) and a loop per row took about a quarter
-// of a decode step's attention time with the rows already in L2 (one thread, 64 positions: 218-296 -> 162-213 ns
-// per tile of 16 keys for 4 query rows).
+// Prefetches rows [j0, j1] (clamped to [lo, hi]) of n elements each into L2. In blocks (kv_block > 0), a head's rows
+// of a block are one run, located once. Locating each row (two divisions) and a loop per row would cost about a
+// quarter of a decode step's attention time with the rows already in L2.
 template <class E>
 inline void prefetch_rows(const HeadRows<E>& rows, int64_t n, int64_t j0, int64_t j1, int64_t lo, int64_t hi) {
   const int64_t row_bytes = n * static_cast<int64_t>(sizeof(E));
@@ -287,16 +282,14 @@ void pack_keys(const HeadRows<float>& k, int64_t ld, int64_t D, int64_t D2, int6
   }
 }
 
-// Flash-style attention. A work item is a run of consecutive blocks of query tokens of one kv head: it packs the
-// K/V tiles of its keys once and reuses them for every block of the run, and within a block the query heads that
-// share the kv head (GQA) and neighbouring tokens reuse each tile while it is in L1. (Packing per block instead
-// copied the same keys once per block: a quarter of a 512-token prefill's attention time.) Keys go in tiles of W
-// aligned at absolute positions; each row keeps a running max, lane-wise sum and unnormalised output (online
-// softmax), so no score vector is materialised. A row's arithmetic depends only on its position and the cache
-// (not on T, on the rows it is grouped with or on what else its item packed: lanes outside its keys are masked to
-// -inf and weigh an exact +0): prefill and decode give the same bits for the same row, and batches are invariant.
-// E is the caches' element: float, or uint16_t for f16 caches (which need K in key tiles: attention_cpu.cc checks),
-// widened to f32 as each vector loads, so an f16 cache gives the bits an f32 cache holding the same values does.
+// Flash-style attention. A work item is a run of consecutive blocks of query tokens of one kv head, which packs the
+// K/V tiles of its keys once. Within a block, the query heads sharing the kv head (GQA) and neighbouring tokens
+// reuse each tile from L1. Keys go in tiles of W aligned at absolute positions; each row keeps a running max,
+// lane-wise sum and unnormalised output (online softmax).
+// A row's arithmetic depends only on its position and the cache, not on T or on its item's other rows: lanes
+// outside its keys are masked to -inf and weigh an exact +0. So prefill and decode agree bitwise, and batches are
+// invariant. E is the caches' element, float or uint16_t (f16, which needs K in key tiles), widened to f32 exactly
+// as each vector loads: an f16 cache gives the bits of an f32 one with the same values.
 template <class V, class E>
 void flash_attention(const float* q, const E* k, const E* v, const AttentionDims& d, float* out,
                      const HeadPrepare& prepare) {
@@ -404,12 +397,9 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
         const int64_t tile_end = key_hi / kKeyTile;
         for (int64_t tile = key_lo / kKeyTile; tile <= tile_end; tile += 2) {
           // Tiles in pairs in prefill (a row's tiles still update it in key order: flash_tiles). There each tile
-          // serves up to kRowsPerItem rows from L1, and sharing the query broadcasts took a 512-token prefill's
-          // attention (tl16 shape, two threads, a scratch harness) from 7.35 to 5.75 ms per layer (f32; f16 8.3 ->
-          // 5.6). A decode step reads its tiles from memory once, and there pairs were slower (two threads, 2000
-          // positions, each layer evicted by a 30 MiB stream: f32 218-229 -> 269-282 us, f16 153-162 -> 165-172;
-          // perhaps as the second tile's keys are then read before the first tile's values; with tile_scores' spread
-          // prefetch too: f32 248-264 -> 283-364, f16 124-132 -> 146-177).
+          // serves up to kRowsPerItem rows from L1, and sharing the query broadcasts makes prefill attention about a
+          // fifth faster. A decode step reads its tiles from memory once, and there pairs are slower, likely because
+          // the second tile's keys are then read before the first tile's values.
           const bool pair = d.n_tokens > 1 && tile + 1 <= tile_end && (tile >= copied) == (tile + 1 >= copied);
           // The tiles ahead: kSpreadTiles, spread through the score loops (tile_scores) where K is in key tiles
           // and the values are read in place (whole vector rows), otherwise kPrefetchTiles, prefetched here at once.
@@ -471,10 +461,9 @@ void flash_attention(const float* q, const E* k, const E* v, const AttentionDims
       }
     }
   };
-  // A single token's items (one per kv head, all the same size) split statically: each thread then attends over the
-  // same kv heads at every step, so their cache rows stay in its core's caches rather than crossing to the other
-  // core (another die on the Zen 5 host) whenever the shared counter handed them out differently. tl16 q4_0 tg128,
-  // the gap between the QKV and O projections, 3 alternating pairs: 20.3-23.7 -> 19.2-20.2 us per layer.
+  // A single token's items (one per kv head, all the same size) split statically. Each thread then attends over the
+  // same kv heads at every step, so their cache rows stay in its core's caches. A shared counter would hand them out
+  // differently from step to step, and the rows would cross to the other core, which may sit on another die.
   if (d.n_tokens == 1) {
     ThreadPool::global().parallel_for(runs * d.n_kv_heads, body);
   } else {

@@ -19,19 +19,12 @@
 namespace ascent::kernels {
 namespace {
 
-// The prefetch of the AVX2 decode loops that read one row at a time (int8, int4, Q8_0 and the repacked GGUF formats),
-// so that each thread's weights are one run (model/weight_layout.h): a non-temporal prefetch
-// kAvx2StreamAhead bytes ahead for every 32 bytes they load (Q8_0: every 34-byte block), so each line is asked for
-// about twice. On a Zen 3 (bench/ab_decode.py, tl16 tg64 --no-mmap, 6-8 rounds each against the loops before;
-// bench/RESULTS.md, session 36; the same binary against itself moved -2 points and x0.95 t/s):
-// - int4 85% -> 90% of the read (x1.07 t/s), int8 (with its decode_rows) 85% -> 91%, q8_0 +5 points (x1.04): these
-//   had prefetched into L1 4 KiB or a tile ahead;
-// - q4_0 74% -> 87% (x1.16 t/s, faster in 6 of 6 rounds), q6_k +5 points, q4_k level (+1 point, x1.05 t/s): these had
-//   prefetched each line once, 8 KiB ahead (kStreamAheadBlocks, the AVX-512 loops' distance).
-// Once per line lost: int4's old L1 prefetch a block ahead read 5 points less once its second (same-line) request
-// was dropped, int8 at 2 KiB read 2-4 points less, q4_0 8 points less. 1 KiB and 3 KiB ahead read 1-4 points below
-// 2 KiB, 8 KiB (twice per line) 6 points below for q4_0. The float kernels keep their L1 prefetch a tile ahead: they
-// decode four rows at a time (FloatKern), and bf16 with this prefetch on each row read 20 points less.
+// The prefetch of the AVX2 decode loops that read one row at a time (int8, int4, Q8_0 and the repacked GGUF
+// formats), so that each thread's weights are one run (model/weight_layout.h). A non-temporal prefetch
+// kAvx2StreamAhead bytes ahead for every 32 bytes they load (Q8_0: every 34-byte block) asks for each line about
+// twice. Asking once per line, and distances of 1, 3 or 8 KiB, all streamed less (bench/RESULTS.md, decode table).
+// The float kernels keep their L1 prefetch a tile ahead: they decode four rows at a time (FloatKern), and this
+// prefetch on each row streamed markedly less for bf16.
 constexpr int64_t kAvx2StreamAhead = 2048;
 
 // gemm_tiles.h's stream_prefetch at this loop family's distance.
@@ -49,17 +42,17 @@ inline __m256i madd16(__m256i acc, __m256i w16, __m256i a16) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(w16, a16));
 }
 
-// Each lane's sum over its 4 columns of u8 codes times s8 activations with vpmaddubsw + vpmaddwd: exact only while
-// a pair of products fits int16, i.e. for codes of at most 6 bits (2 * 63 * 127 = 16002), not for int8 weights.
+// Each lane's sum over its 4 columns of u8 codes times s8 activations with vpmaddubsw + vpmaddwd. It is exact only
+// while a pair of products fits int16: codes of at most 6 bits (2 * 63 * 127 = 16002), not int8 weights.
 inline __m256i dot_u8s8(__m256i codes, __m256i a, __m256i ones16) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), ones16);
 }
 
-// int8 weights stored as code + 128 (I8, Q8_0R) times s8 activations with vpmaddubsw, which would overflow its 16-bit
-// pair sums on the stored unsigned bytes (255 x 127 x 2): each chunk made signed again (xor 0x80) and multiplied as
-// |code| times the activation with the code's sign, at most 2 x 128 x 127 = 32512 per pair (activations are within
-// +-127), so exact, then widened at once (two such sums would not fit). signed_codes gives the signed codes and their
-// magnitudes from 32 stored bytes (-128 gives 128); add_signed_dot adds each lane's 4 products to is.
+// int8 weights stored as code + 128 (I8, Q8_0R) times s8 activations with vpmaddubsw. On the stored unsigned bytes
+// its 16-bit pair sums would overflow (255 x 127 x 2). So each chunk is made signed again (xor 0x80) and multiplied
+// as |code| times the activation with the code's sign. That is at most 2 x 128 x 127 = 32512 per pair (activations
+// are within +-127), so exact, then widened at once (two such sums would not fit). signed_codes gives the signed
+// codes and their magnitudes from 32 stored bytes (-128 gives 128); add_signed_dot adds each lane's 4 products to is.
 inline void signed_codes(__m256i stored, __m256i& w, __m256i& mag) {
   w = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
   mag = _mm256_abs_epi8(w);
@@ -76,15 +69,13 @@ inline __m256i s8_16(const int8_t* p) {
 // f32, f16 and bf16 weights: 8 columns per step, the tail through a zero-padded copy.
 template <WeightFormat WT>
 struct FloatKern {
-  // Decode takes 4 rows at a time, not one: each output is one chain of dependent FMAs (the tile's arithmetic, kept
-  // for batch invariance), and one chain ran at one FMA latency per 8 columns, 13 GB/s of bf16 or f16 from L2 on a
-  // Zen 3 core against the ~20 a core must stream; four chains run 33-37 (f32 25 -> 43). tl16 bf16 tg64 --no-mmap,
-  // three alternated rounds: 15.2 -> 20.5-24.7 t/s, 55-63% -> 88% of the read; two rows gave 84-86%. (int8 and
-  // q8_0, whose one-row loops are not latency-bound, lost 5-13 points of the read with four rows: interleaved
-  // streams.)
+  // Decode takes 4 rows at a time, not one. Each output is one chain of dependent FMAs (the tile's arithmetic, kept
+  // for batch invariance), which runs at one FMA latency per 8 columns: one chain streams well below a core's share
+  // of memory, four keep up (bench/RESULTS.md, decode table). The int8 and Q8_0 one-row loops are not bound by
+  // latency, and four interleaved row streams only slow them.
   static constexpr int kDecodeRows = 4;
-  // 4 rows x 3 tokens: 12 accumulators + 3 activations + 1 weight fill AVX2's 16 registers (4 x 4 spilled;
-  // measured +55% f16 prefill over 4 tokens, +11% bf16 over 2).
+  // 4 rows x 3 tokens: 12 accumulators + 3 activations + 1 weight fill AVX2's 16 registers. 4 x 4 spills, and both
+  // 4 x 4 and 4 x 2 ran f16 and bf16 prefill slower.
   static constexpr int64_t kTokens = 3;
   static __m256 widen(const uint8_t* row, int64_t k) {
     if constexpr (WT == WeightFormat::F32) {
@@ -162,11 +153,11 @@ inline void register_tile(float out[4][4], Body body) {
   }
 }
 
-// bf16 prefill: each 4-row tile's weights widened to f32 once (zero past K, to a whole number of 8) for all the token
-// block's tiles, instead of once per row and token triple (two instructions per 8 weights: tl16 pp512 on a Zen 3,
-// three alternated rounds, 70 -> 91-93 t/s). The cached tile runs tile's FMAs in tile's order (its zero-padded tail
-// is the same products), so the same bits as decode. f16 keeps FloatKern's tile: cached, it ran 87-92 against 105-108
-// t/s (its f32 activations leave token blocks of 36, over which a 90 KiB f32 copy of a 4 x 5632 tile did not pay).
+// bf16 prefill: each 4-row tile's weights are widened to f32 once (zero past K, to a whole number of 8) for all the
+// token block's tiles, not once per row and token triple (two instructions per 8 weights). The cached tile runs
+// tile's FMAs in tile's order (its zero-padded tail is the same products), so the same bits as decode. f16 keeps
+// FloatKern's tile: its f32 activations leave token blocks of 36, over which a 90 KiB f32 copy of a 4 x 5632 tile
+// does not pay (bench/RESULTS.md, kernel table).
 struct Bf16Kern : FloatKern<WeightFormat::BF16> {
   struct RowCache {
     AlignedVector<float> w;  // (R, K rounded up to 8)
@@ -208,15 +199,13 @@ struct Bf16Kern : FloatKern<WeightFormat::BF16> {
 
 struct I8Kern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
-  static constexpr int64_t kTokens = 2;  // 4 x 2 tiles: +28% int8 prefill over 4 x 4 (spills), +5% over 4 x 3
+  static constexpr int64_t kTokens = 2;  // 4 x 2 tiles: int8 prefill ran faster than 4 x 4 (spills) or 4 x 3
 
   // Decode: one row at a time (each thread's rows are one stream), 64 bytes a step into two accumulators, with
-  // avx2_stream_prefetch. Through tile<1, 1> (its L1 prefetch 4 KiB ahead for every 16 bytes, one accumulator) int8
-  // read 85% of the read where this reads 90-91% (Zen 3, see avx2_stream_prefetch); with no prefetch 78-83%. Each
-  // 32 bytes run signed through vpmaddubsw (add_signed_dot: 6 vector operations, against 8 with both sides widened to
-  // 16 bits as tile does, 4 of them widening shuffles): from L2 on a Zen 3 core 31-32 -> 43.5 GB/s, and in the model
-  // (tl16 tg64, 8 rounds) 85% -> 91% of the read, fast memory state included (84% -> 91% at reads of 38-45 GB/s;
-  // bench/RESULTS.md, session 38). The int32 sums are exact either way, so tile<1, 1>'s bits.
+  // avx2_stream_prefetch. Each 32 bytes run signed through vpmaddubsw (add_signed_dot): 6 vector operations, against
+  // 8 with both sides widened to 16 bits as tile does, 4 of them widening shuffles. Both choices stream more of the
+  // read bandwidth than tile<1, 1> does (bench/RESULTS.md, decode table). The int32 sums are exact either way, so
+  // tile<1, 1>'s bits.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;  // a multiple of 64 (I8 rows are padded so)
     const int64_t stride = w.row_bytes();
@@ -271,8 +260,8 @@ struct I8Kern {
 };
 
 // I4 in blocks of 16 rows (dtype.h), each taken as two halves of 8 rows: lane i of a vector is row 8h + i of the
-// block, so a step's 32 bytes per half are one load, two nibble masks and two vpmaddubsw against the step's 8
-// activations broadcast as two 4-byte groups. Each group's int32 sum (from int4_offsets' term) is scaled for 8 rows
+// block. A step's 32 bytes per half are one load, two nibble masks and two vpmaddubsw against the step's 8
+// activations, broadcast as two 4-byte groups. Each group's int32 sum (from int4_offsets' term) is scaled for 8 rows
 // at once: the reference's product, then sum, per group, so the same bits as the reference and AVX-512.
 // Prefill tiles one half by four tokens; decode takes both halves of a block for its single token.
 struct I4Kern {
@@ -547,8 +536,8 @@ struct Q6KKern {
     const int64_t ahead = prefetch_distance(R * w.row_bytes());
     const int8_t* a = in.q.data() + t * Kp;
     for (int64_t sb = 0; sb < in.K / kQKBlock; ++sb) {
-      // d * the 16 sub-block scales of each row, formed once per super-block (the products the runs below used
-      // to form one pair at a time, so the same values).
+      // d * the 16 sub-block scales of each row, formed once per super-block: the same products the runs below
+      // would form pair by pair, so the same values.
       alignas(32) float dsc[R][16];
       for (int r = 0; r < R; ++r) {
         prefetch_block<TT>(&rows[r][sb], sizeof(BlockQ6_K), ahead);
@@ -585,13 +574,11 @@ struct Q6KKern {
   }
 };
 
-// The 4-bit codes of the repacked GGUF formats (Q4_0R's 8-block halves, Q4_KR's super-blocks: dtype.h): 4 chunks of
-// 32 bytes at p, 4 bytes of each block (sub-block) i in lane i, as bytes: the low nibbles of chunk j in lo[j], the
-// high ones in hi[j]. GCC folds the first mask's load into vpand, so each chunk is loaded twice. Pinning one load
-// per chunk (an empty asm on raw) ran faster from L2 on a Zen 3 core (q4_kr 21.5 -> 23.3 GB/s, q4_0r 32 -> 33.4)
-// but slower from DRAM: tl16 tg64 --no-mmap, five alternated rounds each, q4_k 58.6-65.6 against 69.0-77.6 t/s
-// (all five), q4_0 64-75 against 67-79 t/s (4 of 5), the same pattern session 33 found in the AVX-512 int4 loop,
-// where what the lines' loads feed decides how well they stream.
+// The 4-bit codes of the repacked GGUF formats (Q4_0R's 8-block halves, Q4_KR's super-blocks: packed_formats.h). p
+// holds 4 chunks of 32 bytes, with 4 bytes of each block (sub-block) i in lane i. Out come bytes: the low nibbles of
+// chunk j in lo[j], the high ones in hi[j]. GCC folds the first mask's load into vpand, so each chunk is loaded twice,
+// and that stays: pinning one load per chunk (an empty asm on raw) ran faster from L2 but slower from DRAM. As in the
+// AVX-512 int4 loop, what the lines' loads feed decides how well they stream.
 inline void unpack_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   for (int j = 0; j < 4; ++j) {
@@ -619,12 +606,6 @@ inline __m256i dot_q4r(const __m256i lo[4], const __m256i hi[4], const int8_t* a
   return is;
 }
 
-// Q4_KR's and Q6_KR's prefill (their RowCache: each 4-row tile's codes and factors, formed once into L1 for all the
-// token block's tiles, as the AVX-512 kernels do; formed per row and token pair in 4 x 2 register tiles, they held
-// tl16 pp512 on a Zen 3 to 118-122 and 103-111 t/s, against 153-169 and 142-149 so): a row at a time, its TT
-// accumulators in registers beside the codes, zeroed, then body(r, acc) adds row r's steps in the kernel's order
-// (decode_rows' order, so the same bits), then each output is its accumulator's lane sum. (Q4_0R's unpacking is
-// lighter: cached, its pp512 ran 1-5% slower in four alternated rounds, so it keeps its 4 x 2 tile below.)
 // The repacked formats' decode_rows: rows n0..n1 one after another (one stream per thread), row_dot(row) giving
 // each row's accumulator, whose lane sum is the output (as their prefill tiles end).
 template <class RowDot>
@@ -638,6 +619,11 @@ inline void decode_each_row(const MatrixView& w, int64_t n0, int64_t n1, const G
   }
 }
 
+// Q4_KR's and Q6_KR's prefill tile over their RowCache, which holds each 4-row tile's codes and factors, formed once
+// into L1 for all the token block's tiles (as the AVX-512 kernels do). That is much faster than forming them per
+// row and token pair in register tiles. A row at a time: its TT accumulators sit in registers beside the codes,
+// zeroed, then body(r, acc) adds row r's steps in decode_rows' order, so the same bits. Each output is its
+// accumulator's lane sum. Q4_0R's unpacking is lighter: a cache does not pay there, so it keeps its 4 x 2 tile.
 template <int R, int TT, class Body>
 inline void cached_rows(float out[4][4], Body body) {
   for (int r = 0; r < R; ++r) {
@@ -662,14 +648,13 @@ inline void load_q4r(const uint8_t* p, __m256i lo[4], __m256i hi[4]) {
   }
 }
 
-// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads, as for the AVX-512 kernel: per 16 blocks their f16
-// scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
-// block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), no nibble moves across lanes, and the
-// float work (one convert, one scale product, one multiply-add) runs once per 8 blocks, where Q40Kern on the file's
-// layout pays it per block and row: on a Zen 3 core from L2 (`decode_ceiling q4_0 q4_0r`) that per-block work held
-// Q40Kern to 14 GB/s, below the 20 GB/s a core must stream; this runs at 32. Decode and prefill take each half's 8
-// lanes in the same order (y += sums x (scale x activation scale), half 0 then half 1 per group, hsum at the end),
-// so the same bits.
+// GGUF Q4_0 repacked as Q4_0R (packed_formats.h) when the model loads, as for the AVX-512 kernel. Per 16 blocks: their
+// f16 scales side by side, then two halves of 8 blocks whose 32-byte chunks hold 4 bytes of each block in lane i. A
+// block's integer dot builds up in one 32-bit lane (vpmaddubsw, vpmaddwd), and no nibble moves across lanes. The float
+// work (one convert, one scale product, one multiply-add) runs once per 8 blocks. Q40Kern on the file's layout pays it
+// per block and row, which holds it below the rate a core must stream (bench/RESULTS.md, decode ceiling table). Decode
+// and prefill take each half's 8 lanes in the same order: y += sums x (scale x activation scale), half 0 then half 1
+// per group, hsum at the end. So they give the same bits.
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 2;  // 4 x 2 accumulators beside a half's 8 code registers
@@ -739,13 +724,13 @@ struct Q40RKern {
   }
 };
 
-// GGUF Q8_0 repacked as Q8_0R (dtype.h) when the model loads, as for the AVX-512 kernel: per 16 blocks their f16
-// scales, then the codes (+128) in GemmInput::q4r's activation order, 4 bytes of block 8h + i in lane i of each
-// 32-byte chunk of half h. Q80Kern on the file's layout pays a scale product, a convert and a multiply-add per
-// block, row and token, and widens both sides to 16 bits; here a block's dot builds up in one 32-bit lane and the
-// float work runs once per 8 blocks, each chunk signed again for vpmaddubsw (add_signed_dot). Decode and prefill take
-// each half's 8 lanes in the same order (y += sums x (scale x activation scale), half 0 then half 1 per group, hsum at
-// the end), so the same bits.
+// GGUF Q8_0 repacked as Q8_0R (packed_formats.h) when the model loads, as for the AVX-512 kernel. Per 16 blocks: their
+// f16 scales, then the codes (+128) in GemmInput::q4r's activation order, 4 bytes of block 8h + i in lane i of each
+// 32-byte chunk of half h. Q80Kern on the file's layout pays a scale product, a convert and a multiply-add per block,
+// row and token, and widens both sides to 16 bits. Here a block's dot builds up in one 32-bit lane, each chunk signed
+// again for vpmaddubsw (add_signed_dot), and the float work runs once per 8 blocks. Decode and prefill take each half's
+// 8 lanes in the same order: y += sums x (scale x activation scale), half 0 then half 1 per group, hsum at the end. So
+// they give the same bits.
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows: one row at a time, one stream per thread
   static constexpr int64_t kTokens = 4;  // a row at a time: its 4 tokens' sums and accumulators in registers
@@ -818,19 +803,19 @@ struct Q80RKern {
   }
 };
 
-// GGUF Q4_K repacked as Q4_KR (dtype.h) when the model loads, as for the AVX-512 kernel: a super-block's 8
-// sub-blocks in the 8 lanes, so each sub-block's integer dot builds up in its lane and its scale, minimum and the
-// super-block's d and dmin apply lane-wise once per super-block, where Q4KKern on the file's layout moves them per
-// 32 columns. The float step is the AVX-512 kernel's (exact scale x sum in int32, then acc += that x d x activation
-// scale, acc -= dmin x minimum x the activation block's d x sum), one super-block per step in order, so decode and
-// prefill give the same bits.
+// GGUF Q4_K repacked as Q4_KR (packed_formats.h) when the model loads, as for the AVX-512 kernel: a super-block's 8
+// sub-blocks in the 8 lanes. Each sub-block's integer dot builds up in its lane. Its scale, its minimum and the
+// super-block's d and dmin apply lane-wise once per super-block; Q4KKern on the file's layout moves them per 32
+// columns. The float step is the AVX-512 kernel's: exact scale x sum in int32, then acc += that x d x activation scale,
+// and acc -= dmin x minimum x the activation block's d x sum. One super-block per step, in order, so decode and prefill
+// give the same bits.
 struct Q4KRKern {
   static constexpr int kDecodeRows = 1;
   static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
-  // A super-block's 8 scales (scale i in both 16-bit halves of lane i, for dot_q4r's widening), d in every lane, and
-  // dmin x minimum i in lane i (dtype.h's scale bytes: one widening, a broadcast and a variable shift, a select):
-  // formed once per super-block, for every token.
+  // A super-block's factors, formed once per super-block for every token: its 8 scales (scale i in both 16-bit
+  // halves of lane i, for dot_q4r's widening), d in every lane, and dmin x minimum i in lane i. The scale bytes
+  // (packed_formats.h) take one widening, a broadcast, a variable shift and a select.
   struct Factors {
     __m256i sc16;
     __m256 d, wm;
@@ -919,17 +904,17 @@ struct Q4KRKern {
   }
 };
 
-// GGUF Q6_K repacked as Q6_KR (dtype.h) when the model loads, as for the AVX-512 kernel: each half of a super-block
-// (8 sub-blocks of 16 columns) in the 8 lanes, so a sub-block's integer dot builds up in its lane and its scale
-// applies lane-wise once per half, where Q6KKern on the file's layout gathers scales per 32 columns. Activations in
+// GGUF Q6_K repacked as Q6_KR (packed_formats.h) when the model loads, as for the AVX-512 kernel: each half of a
+// super-block (8 sub-blocks of 16 columns) in the 8 lanes. A sub-block's integer dot builds up in its lane, and its
+// scale applies lane-wise once per half; Q6KKern on the file's layout gathers scales per 32 columns. Activations are in
 // GemmInput::q6r's order, each lane starting at its offset term (minus 32 x the sub-block's activation sum). Per
-// super-block, half 0 then half 1 into one accumulator (exact scale x sum in int32, then x d x the activation
+// super-block, half 0 then half 1 go into one accumulator (exact scale x sum in int32, then x d x the activation
 // scale), in decode and prefill alike, so the same bits.
 struct Q6KRKern {
   static constexpr int kDecodeRows = 1;
   static constexpr int64_t kTokens = 4;  // per cached tile: a row's 4 accumulators beside its code registers
 
-  // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (dtype.h),
+  // The 6-bit codes of steps 0-3 of half h: low 4 bits from ql's nibbles, top 2 from qh's bit pairs (packed_formats.h),
   // each a byte of 0..63.
   static void codes(const BlockQ6_KR& b, int h, __m256i out[4]) {
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));

@@ -30,36 +30,35 @@
 namespace ascent::kernels {
 namespace {
 
-// acc + u8 x s8 dot products (vpdpbusd) in inline assembly: with the intrinsic, GCC 12 copies every accumulator
-// of the int8 tile to a fresh register on each loop iteration (16 extra moves per 16 dot products; measured +36%
-// int8 pp512 without them). "vm" lets the signed operand come straight from memory. The other kernels' loops
-// compile without the copies, and the assembly form measured no faster there.
+// acc + u8 x s8 dot products (vpdpbusd) in inline assembly. With the intrinsic, GCC 12 copies every accumulator of
+// the int8 tile to a fresh register on each loop iteration, 16 extra moves per 16 dot products, which slows int8
+// prefill markedly. "vm" lets the signed operand come straight from memory. The other kernels' loops compile
+// without the copies, and the assembly form is no faster there.
 inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "vm"(s8));
   return acc;
 }
 
-// dpbusd against 4 signed bytes at s8 broadcast to every lane, as the instruction's own {1to16} memory operand: one
-// instruction where _mm512_set1_epi32 (which GCC 12 does not fold into the asm operand) costs a vpbroadcastd more.
-// int4's decode loop takes two per 64 bytes of weights; with them its eight instructions per 64 bytes are six, which
-// in the fast memory state, where that loop is bound by its instructions per byte, ran tl16 int4 decode 2-5% faster
-// (bench/RESULTS.md, session 28).
+// dpbusd against 4 signed bytes at s8 broadcast to every lane, as the instruction's own {1to16} memory operand.
+// _mm512_set1_epi32 would cost a vpbroadcastd more: GCC 12 does not fold it into the asm operand. int4's decode
+// loop takes two per 64 bytes of weights, six instructions instead of eight; that loop is bound by its instructions
+// per byte when memory is fast.
 inline __m512i dpbusd_bcast(__m512i acc, __m512i u8, const int32_t* s8) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*s8));
   return acc;
 }
 
-// 32 bytes at lo in the low half of a 512-bit register, 32 at hi in the high half: Q4_0R's two 8-block halves of a
-// chunk lie 128 bytes apart, and Q8_0R's 544-byte groups put every other 64-byte code vector across two cache
-// lines, where each 32-byte half stays within one.
+// 32 bytes at lo in the low half of a 512-bit register, 32 at hi in the high half. Q4_0R's two 8-block halves of a
+// chunk lie 128 bytes apart. Q8_0R's 544-byte groups put every other 64-byte code vector across two cache lines,
+// where each 32-byte half stays within one.
 inline __m512i join_halves(const void* lo, const void* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
                             _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
 }
 
-// A 512-bit load GCC keeps in a register: left to itself it folds the load into every instruction that reads the
-// value (vpand zmm, zmm, [mem] and vpsrlw zmm, [mem], 4 both reading the same weights; a row pair's two vpdpbusd
-// both reading the same activations), so each byte was loaded twice.
+// A 512-bit load GCC keeps in a register. Left to itself, GCC folds the load into every instruction that reads the
+// value, so each byte is loaded twice. Examples: vpand zmm, zmm, [mem] and vpsrlw zmm, [mem], 4 on the same
+// weights; a row pair's two vpdpbusd on the same activations.
 inline __m512i load_reg512(const void* p) {
   __m512i v = _mm512_loadu_si512(p);
   asm("" : "+v"(v));
@@ -106,10 +105,10 @@ void decode_in_pairs(int64_t n0, int64_t n1, const GemmOut& o, Rows&& rows) {
   }
 }
 
-// The prefill tile of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern and Q4KRKern unpack theirs so
-// into a RowCache, Q80RKern's weights hold them so): per 512-column group g and row r, the 8 code registers at codes(r,
-// g) (per chunk q, the low nibbles at 128 q, the high ones at 128 q + 64) against tokens t..t+TT-1, each lane's integer
-// sum starting at init(j, g), then acc = scale(acc, sums, r, j, g), the format's float step.
+// The prefill tile of the kernels whose codes lie in GemmInput::q4r's order. Q40RKern and Q4KRKern unpack theirs so
+// into a RowCache; Q80RKern's weights hold them so. Per 512-column group g and row r: the 8 code registers at
+// codes(r, g) (per chunk q, the low nibbles at 128 q, the high ones at 128 q + 64) against tokens t..t+TT-1. Each
+// lane's integer sum starts at init(j, g); then acc = scale(acc, sums, r, j, g), the format's float step.
 template <int R, int TT, class Codes, class Init, class Scale>
 void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Scale scale, float out[4][4]) {
   const int64_t Kp = in.Kp, G = Kp / kQ4RGroup;
@@ -142,37 +141,19 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 }
 
 // The decode loop of the kernels whose codes lie in GemmInput::q4r's order (Q40RKern, Q80RKern): rows [n0, n1) one
-// at a time, so that each thread's rows are one contiguous run. Q4_0R's groups' lines are prefetched as a decode
-// stream (kStreamPrefetch: PrefetchTo::Stream); Q8_0R's, twice the bytes for the same work, are left to the hardware
-// prefetchers, which follow its run better (Zen 5, session 30: tl16 q8_0 tg64 --no-mmap, bench/ab_decode.py, 8
-// rounds, x1.104 t/s, faster in 7; q4_0 without it x0.998 and x1.031, neutral, so it keeps it). Per
-// 512-column group of kGroupBytes (its 16 f16 scales first), one 512-bit register's lanes (blocks 0-15) start at the
-// blocks' offset terms (q4r_off << kShift) and sum codes(p, j, c0, c1), chunk j's two code vectors for all 16 blocks,
-// against the activations in q4r_cached_tile's order (at 128 j, the low halves of both 8-block halves side by side;
-// at 128 j + 64, the high ones); then y += sums x (scale x activation scale): the prefill tile's float step on the
-// same lanes in the same order, and hsum(y) is the reduction the two 256-bit halves it replaced ended in, so the
-// same bits. Q4_0R's high nibbles are masked in place (kHighShift 4), one instruction fewer per 64 bytes, as int4's
-// decode does; Q8_0R (kHighShift 0) runs the same two chains on its codes as they lie.
-//
-// History, for whoever tunes it next. Until session 22 this loop ran each group as two 256-bit halves (95
-// instructions per Q4_0R group); this one takes ~45. One core from L2 (`decode_ceiling --cpu N`, Zen 5, alternated):
-// q4_0r 58-64 -> 85-93 GB/s, q8_0r 87-94 -> 127, on either vCPU. In the model, tl16 q4_0 tg128 --no-mmap
-// (`bench/ab_decode.py`, five series of alternated rounds): about +1 point of the read, the median of the paired
-// rounds (from -5 to +4 each), so neutral within this host's noise; q8_0 the same (bench/RESULTS.md, session 22).
-// It stays for the compute headroom, which the fast memory state asks of a core. Earlier 512-bit attempts
-// (sessions 15-20: 512-bit code loads straddling lines, the prefill tile's unpacked lanes) measured worse in the
-// model (82% -> 76%); this one loads each chunk's two 32-byte halves and inserts one into the other. Rows in
-// pairs, each pair's two rows prefetched into L2 (they share each activation load), ran faster from L2 but slower
-// from memory; pairs without the software prefetch ran at half the speed: two interleaved streams defeat the
-// prefetchers. The 256-bit loop's chains split four ways instead of two (integer sums, so the same bits) ran no
-// faster from L2: it was not bound by latency.
+// at a time, so that each thread's rows are one contiguous run. Row pairs would share each activation load, but two
+// interleaved streams defeat the hardware prefetchers: pairs ran slower from memory even with a software prefetch.
+// Q4_0R prefetches its groups' lines as a decode stream (kStreamPrefetch). Q8_0R, twice the bytes for the same work,
+// leaves them to the hardware prefetchers, which follow its run better (bench/RESULTS.md, decode table).
+// A whole group in one 512-bit register takes about 45 instructions, half as many as two 256-bit halves: headroom a
+// core needs when memory is fast. Two chains suffice, since the loop is not bound by their latency.
 template <int64_t kGroupBytes, int kShift, int kHighShift, bool kStreamPrefetch, class Codes>
 void q4r_decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o, Codes codes) {
   const int64_t G = in.Kp / kQ4RGroup;
   const int8_t* acts = in.q4r.data();
   const int32_t* off = in.q4r_off.data();
   const float* da = in.d.data();
-  // The row pointer stepped by a stride taken once: row_ptr's row_bytes is an out-of-line call, which per row had
+  // The row pointer stepped by a stride taken once: row_ptr's row_bytes is an out-of-line call, which per row makes
   // the compiler spill and reload the loop's registers around it.
   const int64_t stride = w.row_bytes();
   const uint8_t* row = w.row_ptr(n0);
@@ -185,8 +166,13 @@ void q4r_decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64
       const int8_t* a = acts + g * kQ4RGroup;
       const uint8_t* grp = row + g * kGroupBytes;
       if constexpr (kStreamPrefetch) prefetch_block<1, PrefetchTo::Stream>(grp, kGroupBytes, kStreamAheadBlocks);
-      // The first code vectors' chain and the second's, which holds its codes times 2^kHighShift (high nibbles
-      // masked in place): shifted back once, exactly, at the end.
+      // One 512-bit register's lanes are the group's 16 blocks. Chunk j's two code vectors (codes(grp, j, c0, c1))
+      // meet the activations in q4r_cached_tile's order: at 128 j the low halves of both 8-block halves, at
+      // 128 j + 64 the high ones. The first chain starts at the blocks' offset terms (q4r_off << kShift). The second
+      // holds its codes times 2^kHighShift and is shifted back once, exactly, at the end. Q4_0R masks its high
+      // nibbles in place (kHighShift 4), one instruction fewer per 64 bytes; Q8_0R's codes lie as they are
+      // (kHighShift 0). The two integer chains add up to the prefill tile's one. y += sums x (scale x activation
+      // scale) is its float step on the same lanes in the same order, so decode gives the prefill tile's bits.
       __m512i is0 = _mm512_slli_epi32(_mm512_loadu_si512(off + 16 * g), kShift);
       __m512i is1 = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
@@ -206,8 +192,8 @@ void q4r_decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64
 }
 
 // GGUF K-quants against per-32-block int8 activations, one 64-column chunk (two activation blocks) per step. Each
-// lane's vpdpbusd sum covers 4 columns of one sub-block, so the sub-block scales are applied lane-wise in f32: the
-// lanes of a chunk carry 2 (Q4_K, 32 columns each) or 4 (Q6_K, 16 each) scales, gathered with one permute from the
+// lane's vpdpbusd sum covers 4 columns of one sub-block, so the sub-block scales are applied lane-wise in f32. A
+// chunk's lanes carry 2 (Q4_K, 32 columns each) or 4 (Q6_K, 16 each) scales, gathered with one permute from the
 // super-block's scale vector.
 // K is the format's kernel (Q4KKern, Q6KKern) with body<R, TT> for several tokens; a single token runs its
 // decode_rows, which computes the same lanes in 256-bit halves.
@@ -217,9 +203,9 @@ struct KQuantKern {
   static void tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4]) {
     K::template body<R, TT>(in, w, n, t, out);
   }
-  // For token t's activations av at column k (a 64-column chunk): each lane's block scale (lanes 0-7 block k / 32,
-  // lanes 8-15 the next) and each lane's sum of its 4 activations (decode reads the same values from lane_d and
-  // lane_sum).
+  // For token t's activations av at column k (a 64-column chunk): each lane's block scale, and each lane's sum of
+  // its 4 activations. Lanes 0-7 take block k / 32, lanes 8-15 the next. Decode reads the same values from lane_d
+  // and lane_sum.
   static __m512 lane_scales(const GemmInput& in, int64_t t, int64_t k) {
     const float* d = in.d.data() + t * (in.Kp / kQBlock) + k / kQBlock;
     return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);

@@ -79,11 +79,10 @@ struct FloatKern {
     }
   }
   // Decode (one token): rows in pairs, body<2, 1>, prefetching into L2. Each output is one chain of multiply-adds
-  // (the tiles' arithmetic, so the same bits), and one row at a time was bound by that chain's latency (4 cycles
-  // per 16 weights: f16 26 GB/s from L2 on one core; a pair runs two chains). The pair also shares each load of
-  // the f32 activations, which for a 5632-column row (22 KiB) did not stay in L1 beside the streaming weights: a
-  // 40-matrix stream of 2048x5632 f16 from DRAM ran at 51-65% of a plain read one row at a time, 86-89% in pairs
-  // with L2 prefetch (70% with L1's).
+  // (the tiles' arithmetic, so the same bits). One row at a time is bound by that chain's latency, 4 cycles per 16
+  // weights; a pair runs two chains. The pair also shares each load of the f32 activations, which for a long row
+  // (5632 columns, 22 KiB) do not stay in L1 beside the streaming weights. Pairs with the L2 prefetch stream
+  // markedly more of the read bandwidth than single rows or the L1 prefetch (bench/RESULTS.md, decode table).
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     decode_pairs<FloatKern>(in, w, n0, n1, o, in.K % 16 != 0);
   }
@@ -133,14 +132,10 @@ struct Bf16Kern {
       body<R, TT, true>(in, w, n, t, out);
     }
   }
-  // Decode (one token): one row at a time, one vdpbf16ps chain, each 64-byte load a whole cache line of one
-  // contiguous run, prefetched as a decode stream (PrefetchTo::Stream; before it, with no software prefetch, the
-  // hardware prefetchers alone had followed such a run best: tl16 bf16 tg32 --no-mmap, alternating builds (Zen 4):
-  // one thread 67-70% -> 83-86% of a one-thread read; two threads 44-61% -> 68-79% in the fast memory state,
-  // 81-82% -> 88-100% in the slow one). (Rows in pairs with the L2 prefetch, as
-  // FloatKern does, were it before: one row's chain bound it from L2, which now runs at 77 GB/s on one core.) The
-  // same bits as the tiles (body<1, 1>). f16 one row at a time, whose 32-byte loads take half a line each, measured
-  // 69-77% against its pairs' 83%.
+  // Decode (one token): one row at a time, one vdpbf16ps chain, the same bits as the tiles (body<1, 1>). Each
+  // 64-byte load is a whole cache line of one contiguous run, prefetched as a decode stream (PrefetchTo::Stream). A
+  // vdpbf16ps chain covers 32 weights per step, so one row is not bound by its latency from L2, as f32 and f16 are.
+  // f16 one row at a time, whose 32-byte loads take half a line each, streams less than its pairs do.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     prefetch_span(in.xb.data(), in.Kp * 2);
     for (int64_t n = n0; n < n1; ++n) {

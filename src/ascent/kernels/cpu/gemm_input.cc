@@ -1,9 +1,9 @@
 // Activation preparation for the matmul engine (gemm.h): int8 quantization per token or per 32-element block, and
-// bf16 rounding. Scalar where it touches T * K values once per matmul (against T * K * N multiply-adds), threaded
-// over tokens; under AVX-512 and AVX2 the int8 quantization and the q4r code placement run in gemm_input_avx512.cc
-// and gemm_input_avx2.cc (same bits), since a decode step prepares its single token on one thread while the other
-// waits. Buffers are resized, not reassigned, and only the padding is zeroed: callers keep a GemmInput across calls,
-// so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
+// bf16 rounding. It touches T * K values once per matmul, against T * K * N multiply-adds, so it is scalar code
+// threaded over tokens. The exceptions are the int8 quantization and the q4r code placement: under AVX-512 and AVX2
+// they run in gemm_input_avx512.cc and gemm_input_avx2.cc (same bits). A decode step prepares its single token on
+// one thread while the other waits. Buffers are resized, not reassigned, and only the padding is zeroed: callers
+// keep a GemmInput across calls, so prefill does not fault in (and clear) megabytes of fresh pages for every matmul.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -19,9 +19,9 @@
 
 namespace ascent::kernels {
 
-// Before, the NaN was lost: a max over |x| skips it, so d came out finite, and the NaN's code was whatever the
-// float-to-int conversion made of it (undefined behaviour in scalar code), and a quantized model with a NaN
-// activation went on generating plausible text.
+// Without the poison, a NaN would be lost. A max over |x| skips it, so d comes out finite, and the NaN's code is
+// whatever the float-to-int conversion makes of it (undefined behaviour in scalar code). A quantized model with a
+// NaN activation would then go on generating plausible text.
 float poison_span(int64_t n, int8_t* q, int32_t* sum) {
   std::fill(q, q + n, int8_t{0});
   if (sum != nullptr) *sum = 0;
@@ -97,10 +97,10 @@ void q6r_layout(const int8_t* q, const float* d, int64_t K, int8_t* out, int32_t
   }
 }
 
-// The SIMD quantizers give quantize_span's bits for finite values and NaN for a span whose values times s hold a NaN
-// or an infinity (a non-finite x or s, or a product that overflows): such a span gets quantize_span's NaN scale and
-// zero codes here. (The test rides in their max pass: two separate passes over x and s cost a decode step's
-// single-threaded preparation about as much as the quantization itself.)
+// The SIMD quantizers give quantize_span's bits for finite values. For a span whose values times s hold a NaN or an
+// infinity (a non-finite x or s, or a product that overflows), they return NaN, and the span gets quantize_span's
+// NaN scale and zero codes here. The test rides in their max pass: two separate passes over x and s would cost a
+// decode step's single-threaded preparation about as much as the quantization itself.
 float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t* sum) {
   if (active_isa() == Isa::Ref) return quantize_span(x, s, n, q, sum);
   const float d =
@@ -108,9 +108,9 @@ float quantize_any(const float* x, const float* s, int64_t n, int8_t* q, int32_t
   return std::isfinite(d) ? d : poison_span(n, q, sum);
 }
 
-// nb blocks of 32 values through a SIMD quantizer of G blocks at a time (gemm.h): whole groups in place, then the
-// last blocks, fewer than G, as a group padded with zero blocks (each block's result is its own) whose first ones
-// are copied out.
+// nb blocks of 32 values through a SIMD quantizer of G blocks at a time (gemm.h). Whole groups go in place. The last
+// blocks, fewer than G, go as a group padded with zero blocks, whose first ones are copied out (each block's result
+// is its own).
 template <int G>
 void quantize_block_groups(void (*group)(const float*, int8_t*, float*, int32_t*), const float* x, int64_t nb,
                            int8_t* q, float* d, int32_t* sum) {

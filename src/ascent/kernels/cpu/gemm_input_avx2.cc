@@ -1,9 +1,9 @@
-// Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX2 for CPUs without AVX-512: the same IEEE
+// Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX2, for CPUs without AVX-512. The same IEEE
 // operations per element as the scalar code (max of |x s|, then (x s) / d rounded by the same magic number,
 // truncated, clamped), so bitwise its result. A decode step prepares its single token on one thread while the other
-// waits, and the scalar loops took 2-4 ns per value on a Zen 3 core (about 1% of a tl16 q4_0 decode step). The
-// non-finite test rides in the max pass, on the vector already loaded. Also the q4r codes' placement (data movement
-// only) as an 8 x 8 transpose of 32-bit words, and the codes' sums per 32 columns.
+// waits, so the scalar loops' cost shows in every step. The non-finite test rides in the max pass, on the vector
+// already loaded. Also the q4r codes' placement (data movement only) as an 8 x 8 transpose of 32-bit words, and the
+// codes' sums per 32 columns.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -171,9 +171,9 @@ void code_sums32_avx2(const int8_t* q, int64_t nb, int32_t* out) {
 }
 
 void q4r_codes_avx2(const int8_t* q, int64_t Kp, int8_t* out) {
-  // Per 512-column group and half h (blocks 8h..8h+7): row i of an 8 x 8 matrix of 32-bit words is block 8h + i's
-  // 32 codes; its transpose's row c (word c of each block: bytes 4c..4c+3) goes to chunk c % 4, part c / 4, lanes
-  // 8h..8h+7 (gemm.h's order, where q4r_codes_avx512 gathers them).
+  // Per 512-column group and half h (blocks 8h..8h+7), row i of an 8 x 8 matrix of 32-bit words is block 8h + i's
+  // 32 codes. Its transpose's row c (word c of each block: bytes 4c..4c+3) goes to chunk c % 4, part c / 4, lanes
+  // 8h..8h+7. That is gemm.h's order, where q4r_codes_avx512 gathers them.
   for (int64_t g = 0; g < Kp / kQ4RGroup; ++g) {
     for (int h = 0; h < 2; ++h) {
       const int8_t* src = q + g * kQ4RGroup + 256 * h;

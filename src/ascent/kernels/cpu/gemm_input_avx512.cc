@@ -1,9 +1,9 @@
-// Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX-512: the same IEEE operations per element
+// Activation quantization to int8 (gemm_input.cc's quantize_span) with AVX-512. The same IEEE operations per element
 // in the same order (max of |x s|, then (x s) / d rounded by the same magic number, truncated, clamped), so
-// bitwise the scalar result; only faster (activation preparation was ~5% of an int8 prefill, and a decode step
-// prepares its token on one thread while the other waits). The non-finite test rides in the max pass (vfpclassps
-// on the vector already loaded) rather than in passes of its own. Also the q4r codes' placement and the codes'
-// sums per 32 columns (int4's offsets), data movement and integer sums only.
+// bitwise the scalar result, only faster. Scalar preparation is a visible share of an int8 prefill, and a decode
+// step prepares its token on one thread while the other waits. The non-finite test rides in the max pass
+// (vfpclassps on the vector already loaded) rather than in passes of its own. Also the q4r codes' placement and
+// the codes' sums per 32 columns (int4's offsets), data movement and integer sums only.
 #include <immintrin.h>
 
 #include <cstdint>

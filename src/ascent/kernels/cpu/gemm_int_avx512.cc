@@ -8,17 +8,14 @@ namespace {
 // I8: one int32 sum per output over the whole padded row, then the row and token scales.
 struct I8Kern {
   static constexpr int kDecodeRows = 1;
-  // Decode (one token), rows [n0, n1) in one loop (with a tile call per row: 55 vs 71 GB/s from L2, one core):
-  // two independent chains of vpdpbusd, added at the end. Integer sums are exact in any order, so this is bitwise
-  // the sum the tiles compute; one chain kept each row's instructions in flight longer, and fewer of the next
-  // rows' loads fit in the out-of-order window. The rows are one contiguous run read a whole cache line per load in
-  // order, with no software prefetch: its steps are light enough (one load and one vpdpbusd per 64 bytes) that the
-  // hardware prefetchers follow the run better than a prefetch per line does (Zen 5, session 30: tl16 int8 tg64
-  // --no-mmap, bench/ab_decode.py, five series of 8-10 rounds against the non-temporal prefetch 8 KiB ahead: x1.064,
-  // x1.024, x0.944, x1.063, x1.030 t/s; decode_ceiling --dram on one buffer, fast state, 72-75% -> 88%).
-  // History: on the Zen 4 no software prefetch had beaten the L1 one of the tiles (tl16 int8 tg32, one thread 68-79%
-  // -> 88-92% of a one-thread read), and on this Zen 5 in sessions 19-21 the non-temporal prefetch had measured best
-  // (bench/RESULTS.md): the host's prefetchers have since changed what wins, so measure again before reinstating one.
+  // Decode (one token): rows [n0, n1) in one loop, since a tile call per row costs a noticeable share of a row.
+  // Two independent chains of vpdpbusd, added at the end: integer sums are exact in any order, so this is bitwise
+  // the sum the tiles compute. With one chain, each row's instructions stay in flight longer, and fewer of the next
+  // rows' loads fit in the out-of-order window.
+  // The rows are one contiguous run, read a whole cache line per load in order. No software prefetch: the steps are
+  // so light (one load and one vpdpbusd per 64 bytes) that the hardware prefetchers follow the run better than a
+  // prefetch per line does (bench/RESULTS.md, decode table). Which prefetch wins has changed between hosts, so
+  // measure again before adding one.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;
     const int64_t stride = w.row_bytes();
@@ -76,35 +73,12 @@ struct I8Kern {
   }
 };
 
-// I4 in blocks of 16 rows (dtype.h): lane i of every vector is row 16b + i, so a step's 64 bytes (16 rows x 8
-// columns) are one load, two nibble masks and two vpdpbusd against the step's 8 activations broadcast as two
-// 4-byte groups. Each group's int32 sum (starting from int4_offsets' term) is converted and scaled for 16 rows at
-// once; the float work is one multiply and one add per group and 16 rows, not per row (the row-major layout
-// before it spent as much on conversion and scaling as on dot products, and a horizontal sum per row).
-// Decode reads one block after another, each a contiguous run of 16 x Kp / 2 bytes, with four vpdpbusd chains in
-// flight, each line prefetched as a decode stream (PrefetchTo::Stream: Zen 5, tl16 int4 tg128 81% -> 89% of the
-// read, 111 -> 132 t/s). The source asks for one prefetch per line, but GCC 12 issues a group's 16 together at the
-// group's start, 4 KiB ahead; that burst is what was measured. Before that, no software prefetch had streamed best
-// (Zen 4, tl16 int4 tg32 --no-mmap,
-// alternating builds: one thread 78-85% of a one-thread read against 63-68% with the other kernels' L2 prefetch
-// 8 KiB ahead and 55-60% with two blocks at a time; two threads 77-83% in the slow memory state, 62-67% in the fast
-// one). Its high nibbles are masked in place, not shifted
-// down: in the fast memory state this stream is bound by the core's instructions per byte, and one fewer per 64
-// bytes (7, not 8) raised a two-thread stream of 5632 x 2048 matrices from DRAM from 72% to 84% of the read measured
-// around it (slow state 90% -> 95%); the model's tg32 from 62% to 69% (fast) and 83% to 89% (slow). A layout of 32
-// rows per block with both nibbles against one activation (5 per 64 bytes) measured the same 84%. The activations'
-// broadcasts, folded into the vpdpbusd as memory operands (dpbusd_bcast), leave five (and the prefetch). Prefill tiles
-// three blocks by four tokens (12 accumulators) and reads a block's codes once per tile.
-// The scales stay in their own array (w.scales), a second stream of 1/17 of the bytes. Interleaved after each
-// group's codes, they made decode stream 0-3 points of a same-bytes read faster in a scratch decode_ceiling --dram
-// run, within the host's noise. Broadcasts as separate vpbroadcastd, a layout whose byte holds two rows' codes
-// (one vpdpbusd on the raw byte, one on its low nibble), and loads a group ahead in registers each ran slower
-// (session 31, bench/RESULTS.md). That does not pay for a change of format.
-// What binds it in a fast minute is less the instruction count than the arithmetic's dependence on the lines it
-// loads. Session 33 ran decode_ceiling --dram with variants that are not valid kernels. With the masks and dot
-// products on a register, the loaded lines only feeding a vpord chain, the loop streamed 78-91% of the same-bytes read
-// against 72-80.5% in six series of seven. Extra independent instructions cost nothing. Loading each group's lines a
-// group ahead into registers (valid) ran worse: 59% against 72%.
+// I4 in blocks of 16 rows (dtype.h): lane i of every vector is row 16b + i. A step's 64 bytes (16 rows x 8 columns)
+// are one load, two nibble masks and two vpdpbusd against the step's 8 activations, broadcast as two 4-byte groups.
+// Each group's int32 sum, starting from int4_offsets' term, is converted and scaled for 16 rows at once. The float
+// work is thus one multiply and one add per group and 16 rows, with no horizontal sum per row.
+// The scales stay in their own array (w.scales), a second stream of 1/17 of the bytes: interleaving them with the
+// codes gained nothing beyond noise.
 // Every path forms each (token, row) from the same integers with the same float operations as the reference
 // (product, then sum, per group in ascending order): the same bits at any tile, token or thread count.
 struct I4Kern {
@@ -131,6 +105,14 @@ struct I4Kern {
     return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_loadu_ps(scales)));
   }
 
+  // Decode reads one block after another, each a contiguous run of 16 x Kp / 2 bytes, with four vpdpbusd chains in
+  // flight. Each line is prefetched as a decode stream (PrefetchTo::Stream). GCC 12 issues a group's 16 prefetches
+  // together at the group's start, 4 KiB ahead; that burst is what bench/RESULTS.md's decode table measured.
+  // The loop spends five instructions per 64 bytes, plus the prefetch: the high nibbles are masked in place, not
+  // shifted down, and the activations' broadcasts fold into the vpdpbusd as memory operands (dpbusd_bcast). When
+  // memory is fast, fewer instructions per byte measured faster. What binds the loop then is mostly its arithmetic's
+  // dependence on the lines it loads, so extra independent instructions cost little. Loading a group ahead into
+  // registers, separate vpbroadcastd, and a layout holding two rows' codes per byte all ran slower.
   template <int GROUP>
   static void decode(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     constexpr int64_t kSteps = GROUP / 8;  // 64-byte steps per group
@@ -215,6 +197,7 @@ struct I4Kern {
     }
   }
 
+  // Prefill: tiles of three blocks by four tokens (12 accumulators), each reading a block's codes once.
   template <int GROUP>
   static void prefill(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t G = in.Kp / GROUP;

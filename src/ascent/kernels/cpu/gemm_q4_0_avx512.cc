@@ -5,14 +5,13 @@
 namespace ascent::kernels {
 namespace {
 
-// GGUF Q4_0 rows against per-block int8 activations, in the lane order of GemmInput's q4_* layout (gemm.h): each
-// 32-bit lane sums 8 columns of one block, the low and high nibbles of the same 4 packed bytes, so the nibbles are
+// GGUF Q4_0 rows against per-block int8 activations, in the lane order of GemmInput's q4_* layout (gemm.h). Each
+// 32-bit lane sums 8 columns of one block, the low and high nibbles of the same 4 packed bytes. So the nibbles are
 // split in place (an and, a shift and an and per two blocks) and never moved across lanes, and the float work
-// (convert, scale, multiply-add) is done once per 8 columns instead of once per 4. Lanes per 128 columns (4 blocks):
-// 0-3 block 0, 4-7 block 1, 8-11 block 2, 12-15 block 3; prefill holds them in one 512-bit register per group,
-// decode in two 256-bit halves (blocks 0-1, 2-3), and both accumulate lane by lane in the same order and reduce
-// with hsum: the same bits. Measured on Zen 4 (one core, weights in L2): the two-blocks-per-lane decode 20 -> 26
-// GB/s against the previous one-block-per-256-bit loop, which was bound by its per-block float work.
+// (convert, scale, multiply-add) runs once per 8 columns, not once per 4.
+// Lanes per 128 columns (4 blocks): 0-3 block 0, 4-7 block 1, 8-11 block 2, 12-15 block 3. Prefill holds them in
+// one 512-bit register per group, decode in two 256-bit halves (blocks 0-1, 2-3). Both accumulate lane by lane in
+// the same order and reduce with hsum: the same bits.
 struct Q40Kern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
   static int64_t groups(int64_t K) { return (K + 127) / 128; }
@@ -135,12 +134,12 @@ struct Q40Kern {
   }
 };
 
-// GGUF Q4_0 repacked as Q4_0R (dtype.h) when the model loads: per 16 blocks, their scales side by side and their
-// codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one lane
-// over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes, and the float work (convert,
-// scale, multiply-add) runs once per 16 blocks, in one 512-bit register in decode (q4r_decode_rows) and prefill,
-// the same lanes in the same order, so the same bits. One core, weights in L2 (Zen 4): 40 GB/s against 25 for
-// Q40Kern on the file's layout, whose per-block scale work bound it.
+// GGUF Q4_0 repacked as Q4_0R (packed_formats.h) when the model loads: per 16 blocks, their scales side by side and
+// their codes in 32-byte chunks whose 4-byte lane i belongs to block i. A block's integer dot then builds up in one
+// lane over 8 vpdpbusd (4 chunks, low and high nibbles), with no nibble moved across lanes. The float work (convert,
+// scale, multiply-add) runs once per 16 blocks, in one 512-bit register. Decode (q4r_decode_rows) and prefill take the
+// same lanes in the same order, so the same bits. Q40Kern on the file's layout is bound by its per-block scale work
+// (bench/RESULTS.md, decode ceiling table).
 struct Q40RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
@@ -157,9 +156,9 @@ struct Q40RKern {
         });
   }
 
-  // Prefill: each 4-row tile's codes, unpacked to one byte each in the order of the 512-bit registers (per chunk,
-  // low nibbles of both halves, then high nibbles), and its scales widened to f32, formed once into L1 for every
-  // token tile.
+  // Prefill: each 4-row tile's codes and scales, formed once into L1 for every token tile. The codes are unpacked
+  // to one byte each in the order of the 512-bit registers (per chunk, low nibbles of both halves, then high
+  // nibbles); the scales are widened to f32.
   struct RowCache {
     AlignedVector<uint8_t> codes;  // (R, groups, 4 chunks, 2 nibble halves, 64)
     AlignedVector<float> dw;       // (R, groups, 16)

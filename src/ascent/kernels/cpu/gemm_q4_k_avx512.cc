@@ -24,11 +24,11 @@ struct Q4KKern : KQuantKern<Q4KKern> {
                             2 * s0 + 4, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s0);
   }
   // kCached: codes and scale/minimum vectors read from a RowCache (prefill) instead of formed from the blocks.
-  // Per super-block and row, sm (scales_mins) times the tokens' kq_dax gives in lane 2j d * scale_j * the block
-  // scale and in lane 2j + 1 dmin * min_j * the block's scaled activation sum: the minimum terms are subtracted
-  // there once per super-block (into the odd lanes) and the scale factors permuted to the lanes of each chunk.
-  // One token keeps that product for the 4 chunks; several (prefill) form it per chunk (registers), the same
-  // products in the same order, so the same bits.
+  // Per super-block and row, sm (scales_mins) times the tokens' kq_dax gives two factors. Lane 2j holds d * scale_j
+  // * the block scale; lane 2j + 1 holds dmin * min_j * the block's scaled activation sum. The minimum terms are
+  // subtracted there once per super-block (into the odd lanes), and the scale factors permuted to each chunk's
+  // lanes. One token keeps that product for the 4 chunks; several (prefill) form it per chunk in registers. Those
+  // are the same products in the same order, so the same bits.
   template <int R, int TT, bool kCached = false>
   static void body(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t, float out[4][4],
                    const RowCache* cache = nullptr) {
@@ -57,9 +57,9 @@ struct Q4KKern : KQuantKern<Q4KKern> {
           acc[r][j] = _mm512_mask_sub_ps(acc[r][j], 0xaaaa, acc[r][j], _mm512_mul_ps(sm[r], dax[j]));
         }
       }
-      // Two 64-column chunks (64 packed bytes) at a time: the low nibbles of both are one register (sub-blocks
-      // 2p, 2p + 2 in lanes 0-7, 8-15), the high nibbles another (2p + 1, 2p + 3), so the activations are paired
-      // the same way: columns 0-31 with 64-95 and 32-63 with 96-127.
+      // Two 64-column chunks (64 packed bytes) at a time. The low nibbles of both are one register (sub-blocks 2p,
+      // 2p + 2 in lanes 0-7, 8-15), the high nibbles another (2p + 1, 2p + 3). So the activations are paired the
+      // same way: columns 0-31 with 64-95, and 32-63 with 96-127.
       if constexpr (TT == 1) {
         __m512 f1[R];  // sm * dax, whose even lanes are the chunks' scale factors
         for (int r = 0; r < R; ++r) f1[r] = _mm512_mul_ps(sm[r], dax[0]);
@@ -113,14 +113,13 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     }
   }
 
-  // Decode (one token), rows [n0, n1) one at a time: body<1, 1>'s arithmetic in 256-bit halves. Its
-  // register's lanes 0-7 take sub-blocks 0, 1, 4, 5 of each super-block (in that order) and lanes 8-15 sub-blocks
-  // 2, 3, 6, 7; here y[0] and y[1] take the same sub-blocks in the same order, each a 32-byte chunk's low or high
-  // nibbles against the paired activations, so the same products and sums per lane: the same bits. Each chunk's
-  // scale factor is broadcast from its register by an in-half permute (broadcasts from a stack copy of the
-  // factors measured slower on the Zen 4: one core from L2 18.4 against 19.6 GB/s, tg64 63 against 66 t/s in
-  // pairs), and one sequential stream per thread; on Zen 4, which runs 512-bit instructions as two halves, the
-  // four-row 512-bit tile was bound by its instructions.
+  // Decode (one token), rows [n0, n1) one at a time, one sequential stream per thread: body<1, 1>'s arithmetic in
+  // 256-bit halves. body's lanes 0-7 take sub-blocks 0, 1, 4, 5 of each super-block (in that order), lanes 8-15
+  // sub-blocks 2, 3, 6, 7. Here y[0] and y[1] take the same sub-blocks in the same order, each a 32-byte chunk's low
+  // or high nibbles against the paired activations. So the same products and sums per lane: the same bits. Each
+  // chunk's scale factor is broadcast from its register by an in-half permute, which is faster than broadcasts from
+  // a stack copy. Where 512-bit instructions run as two halves (Zen 4), a four-row 512-bit tile is bound by its
+  // instruction count.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = w.row_bytes();
@@ -168,9 +167,9 @@ struct Q4KKern : KQuantKern<Q4KKern> {
     }
   }
 
-  // Prefill: each 4-row tile's codes (nibbles unpacked) and its super-blocks' scale and minimum vectors (d and
-  // dmin already applied, as scales_mins() gives them) are formed once into L1 for all its token tiles; the cached tile
-  // does body's arithmetic on them, so the same bits.
+  // Prefill: each 4-row tile's codes (nibbles unpacked) and its super-blocks' scale and minimum vectors are formed
+  // once into L1 for all its token tiles. The vectors have d and dmin applied, as scales_mins() gives them. The
+  // cached tile does body's arithmetic on them, so the same bits.
   struct RowCache {
     AlignedVector<uint8_t> codes;  // (R, K / 64, 64)
     AlignedVector<float> sm;       // (R, K / 256, 16): scales_mins of each super-block
@@ -201,20 +200,18 @@ struct Q4KKern : KQuantKern<Q4KKern> {
   }
 };
 
-// Q4_KR (dtype.h): Q4_K's codes regrouped so that each vpdpbusd lane sums columns of one 32-column sub-block. A
-// super-block's 8 integer sub-block sums then build up in the 8 lanes of one 256-bit register, and the float work
-// (convert, scale, minimum term) runs once per super-block where Q4KKern's runs once per 64-column chunk. Per lane
-// i (sub-block i) of each super-block:
+// Q4_KR (packed_formats.h): Q4_K's codes regrouped so that each vpdpbusd lane sums columns of one 32-column sub-block.
+// A super-block's 8 integer sub-block sums build up in 8 lanes, and the float work (convert, scale, minimum term) runs
+// once per super-block; Q4KKern's runs once per 64-column chunk. Per lane i (sub-block i) of a super-block:
 //   y_i += float(sum(a * code) * scale_i) * (d * da_i),  then  y_i -= (dmin * min_i) * (da_i * sum(a))
 // (one rounding: fnmadd). The integer sum times the 6-bit scale is exact in int32 and in f32 (< 2^22), and
 // dmin * min_i is exact (an f16 times a 6-bit integer). Even super-blocks accumulate in lanes 0-7 and odd ones in
-// lanes 8-15 of the prefill tile's 512-bit accumulators, decode's two 256-bit ones likewise, each reduced once by
-// hsum: the same bits for every tile and token count. The activations come in the same order as Q4_0R's
-// (GemmInput::q4r), whose 512-column groups are two super-blocks here.
+// lanes 8-15, in prefill and decode alike, each reduced once by hsum: the same bits for every tile and token count.
+// The activations come in Q4_0R's order (GemmInput::q4r), whose 512-column groups are two super-blocks here.
 struct Q4KRKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
-  // A super-block's 8 scales (int32), d in every lane, and dmin * min_i. Q4_KR's scale bytes (dtype.h) unpack
+  // A super-block's 8 scales (int32), d in every lane, and dmin * min_i. Q4_KR's scale bytes (packed_formats.h) unpack
   // with two widenings, a variable shift and a bit select, against two byte shuffles and their fix-ups for Q4_K's.
   static void factors(const BlockQ4_KR& b, __m256i& sc, __m256& d, __m256& wm) {
     const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)));
@@ -231,9 +228,8 @@ struct Q4KRKern {
 
   // factors for the two super-blocks at p (lanes 0-7) and p + 144 (lanes 8-15) at once, the same values lane by
   // lane. Both 16-byte headers (d, dmin, the 12 scale bytes) go into one register, each twice, and byte shuffles
-  // spread them over the lanes: ~16 instructions against ~30 for two factors calls and the three inserts joining
-  // their halves, which were a third of decode's loop. Zen 5, one core from L2 (`decode_ceiling --cpu N q4_kr`,
-  // alternated with the build before, three times on each vCPU): 55 -> 61 GB/s.
+  // spread them over the lanes. That takes about 16 instructions, where two factors calls and the three inserts
+  // joining their halves take 30, a third of decode's loop.
   static void factors2(const uint8_t* p, __m512i& sc, __m512& d, __m512& wm) {
     const __m256i h =
         _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
@@ -257,9 +253,9 @@ struct Q4KRKern {
   }
 
   // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream, two super-blocks
-  // (one 512-column activation group) per step. The loop is bound by its instruction count, so: the high nibbles
-  // enter vpdpbusd in place (raw & 0xf0, 16 x the code), their sum shifted back once (exact: a multiple of 16), which
-  // saves a shift per 32 bytes; the low and high sums run as two chains (integer sums, exact in any order).
+  // (one 512-column activation group) per step. The loop is bound by its instruction count. So the high nibbles
+  // enter vpdpbusd in place (raw & 0xf0, 16 x the code) and their sum is shifted back once (exact: a multiple of
+  // 16), which saves a shift per 32 bytes. The low and high sums run as two chains (integer sums, exact in any order).
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = w.row_bytes();
@@ -286,10 +282,7 @@ struct Q4KRKern {
     // Both super-blocks of a group at p, even in lanes 0-7 and odd in lanes 8-15 of 512-bit registers: step's
     // lanes, the same operations on each, with half the instructions for the codes. The group's activations are
     // already in that order (the even super-block's 32 bytes of each 64, then the odd one's; da and dsa 8 floats
-    // each). Zen 5, one core, weights in L2 (`decode_ceiling q4_kr`, 3 alternations): 39 -> 49 GB/s; tl16 q4_k tg64
-    // (`bench/ab_decode.py`, alternating builds): in the fast memory state (reads ~78 GB/s, 5 rounds) 113.8 -> 141.0
-    // t/s, 68% -> 84% of the read, the kernel's compute showing; at ~60 GB/s (13 rounds) 76-79% -> 76-81%. Not
-    // measured on the Zen 4, whose 512-bit instructions run as two 256-bit halves.
+    // each). The saved instructions show when memory is fast (bench/RESULTS.md, decode table).
     const __m512i low4x2 = _mm512_set1_epi8(0x0f);
     auto step2 = [&](const uint8_t* p, const int8_t* a, const float* da, const float* dsa, __m512& acc) {
       const auto& b0 = *reinterpret_cast<const BlockQ4_KR*>(p);
@@ -321,8 +314,8 @@ struct Q4KRKern {
       __m512 y = _mm512_setzero_ps();
       const uint8_t* p = row;
       // One index for the three activation arrays (a's 512 bytes per group are 32 x da's 16 floats, so addressing
-      // covers them all): GCC otherwise kept one pointer each and a counter, six increments per group (L2 as above,
-      // 61 -> 63 GB/s). The odd last super-block, if any, takes the next group's first half at the same index.
+      // covers them all). GCC otherwise keeps one pointer each and a counter: six increments per group. The odd
+      // last super-block, if any, takes the next group's first half at the same index.
       int64_t i = 0;
       for (; i < 16 * (nsb / 2); i += 16, p += 2 * sizeof(BlockQ4_KR)) {
         prefetch_block<1, PrefetchTo::Stream>(p, 2 * sizeof(BlockQ4_KR), ahead);
@@ -339,10 +332,10 @@ struct Q4KRKern {
     }
   }
 
-  // Prefill: each 4-row tile's codes, unpacked to one byte each in the order of the 512-bit registers (per pair of
-  // super-blocks and chunk j, the low nibbles of both, then the high nibbles), and its factors, formed once into L1
-  // for every token tile. A missing odd super-block (K an odd number of them) is zero codes and factors, which add
-  // exact zeros to lanes 8-15 (accumulators that start at +0 never hold -0).
+  // Prefill: each 4-row tile's codes and factors, formed once into L1 for every token tile. The codes are unpacked
+  // to one byte each in the order of the 512-bit registers: per pair of super-blocks and chunk j, the low nibbles of
+  // both, then the high nibbles. A missing odd super-block (K an odd number of them) is zero codes and factors,
+  // which add exact zeros to lanes 8-15 (accumulators that start at +0 never hold -0).
   struct RowCache {
     AlignedVector<uint8_t> codes;  // (R, K / 512 rounded up, 4 chunks, 2 nibble halves, 64)
     AlignedVector<int32_t> sc;     // (R, K / 512 rounded up, 16): the scales

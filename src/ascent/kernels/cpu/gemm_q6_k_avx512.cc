@@ -45,12 +45,12 @@ struct Q6KKern : KQuantKern<Q6KKern> {
                           float out[4][4]) {
     body<R, TT, /*kCached=*/true>(in, w, n, t, out, c.codes.data());
   }
-  // Decode (one token), rows [n0, n1) one at a time: body<1, 1>'s arithmetic in 256-bit halves (lanes
-  // 0-7 and 8-15 of its register: columns 0-31 and 32-63 of each 64-column chunk), so the same integer sums,
-  // products and sums per lane: the same bits. The codes are assembled per half without inserts, the sub-block
-  // scales picked with in-half permutes, the activation offsets (-32 x each lane's sum) formed once per call, and
-  // each thread reads one sequential stream; on Zen 4, which runs 512-bit instructions as two halves, the
-  // four-row 512-bit tile was bound by its instructions.
+  // Decode (one token), rows [n0, n1) one at a time, one sequential stream per thread: body<1, 1>'s arithmetic in
+  // 256-bit halves. The halves are lanes 0-7 and 8-15 of body's register, columns 0-31 and 32-63 of each 64-column
+  // chunk. So the same integer sums, products and sums per lane: the same bits. The codes are assembled per half
+  // without inserts, and the sub-block scales picked with in-half permutes. The activation offsets (-32 x each
+  // lane's sum) are formed once per call. Where 512-bit instructions run as two halves (Zen 4), a four-row 512-bit
+  // tile is bound by its instruction count.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = w.row_bytes();
@@ -150,10 +150,10 @@ struct Q6KKern : KQuantKern<Q6KKern> {
   }
 };
 
-// Q6_KR (dtype.h): Q6_K's codes regrouped so that each vpdpbusd lane sums columns of one 16-column sub-block: a
-// super-block's 16 integer sub-block sums build up in the 16 lanes of two 256-bit registers (decode) or one 512-bit
-// one (prefill), and the float work runs once per super-block where Q6KKern's runs once per 32 columns. Per lane s
-// (sub-block s) of each super-block:
+// Q6_KR (packed_formats.h): Q6_K's codes regrouped so that each vpdpbusd lane sums columns of one 16-column sub-block.
+// A super-block's 16 integer sub-block sums build up in the 16 lanes of two 256-bit registers (decode) or one 512-bit
+// one (prefill). The float work runs once per super-block; Q6KKern's runs once per 32 columns. Per lane s (sub-block s)
+// of each super-block:
 //   y_s += float((sum(a * code) - 32 * sum(a)) * scale_s) * (d * da_s)
 // The integer sum times the 8-bit scale is exact in int32 and in f32 (|.| < 2^23). Decode's two registers are the
 // 512-bit accumulator's halves, reduced once by hsum: the same bits for every tile and token count.
@@ -161,7 +161,7 @@ struct Q6KRKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 
   // The 6-bit codes of steps 0-3 of half h (the 8 sub-blocks 8h..8h+7): low 4 bits from ql's nibbles, top 2 from
-  // qh's bit pairs (dtype.h), each a byte of 0..63.
+  // qh's bit pairs (packed_formats.h), each a byte of 0..63.
   static void codes(const BlockQ6_KR& b, int h, __m256i out[4]) {
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
     const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
@@ -178,12 +178,10 @@ struct Q6KRKern {
     out[3] = join(_mm256_srli_epi16(ql1, 4), _mm256_srli_epi16(qh, 2));
   }
 
-  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream. Tried and
-  // dropped (session 24): both halves of a super-block in one 512-bit pass (lanes 0-7 / 8-15, ~40 instructions per
-  // super-block against ~64, the same bits) ran 43 -> 68-80 GB/s from L2 on one Zen 5 core, yet tl16 q6_k tg128
-  // (`bench/ab_decode.py`, 42 rounds in four series) was slower in 32 of 42 rounds, median x0.95; loading qh as two
-  // 32-byte halves instead of one line-crossing 64-byte load changed nothing (x0.945, 10 rounds). Why the leaner
-  // loop streams slower from DRAM is open.
+  // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream, a super-block's
+  // two halves in two 256-bit registers. One 512-bit pass over both halves takes about 40 instructions per
+  // super-block against 64, and runs faster from L2, yet streams slower from DRAM (bench/RESULTS.md, decode table).
+  // Why is open.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;
     const int64_t stride = w.row_bytes();

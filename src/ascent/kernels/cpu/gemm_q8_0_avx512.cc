@@ -79,13 +79,12 @@ struct Q80Kern {
     }
   }
   // Decode (one token), rows [n0, n1) one at a time: body<1, 1>'s arithmetic in two 256-bit halves, lanes 0-7
-  // (even blocks) in y[0] and 8-15 (odd blocks) in y[1], so the same products and sums per lane and the same
-  // bits. Built from 256-bit parts, the loop needs no inserts or cross-lane moves, which on Zen 4 (512-bit
-  // instructions run as two halves) cost as much as the arithmetic; the offset term is formed once per call from
-  // the single token's lane sums (gemm.h), the activation scales read from its lane vector, and the row loop is
-  // here rather than one tile call per row. One row at a time also makes each thread's weights one sequential
-  // stream. From L2 on one core 25 -> 30 GB/s, tg64 37 -> 45 t/s in pairs. The block scale is converted in place:
-  // from a table of all f16 values, whose lines the streamed weights keep evicting, it ran at 33 t/s.
+  // (even blocks) in y[0] and 8-15 (odd blocks) in y[1]. So the same products and sums per lane, and the same bits.
+  // Built from 256-bit parts, the loop needs no inserts or cross-lane moves. Those cost as much as the arithmetic
+  // where 512-bit instructions run as two halves (Zen 4). The offset term is formed once per call from the single
+  // token's lane sums (gemm.h), and the activation scales are read from its lane vector. One row at a time makes
+  // each thread's weights one sequential stream. The block scale is converted in place: a table of all f16 values
+  // is slower, since the streamed weights keep evicting its lines.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nb = in.K / kQBlock;
     const int64_t stride = w.row_bytes();
@@ -133,9 +132,9 @@ struct Q80Kern {
   }
 
   // Prefill: each 4-row tile's codes and block scales, as load_w gives them (codes unsigned, scales widened from
-  // f16), are formed once into L1 for all its token tiles instead of once per token tile; the cached tile then does
-  // body's arithmetic on them, so the same bits. The scales stay two floats per block pair: as 16-lane vectors
-  // the cache no longer fit L1 beside the activations for long rows (measured q8_0 -8%).
+  // f16), are formed once into L1 for all its token tiles. The cached tile then does body's arithmetic on them, so
+  // the same bits. The scales stay two floats per block pair: as 16-lane vectors, the cache would not fit L1 beside
+  // the activations for long rows.
   struct RowCache {
     AlignedVector<uint8_t> codes;  // (R, pairs, 64) unsigned codes of blocks b, b + 1
     AlignedVector<float> dw;       // (R, pairs, 2) their scales (widened from f16)
@@ -168,13 +167,12 @@ struct Q80Kern {
   }
 };
 
-// GGUF Q8_0 repacked as Q8_0R (dtype.h) when the model loads, as Q4_0R is for Q4_0: per 16 blocks the scales side
-// by side and the codes, unsigned (code + 128), in GemmInput::q4r's order, so a block's integer dot builds up in one
-// lane and the float work (convert, scale, multiply-add) runs once per 8 blocks instead of once per block, as Q80Kern
-// on the file's layout must. The unsigned codes' offset, minus 128 x each block's activation sum, is 16 x q4r_off.
-// Decode (q4r_decode_rows) and prefill (q4r_cached_tile) both take one 512-bit register of 16 blocks, the codes read
-// in place (they already lie in its order), the same lanes in the same order, so the same bits. One core, weights
-// in L2 (Zen 4): 60 GB/s against 31 for Q80Kern on the file's layout.
+// GGUF Q8_0 repacked as Q8_0R (packed_formats.h) when the model loads, as Q4_0R is for Q4_0: per 16 blocks, the scales
+// side by side and the codes, unsigned (code + 128), in GemmInput::q4r's order. A block's integer dot builds up in one
+// lane, and the float work (convert, scale, multiply-add) runs once per 16 blocks, not once per block as Q80Kern on the
+// file's layout must. The unsigned codes' offset, minus 128 x each block's activation sum, is 16 x q4r_off. Decode
+// (q4r_decode_rows) and prefill (q4r_cached_tile) both take one 512-bit register of 16 blocks, with the codes read in
+// place (they already lie in its order): the same lanes in the same order, so the same bits.
 struct Q80RKern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
 

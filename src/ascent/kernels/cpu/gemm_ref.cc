@@ -10,8 +10,9 @@
 namespace ascent::kernels {
 namespace {
 
-// Q4_0's integer dot per block against nb blocks of activations a with scales da, the codes read through scale(b)
-// (block b's f16 scale) and byte(b, m) (byte m of its qs): shared by Q4_0 and Q4_0R, which hold the same codes.
+// Q4_0's integer dot per block against nb blocks of activations a with scales da. The codes are read through
+// scale(b) (block b's f16 scale) and byte(b, m) (byte m of its qs): shared by Q4_0 and Q4_0R, which hold the same
+// codes.
 template <class Scale, class Byte>
 float dot_q4_0(const int8_t* a, const float* da, int64_t nb, Scale scale, Byte byte) {
   float acc = 0.0f;
@@ -27,7 +28,7 @@ float dot_q4_0(const int8_t* a, const float* da, int64_t nb, Scale scale, Byte b
 }
 
 // Q4_K's dot against K activations a with block scales da, per 32-element sub-block j (one activation block):
-// d * scale_j * sum(a * code) - dmin * min_j * sum(a), times da: shared by Q4_K and Q4_KR, which hold the same
+// d * scale_j * sum(a * code) - dmin * min_j * sum(a), times da. Shared by Q4_K and Q4_KR, which hold the same
 // values (read through q4k_scale_min and q4k_code).
 template <class Block>
 float dot_q4_k(const Block* blk, const int8_t* a, const float* da, int64_t K) {

@@ -1,14 +1,15 @@
-// The tiling loop shared by the SIMD matmul variants, included by gemm_avx2.cc and gemm_avx512_common.h after their
-// target pragma so each gets its own copy compiled for its ISA (hence the anonymous namespace). A format kernel
-// Kern provides `template <int R, int TT> static void tile(const GemmInput&, const MatrixView&, int64_t n, int64_t t,
-// float out[4][4])` computing rows n..n+R-1 for tokens t..t+TT-1, and `kDecodeRows`, the tile height for a single
-// token. Every (R, TT) instantiation performs the same arithmetic per output, which is what makes results
-// independent of how the work is cut (batch invariance). A kernel may also provide `static void
-// decode_rows(const GemmInput&, const MatrixView&, int64_t n0, int64_t n1, const GemmOut&)`, its own loop over rows
-// for a single token (same bits as tile<1, 1>), where a tile call per row costs a noticeable share of a short row.
-// A kernel with a RowCache (fill, cached_tile: run_row_tile) and decode_rows needs no tile: run_tile then
-// computes on a freshly filled cache. A kernel with `static void run(...)` (the I4 kernels, whose rows come in
-// blocks of 16) drives itself for every token count: drive_tiles hands it the whole range.
+// The tiling loop shared by the SIMD matmul variants. gemm_avx2.cc and gemm_avx512_common.h include it after their
+// target pragma, so each gets its own copy compiled for its ISA (hence the anonymous namespace).
+
+// A format kernel Kern provides `template <int R, int TT> static void tile(in, w, n, t, float out[4][4])`, computing
+// rows n..n+R-1 for tokens t..t+TT-1, and kDecodeRows, the tile height for a single token. Every (R, TT)
+// instantiation performs the same arithmetic per output: results do not depend on how the work is cut (batch
+// invariance). Optional parts:
+// - decode_rows(in, w, n0, n1, out): its own row loop for a single token, with tile<1, 1>'s bits, where a tile
+//   call per row costs a noticeable share of a short row.
+// - a RowCache (fill, cached_tile: see run_row_tile). With decode_rows, such a kernel needs no tile.
+// - run(in, w, n0, n1, out): a kernel that drives itself for every token count (the I4 kernels, whose rows come in
+//   blocks of 16); drive_tiles hands it the whole range.
 #pragma once
 
 #include <immintrin.h>
@@ -26,7 +27,7 @@ inline int64_t tile_min(int64_t a, int64_t b) {
 }
 
 // store_out for a whole tile, with the null tests hoisted out of the loops (same arithmetic: dot + bias, then
-// residual + that). A per-element store_out cost ~10% of an int4 prefill (row-major int4, before its blocks).
+// residual + that): a per-element store_out cost a noticeable share of a short prefill tile.
 template <int R>
 inline void store_tile(const GemmOut& o, int64_t t, int64_t tt, int64_t n, const float res[4][4]) {
   float bias[R];
@@ -93,37 +94,23 @@ inline void with_int4_group(const MatrixView& w, Fn&& fn) {
   }
 }
 
-// Decode (one token) streams each weight byte once: ask for the bytes `ahead` further on (the next tile's rows,
-// or further along a kernel's one row stream) while these compute, so both cores keep enough memory requests in
-// flight. Where to: the 8-bit and float kernels consume their bytes fastest and keep L1 (into L2 measured 2x
-// slower for Q8_0 on the Zen 4); the 4-bit and K-quant decode loops do more work per byte, and for them L2 at
-// least 8 KiB ahead is faster: the loads then hit L2 a few cycles away, which out-of-order execution hides, and the
-// prefetches do not hold L1's miss buffers for a whole memory latency. Measured on the Zen 4, model decode tg64
-// `--no-mmap` in alternating pairs of binaries (medians of three): int4 68.4 -> 74.8 t/s, q4_0 59.4 -> 62.6,
-// q4_k 55.8 -> 56.2, q6_k 39.6 -> 45.3; Q8_0 with it 32 -> 22. (The AVX-512 decode loops have since taken
-// PrefetchTo::Stream, below.)
-// Stream: the AVX-512 decode loops, which read each thread's weights as one contiguous run (model/weight_layout.h),
-// prefetch every line kStreamAhead bytes before they load it with the non-temporal hint. So fetched, a line skips
-// the usual fill and eviction through the cache levels (AMD's L3 is a victim cache: without the hint every line
-// leaving L2 is written into it), so a token's ~400 MB stream neither pays that traffic nor evicts the KV cache,
-// norm weights, activations and code that the steps between matmuls read again. The hardware prefetchers alone had
-// streamed these loops best until then (sessions 8-15, Zen 4). Zen 5, tl16 int4 tg128 --no-mmap
-// (bench/ab_decode.py, ABBA, 6 rounds): 81% -> 89% of the read, 111 -> 132 t/s; 2-6 KiB ahead alike, 8 KiB worse,
-// the T0 hint at 4 KiB 79%; decode attention 17.5-19.7 -> 15.4-15.9 us per layer in the same runs (bench/RESULTS.md,
-// session 19). The repacked GGUF loops (Q4_0R, Q8_0R, Q4_KR, Q6_KR), which do more work per byte and prefetch a
-// block's lines together, stream best twice as far ahead (kStreamAheadBlocks): tl16 tg128, 4 rounds each, q4_0 86%
-// -> 92% (middle state), q4_k 81% -> 86%, q6_k 75% -> 77%.
-// The two lightest loops, int8 (I8Kern: one load and one vpdpbusd per 64 bytes) and Q8_0R, no longer prefetch: in
-// session 30 the hardware prefetchers followed them better than any hint did (int8 tg64 x0.94-1.06 over five series,
-// four favourable; q8_0 x1.08-1.10; in decode_ceiling --dram the T0 and T1 hints no better than NTA), while the heavier
-// loops still lost without theirs (int4 x0.90, q4_k x0.87, q6_k x0.88; bf16 and q4_0 neutral: bench/RESULTS.md, session
-// 30). In session 21 int8 had streamed best 8 KiB ahead (84 -> 86-91% of the read against 4 KiB).
-// The AVX2 decode loops that read one row at a time take their own prefetch instead (gemm_avx2.cc's
-// avx2_stream_prefetch: non-temporal, 2 KiB ahead, every 32 bytes; measured on a Zen 3 in session 36).
+// Where a prefetch puts the bytes it asks for `ahead` further on. Decode (one token) streams each weight byte once:
+// the prefetches keep enough memory requests in flight. Each loop takes the target that streams best for it
+// (bench/RESULTS.md, decode table).
+// - L1 (T0 hint), the default: the AVX2 tiles, and the AVX-512 Q8_0 loop, which consumes its bytes fastest.
+// - L2 (T1 hint): the AVX-512 loops on the file's 4-bit and K-quant layouts, and the f32/f16 row pairs. The 4-bit
+//   and K-quant loops do more work per byte: out-of-order execution hides a load that hits L2, and the prefetches
+//   do not hold L1's miss buffers for a whole memory latency.
+// - Stream (NTA hint): the AVX-512 loops that read each thread's weights as one contiguous run (weight_layout.h).
+// - None: int8 and Q8_0R, the lightest loops, which the hardware prefetchers follow best.
+// The AVX2 one-row decode loops take their own, avx2_stream_prefetch.
 enum class PrefetchTo { L1, L2, Stream };
+// A decode stream's distance. The repacked GGUF loops (Q4_0R, Q4_KR, Q6_KR) do more work per byte and prefetch a
+// block's lines together: they stream best twice as far ahead (kStreamAheadBlocks).
 constexpr int64_t kStreamAhead = 4096;
 constexpr int64_t kStreamAheadBlocks = 8192;
 
+// Only single-token tiles (TT == 1) prefetch: decode is bound by the weight stream, prefill by arithmetic.
 template <int TT, PrefetchTo kTo = PrefetchTo::L1>
 inline void prefetch_ahead(const void* p, int64_t ahead) {
   if constexpr (TT == 1 && kTo == PrefetchTo::L1) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
@@ -131,7 +118,10 @@ inline void prefetch_ahead(const void* p, int64_t ahead) {
   if constexpr (TT == 1 && kTo == PrefetchTo::Stream) _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_NTA);
 }
 
-// A decode stream's prefetch (PrefetchTo::Stream) of the line kStreamAhead bytes after p.
+// A decode stream's prefetch (PrefetchTo::Stream) of the line kStreamAhead bytes after p. A line fetched with the
+// non-temporal hint skips the usual fill and eviction through the cache levels. On AMD, whose L3 is a victim cache,
+// a token's weight stream then neither writes every line into L3 nor evicts what the steps between matmuls read
+// again: the KV cache, norm weights, activations and code.
 inline void stream_prefetch(const void* p) {
   prefetch_ahead<1, PrefetchTo::Stream>(p, kStreamAhead);
 }
@@ -193,10 +183,9 @@ inline void with_tile_size(int64_t v, Fn&& fn) {
   }
 }
 
-// One row tile (R rows at n) against tokens [t0, t1). A kernel with a RowCache (a per-thread buffer it fills once
-// per row tile, e.g. weights unpacked into L1) uses it for every token tile (tile_tokens<Kern>() tokens each) when
-// there are several tokens; its cached tile must compute the same bits as its plain one (or its decode_rows), which
-// decode (one token) keeps using.
+// One row tile (R rows at n) against tokens [t0, t1). A RowCache is a per-thread buffer a kernel fills once per row
+// tile, e.g. with weights unpacked into L1. With several tokens, every token tile (tile_tokens<Kern>() tokens) reads
+// it. Decode (one token) keeps the plain tile or decode_rows, so the cached tile must compute the same bits.
 template <class Kern, int R>
 void run_row_tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t0, int64_t t1, const GemmOut& o) {
   if constexpr (requires { typename Kern::RowCache; }) {
@@ -220,12 +209,9 @@ void run_row_tile(const GemmInput& in, const MatrixView& w, int64_t n, int64_t t
 
 // Tokens are processed in blocks whose activations stay in L2 while each thread sweeps its weight rows, four
 // rows by tile_tokens<Kern>() tokens at a time. A single token (decode) takes one row at a time instead: each thread
-// then reads its weights as one sequential stream, which the prefetchers follow best (measured: +30-50% bandwidth over
-// four interleaved row streams for int8, f16, bf16, q8_0). Kernels that one row cannot keep busy run several:
-// Kern::kDecodeRows says which (the AVX2 float kernel, one FMA chain per row; the AVX2 4-bit and K-quant kernels on the
-// file's layouts, which share each step's activation work over four rows). (So did the
-// AVX-512 ones, until their decode_rows did the unpacking in lane-local 256-bit halves with the activation side
-// formed once per call: then one row at a time, one stream per thread, was 1.3-1.8x faster on Zen 4.)
+// then reads its weights as one sequential stream, which the prefetchers follow best. Kern::kDecodeRows asks for
+// more rows where one row cannot keep the core busy: the AVX2 float kernel (one FMA chain per row), and the AVX2
+// 4-bit and K-quant kernels on the file's layouts (four rows share each step's activation work).
 template <class Kern>
 void drive_tile_loop(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
   if constexpr (requires { Kern::decode_rows(in, w, n0, n1, o); }) {  // a kernel's own row loop for one token

@@ -12,9 +12,9 @@ enum class Isa { Ref, Avx2, Avx512 };
 Isa active_isa();
 const char* isa_name(Isa isa);
 
-// Whether the AVX-512 matmul kernels can run `weight` on a CPU with features f: the integer and GGUF block formats
-// need AVX512-VNNI (vpdpbusd) and bf16 needs AVX512-BF16 (vdpbf16ps), which not every AVX-512 CPU has (Skylake-SP
-// has neither, Cascade Lake and Ice Lake lack BF16). Where it cannot, the weight runs the AVX2 kernel instead of
+// Whether the AVX-512 matmul kernels can run `weight` on a CPU with features f. The integer and GGUF block formats
+// need AVX512-VNNI (vpdpbusd) and bf16 needs AVX512-BF16 (vdpbf16ps), which not every AVX-512 CPU has: Skylake-SP
+// has neither, Cascade Lake and Ice Lake lack BF16. Where it cannot, the weight runs the AVX2 kernel instead of
 // faulting on an illegal instruction.
 bool avx512_matmul_supports(WeightFormat weight, const CpuFeatures& f);
 
@@ -25,9 +25,9 @@ bool avx512_matmul_supports(WeightFormat weight, const CpuFeatures& f);
 bool avx512_kernel_runs(WeightFormat weight);
 
 // Whether a SIMD kernel runs matmuls with `repacked` (Q4_0R, Q4_KR, Q6_KR, Q8_0R): every one where the AVX-512
-// kernel runs, and all but Q8_0R under the AVX2 kernels too (an AVX2 Q8_0R kernel ran faster from cache than Q8_0's
-// on the file's layout but streamed worse in decode: bench/RESULTS.md, session 34). Model::load repacks a matrix only
-// when this holds for the type it would become, and GemmInput builds the q4r activations only for such a weight.
+// kernel runs, and all but Q8_0R under the AVX2 kernels too. The AVX2 Q8_0R kernel runs faster than Q8_0's from
+// cache but streams worse in decode (bench/RESULTS.md, decode table). Model::load repacks a matrix only when this
+// holds for the type it would become, and GemmInput builds the q4r activations only for such a weight.
 bool repacked_kernel_runs(WeightFormat repacked);
 
 }  // namespace ascent::kernels

@@ -1,7 +1,7 @@
-// matmul_forward and its fused forms over the matmul engine (gemm.h): activations are prepared once per input,
-// then output columns are split over the thread pool in groups of four rows (I4: its blocks of 16), so decode (T = 1)
-// streams the weights from every core; a matrix placed by thread (CpuMatrix, model/weight_layout.h) part by part. Also the
-// embedding lookup and the fixed-order f32 dot product.
+// matmul_forward and its fused forms over the matmul engine (gemm.h). Activations are prepared once per input. Output
+// columns are then split over the thread pool in groups of four rows (I4: its blocks of 16), so decode (T = 1)
+// streams the weights from every core. A matrix placed by thread (CpuMatrix, model/weight_layout.h) is read part by
+// part. Also the embedding lookup and the fixed-order f32 dot product.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -48,15 +48,14 @@ bool rows_on_caller_alone(int64_t groups, int64_t group, int threads) {
   return threads == 1 || groups <= row_grain(groups, group, threads);
 }
 
-// Runs fn(n0, n1) over [0, N) in whole groups of `group` rows. Each thread walks its own contiguous share in
-// chunks of about 1/16 of it (at least 64 rows) and a thread done early steals the back half of the largest share
-// left, so a thread slowed down by a busy neighbour does less of the work. Handing chunks out round-robin from a
-// shared counter instead made every chunk a new stream for the hardware prefetchers (decode: q4_k tg64 89-102 ->
-// 121-129 t/s, int8 65-68 -> 68-76 in pairs). A row's result does not depend on which thread computes it.
-// decode_row_shares says which rows each thread owns here.
-// Under a tracer (prof::current_tracer: `ascent profile`, `--profile`) it also files the call, with each thread's
-// first-to-last chunk time, rows and weight bytes (bytes_of(n0, n1): what rows [n0, n1) read), so a profile shows
-// how the threads shared the rows and how long each waited.
+// Runs fn(n0, n1) over [0, N) in whole groups of `group` rows. Each thread walks its own contiguous share in chunks
+// of about 1/16 of it (at least 64 rows). A thread done early steals the back half of the largest share left, so a
+// thread slowed down by a busy neighbour does less of the work. Contiguous shares keep each thread's weights one
+// stream for the hardware prefetchers; chunks handed out round-robin would each start a new one. A row's result
+// does not depend on which thread computes it. decode_row_shares says which rows each thread owns here.
+// Under a tracer (prof::current_tracer: `ascent profile`, `--profile`), it also files the call with each thread's
+// first-to-last chunk time, rows and weight bytes (bytes_of(n0, n1): what rows [n0, n1) read). A profile then
+// shows how the threads shared the rows and how long each waited.
 template <class Fn, class Bytes>
 void parallel_rows(int64_t N, int64_t group, Fn&& fn, Bytes&& bytes_of) {
   ThreadPool& pool = ThreadPool::global();
@@ -114,14 +113,13 @@ RowSpace row_space(std::span<const Tensor* const> ws) {
 
 // How much of each thread's next weights a decode call names for warming (ThreadPool::warm_after_next_call): most of
 // a 1 MiB L2 (Zen 4 and 5), leaving room for the activations, KV rows and code the steps between matmuls touch.
-// tl16 q4_0 decode time against 768 KiB, ABBA pairs: 384 KiB x1.013, 1 MiB x0.996 (bench/RESULTS.md, session 23).
+// Half or all of L2 decodes about as fast (bench/RESULTS.md, decode table).
 constexpr size_t kWarmBytes = size_t{768} << 10;
 
-// Decode (T = 1) over weights placed by thread (CpuMatrix::by_thread, model/weight_layout.h): tells the pool, for each
-// worker, the bytes its run continues with after this call (RowPart::next of the part holding the last row of its
-// share), so that it pulls them into its cache while it would otherwise wait through the steps the caller runs alone
-// before the next matmul (norms, RoPE, the KV append, input quantization: ~24 us of a ~394 us fast-state 4-bit layer,
-// bench/RESULTS.md, session 22), in which its core's stream otherwise stood idle.
+// Decode (T = 1) over weights placed by thread (CpuMatrix::by_thread, model/weight_layout.h). Tells the pool, for
+// each worker, the bytes its run continues with after this call: RowPart::next of the part holding the last row of
+// its share. The worker pulls them into its cache during the steps the caller runs alone before the next matmul
+// (norms, RoPE, the KV append, input quantization), when its core's stream would otherwise stand idle.
 void warm_next_weights(std::span<const CpuMatrix> ws, const RowSpace& space) {
   ThreadPool& pool = ThreadPool::global();
   const int threads = pool.size();
@@ -234,15 +232,10 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
                shape_str(wg.shape), shape_str(wu.shape));
   const int64_t N = wg.shape[0];
   if (T == 1) {
-    // Decode: gate's rows, then up's, as one range split over the threads (matmul_multi_forward), so that with two
-    // threads one streams the gate matrix and the other the up matrix, each one run from start to end; the SwiGLU
-    // follows over the whole row. Every switch between weight streams and every matrix shared between threads costs
-    // the stream: before, each thread took half of both matrices in slices of 1024 rows, switching between them
-    // (a switch left the next slice's first rows unprefetched). In the fast memory state two threads each streaming
-    // whole 2048-row int4 matrices ran at 87-90% of the read, against 73-79% with every matrix split between them
-    // (session 16 harness). tl16 decode, in-run ratio of the fused matmul's GB/s to the down projection's, 2-3
-    // profiles each: int4 1.01-1.04 -> 1.08-1.18, q4_0 0.97-1.11 -> 1.06-1.10, int8 0.98 -> 1.01-1.06, q8_0
-    // 0.96-1.04 -> 1.08-1.31.
+    // Decode: gate's rows, then up's, as one range split over the threads (matmul_multi_forward). With two threads,
+    // one streams the gate matrix and the other the up matrix, each one run from start to end; the SwiGLU follows
+    // over the whole row. Every switch between weight streams, and every matrix shared between threads, costs stream
+    // bandwidth: a switch leaves the next rows unprefetched (bench/RESULTS.md, decode table).
     thread_local AlignedVector<float> gu;  // (2, N): gate's results, then up's
     gu.resize(static_cast<size_t>(2 * N));
     const Tensor* ws[2] = {&wg, &wu};

@@ -16,13 +16,13 @@ void rms_norm_forward(const float* x, int64_t T, int64_t C, const float* w, floa
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * group;
       float* yr = y + r * group;
-      // Every line of the row and the weights requested at once: in decode the row was just written by the matmul's
-      // threads, half of it on the other core (another die on the Zen 5 host), and the sum below would otherwise
-      // meet those misses one after another.
+      // Every line of the row and the weights requested at once. In decode, the matmul's threads just wrote the row,
+      // half of it on the other core (which may sit on another die). The sum below would otherwise meet those misses
+      // one after another.
       prefetch_span(xr, group * static_cast<int64_t>(sizeof(float)));
       if (w != nullptr) prefetch_span(w, group * static_cast<int64_t>(sizeof(float)));
-      // Eight interleaved partial sums in a fixed order: one serial chain of 2048 double adds took ~2 us of a
-      // decode step's 4 us norm (33 norms a token) and as much per row in prefill.
+      // Eight interleaved partial sums in a fixed order: one serial chain of double adds would take about half of a
+      // decode step's norm, and as much per row in prefill.
       double part[8] = {};
       int64_t c = 0;
       for (; c + 8 <= group; c += 8) {

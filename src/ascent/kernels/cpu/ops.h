@@ -68,8 +68,8 @@ struct AttentionDims {
   bool k_tiles;        // K's blocks hold key tiles (k_offset); needs kv_block > 0 and an even D
 };
 // Where position j of kv head h lies in a K or V cache (floats from its start). kv_block = B > 0 stores B positions
-// per block, each block (Hkv, B, D): one head's rows of a block are one contiguous run, which a decode step's
-// thread (one kv head at a time) streams, where in rows (positions, Hkv*D) they are D floats every Hkv*D, a stride
+// per block, each block (Hkv, B, D). One head's rows of a block are then one contiguous run, which a decode step's
+// thread (one kv head at a time) streams. In rows (positions, Hkv*D) they would be D floats every Hkv*D, a stride
 // the hardware prefetchers do not follow.
 inline int64_t kv_offset(const AttentionDims& d, int64_t j, int64_t h) {
   if (d.kv_block == 0) return (j * d.n_kv_heads + h) * d.head_dim;
@@ -82,8 +82,8 @@ inline int64_t kv_row_stride(const AttentionDims& d) {
 }
 // With k_tiles, K's blocks hold each head's positions in groups of kKeyGroup, each group (D, kKeyGroup): dimension
 // c of position j at k_offset(d, j, h) + kKeyGroup * c. The SIMD kernels take a tile of keys' scores as one vector
-// per dimension, which a cache of rows makes them transpose out of the keys at every step (two fifths of a decode
-// step's attention time at 2000 positions); from groups they read them in place.
+// per dimension, and read it in place from groups. From a cache of rows they would transpose it out of the keys at
+// every step, a large share of a decode step's attention time.
 constexpr int64_t kKeyGroup = 16;
 inline int64_t k_offset(const AttentionDims& d, int64_t j, int64_t h) {
   if (!d.k_tiles) return kv_offset(d, j, h);
@@ -114,9 +114,9 @@ inline void kv_store(const AttentionDims& d, uint16_t* k, uint16_t* v, int64_t j
   }
 }
 // A single token's step for kv head h before attention reads it (decode): RoPE of that head's query heads and key,
-// and the append of its K and V rows to the cache. Run by the thread that then attends over head h, so the rows it
-// writes are in that core's cache when it reads them, and the heads' steps run in parallel instead of on the caller
-// before the attention call (tl16 decode: RoPE and the append took 4-5.5 us a layer on the caller alone, session 32).
+// and the append of its K and V rows to the cache. It runs on the thread that then attends over head h, so the rows
+// it writes are in that core's cache when it reads them. The heads' steps also run in parallel, not serially on the
+// caller before the attention call.
 using HeadPrepare = std::function<void(int64_t kv_head)>;
 // Causal attention of q (T, Hq*D) over k, v caches laid out as d.kv_block and d.k_tiles say whose first n_past + T
 // positions are valid. Query t sits at position n_past + t. out is (T, Hq*D). prepare (T = 1 only) runs once per kv

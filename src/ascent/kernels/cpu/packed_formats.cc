@@ -5,8 +5,8 @@
 namespace ascent::kernels {
 namespace {
 
-// The group loop of the Q4_0R and Q8_0R repacks: per 512-column group of group_bytes, the 16 blocks' f16 scales
-// first (0 past the row's nb blocks), then put(out, i, b) writes block b's codes as block i of the group at out
+// The group loop of the Q4_0R and Q8_0R repacks. Each 512-column group of group_bytes starts with its 16 blocks'
+// f16 scales (0 past the row's nb blocks). Then put(out, i, b) writes block b's codes as block i of the group at out
 // (b >= nb: padding).
 template <class Block, class Put>
 void repack_groups(const Block* blocks, int64_t nb, int64_t group_bytes, uint8_t* dst, Put put) {

@@ -1,15 +1,8 @@
 // The repacked layouts of the CPU backend: GGUF's Q8_0, Q4_0, Q4_K and Q6_K with the same codes and scales,
 // regrouped so that one 32-bit vpdpbusd lane sums columns of a single block. The per-block float work then leaves
-// the inner loop. They exist only in memory, made at load (weight_packing.h) for the AVX-512 and AVX2 kernels; no
+// the inner loop. They exist only in memory, made at load (packed_weight.h) for the AVX-512 and AVX2 kernels; no
 // file, DType or other backend sees them.
 //
-// Q4_0R: per 16 blocks (512 columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of
-// 32 bytes. Chunk j's 4-byte lane i holds bytes 4j..4j+3 of block i's qs, so a block's scale is one lane of a vector.
-// Rows are padded to whole groups (scale 0, codes 8).
-// Q8_0R: Q4_0R's grouping, per 16 blocks 544 bytes: the 16 f16 scales, then the codes as unsigned bytes (code + 128,
-// so vpdpbusd's unsigned side needs no fix-up) in the order of GemmInput::q4r's activations: at 128 j + 64 p + 32 h,
-// lane i holds columns 16 p + 4 j .. 16 p + 4 j + 3 of block 8 h + i. Rows are padded to whole groups (scale 0,
-// codes 128).
 // Q4_KR and Q6_KR: the same bytes per super-block as Q4_K and Q6_K, codes regrouped so that a lane belongs to one
 // 32-column (Q4_KR) or 16-column (Q6_KR) sub-block (BlockQ4_KR, BlockQ6_KR below).
 #pragma once
@@ -22,14 +15,21 @@
 
 namespace ascent::kernels {
 
+// Q4_0R: per 16 blocks (512 columns, kQ4RGroup) 288 bytes: the 16 f16 scales, then per half (8 blocks) 4 chunks of
+// 32 bytes. Chunk j's 4-byte lane i holds bytes 4j..4j+3 of block i's qs, so a block's scale is one lane of a vector.
+// Rows are padded to whole groups (scale 0, codes 8).
+// Q8_0R: Q4_0R's grouping, 544 bytes per 16 blocks: the 16 f16 scales, then the codes as unsigned bytes (code + 128,
+// so vpdpbusd's unsigned side needs no fix-up). They lie in the order of GemmInput::q4r's activations: at
+// 128 j + 64 p + 32 h, lane i holds columns 16 p + 4 j .. 16 p + 4 j + 3 of block 8 h + i. Rows are padded to whole
+// groups (scale 0, codes 128).
 constexpr int64_t kQ4RGroup = 512;       // columns per Q4_0R (Q8_0R) group
 constexpr int64_t kQ4RGroupBytes = 288;  // bytes per Q4_0R group (16 blocks of 18)
 constexpr int64_t kQ8RGroupBytes = 544;  // bytes per Q8_0R group (16 blocks of 34)
 
-// Q4_KR's super-block: d and dmin as Q4_K's; the 16 six-bit scales and minimums laid out for a vector unpacking:
-// scales[i] (i < 8) holds scale i in its low 6 bits and minimum i's top 2 bits above them, scales[8 + k] (k < 4)
-// the low 4 bits of minimums k (low nibble) and k + 4 (high). Sub-block i's 32 codes as 16 bytes in Q4_0's
-// pairing (byte m: code m in the low nibble, code m + 16 in the high one), byte m of sub-block i at
+// Q4_KR's super-block: d and dmin as Q4_K's. The 16 six-bit scales and minimums are laid out for a vector
+// unpacking. scales[i] (i < 8) holds scale i in its low 6 bits, with minimum i's top 2 bits above them. scales[8 + k]
+// (k < 4) holds the low 4 bits of minimums k (low nibble) and k + 4 (high). Sub-block i's 32 codes are 16 bytes in
+// Q4_0's pairing: byte m holds code m in the low nibble, code m + 16 in the high one. Byte m of sub-block i lies at
 // qs[m / 4 * 32 + 4 * i + m % 4]: 4 chunks of 32 bytes, each a 4-byte lane per sub-block.
 struct BlockQ4_KR {
   uint16_t d;
@@ -39,10 +39,10 @@ struct BlockQ4_KR {
 };
 static_assert(sizeof(BlockQ4_KR) == 144);
 
-// Q6_KR's super-block: scales and d as Q6_K's; the codes of sub-blocks 0-7 (columns 0-127) and 8-15 as two halves
-// R, each 64 bytes of ql and 32 of qh whose 4-byte lane i belongs to sub-block 8R + i. Code c (0-15) of a sub-block,
-// with step k = c / 4 and byte m = c % 4 of its lane: low 4 bits in ql[64R + 32 (k % 2) + 4i + m] (the low nibble
-// for k < 2, the high one for k >= 2), top 2 bits in bits 2k, 2k + 1 of qh[32R + 4i + m].
+// Q6_KR's super-block: scales and d as Q6_K's. The codes of sub-blocks 0-7 (columns 0-127) and 8-15 form two
+// halves R, each 64 bytes of ql and 32 of qh whose 4-byte lane i belongs to sub-block 8R + i. Take code c (0-15) of
+// a sub-block, with step k = c / 4 and byte m = c % 4 of its lane. Its low 4 bits lie in ql[64R + 32 (k % 2) + 4i
+// + m]: the low nibble for k < 2, the high one for k >= 2. Its top 2 bits are bits 2k, 2k + 1 of qh[32R + 4i + m].
 struct BlockQ6_KR {
   uint8_t ql[kQKBlock / 2];
   uint8_t qh[kQKBlock / 4];

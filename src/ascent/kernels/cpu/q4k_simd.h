@@ -12,10 +12,9 @@ namespace ascent::kernels {
 namespace {
 
 // The 8 six-bit scales and 8 six-bit minimums of a super-block, interleaved: byte 2j scale j, byte 2j + 1 minimum j.
-// The 12 packed bytes hold scales 0-3 and minimums 0-3 in the low 6 bits of bytes 0-3 and 4-7; scales and
-// minimums 4-7 in the low and high nibbles of bytes 8-11, with their top 2 bits in the top 2 bits of bytes 0-3
-// and 4-7. Two byte shuffles of the block's first 16 bytes (d, dmin, then the 12) instead of a scalar unpacking
-// per sub-block.
+// The 12 packed bytes hold scales 0-3 and minimums 0-3 in the low 6 bits of bytes 0-3 and 4-7. Scales and minimums
+// 4-7 lie in the low and high nibbles of bytes 8-11, with their top 2 bits in the top 2 bits of bytes 0-3 and 4-7.
+// Two byte shuffles of the block's first 16 bytes (d, dmin, then the 12) replace a scalar unpacking per sub-block.
 inline __m128i q4k_scales_mins(const BlockQ4_K& b) {
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
   // Source of each value's low bits (scales at raw bytes 4-7 and 12-15, minimums at 8-11 and 12-15).

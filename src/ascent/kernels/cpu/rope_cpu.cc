@@ -12,9 +12,9 @@ namespace ascent::kernels {
 namespace {
 
 // cos and sin of every (row, pair) angle of the last call on this thread, with the positions and frequencies they
-// were taken for. A decode step ropes q and k of every layer at the same position with the same frequencies: the
-// 2 x layers calls share one set of angles, and computing them (std::cos and std::sin per pair) was ~90% of a
-// decode rope call (tl16: 2.1-2.9 us of it per layer). The same std::cos/std::sin values either way: no bits move.
+// were taken for. A decode step ropes q and k of every layer at the same position with the same frequencies. So the
+// 2 x layers calls share one set of angles, whose std::cos and std::sin per pair are most of a decode rope call's
+// work. The same std::cos/std::sin values either way: no bits move.
 struct RopeAngles {
   std::vector<int32_t> pos;
   std::vector<float> freq;

@@ -1,7 +1,8 @@
-// Row loops dispatched by ISA (isa.h): widening a stored row to f32 and rounding one to f16 (every variant bitwise the
-// reference's), and
-// the SiLU / SwiGLU activations (SIMD variants use a vector exp: within 2 ulp of the reference, and the same bits
-// wherever the same ISA runs them, fused or not); and prefetch_span, a row's lines requested at once.
+// Row loops dispatched by ISA (isa.h):
+// - widening a stored row to f32 and rounding one to f16, every variant bitwise the reference's;
+// - the SiLU / SwiGLU activations. The SIMD variants use a vector exp: within 2 ulp of the reference, and the same
+//   bits wherever the same ISA runs them, fused or not.
+// And prefetch_span, a row's lines requested at once.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,10 @@ void silu_row(const float* x, int64_t n, float* y);
 // y = silu(gate) * up
 void swiglu_row(const float* gate, const float* up, int64_t n, float* y);
 
-// Every cache line of the `bytes` at p requested at once into L1, for data another core just wrote (the caller's
-// quantized activations in a decode matmul, a matmul's outputs before the norm or SwiGLU that reads them): on a host
-// whose two cores sit on different dies, a loop over them would otherwise meet those misses one after another.
-// Lines already in L1 cost a cycle each.
+// Every cache line of the `bytes` at p requested at once into L1, for data another core just wrote. Examples: the
+// caller's quantized activations in a decode matmul, or a matmul's outputs before the norm or SwiGLU that reads
+// them. Where the two cores sit on different dies, a loop over them would otherwise meet those misses one after
+// another. Lines already in L1 cost a cycle each.
 inline void prefetch_span(const void* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o, /*rw=*/0, /*locality=*/3);
 }
