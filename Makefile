@@ -1,18 +1,30 @@
-# Entry points. `make demo` and `make test` each run setup first, so both work on a fresh Debian 12 machine.
+# Entry points. `make demo` and `make test` each run setup first, so both work on a fresh Debian 12 machine: the demo
+# installs and builds only what the program needs (configured without the tests, so no GoogleTest), `make test` adds
+# the test packages and targets.
 SHARED ?= ../shared
 JOBS ?= $(shell nproc)
+# The program the demo runs (tests/e2e/test_demo.py runs demo-run with the build it tests).
+ASCENT ?= build/release/ascent
 
-.PHONY: setup build build-asan build-fuzz test test-release test-asan test-fuzz fuzz demo format clean
+.PHONY: setup setup-test build-program build build-asan build-fuzz test test-release test-asan test-fuzz fuzz demo demo-run format \
+	clean
 
 setup:
 	bash scripts/setup.sh
 
-build: setup
-	cmake --preset release
+setup-test:
+	bash scripts/setup.sh --test
+
+build-program: setup
+	cmake --preset release -DBUILD_TESTING=OFF
 	cmake --build --preset release -j $(JOBS)
 
-build-asan: setup
-	cmake --preset asan
+build: setup-test
+	cmake --preset release -DBUILD_TESTING=ON
+	cmake --build --preset release -j $(JOBS)
+
+build-asan: setup-test
+	cmake --preset asan -DBUILD_TESTING=ON
 	cmake --build --preset asan -j $(JOBS)
 
 test-release: build
@@ -23,7 +35,7 @@ test-asan: build-asan
 
 # The libFuzzer targets (clang) run once over their seed corpora and past findings; `make fuzz` fuzzes each for
 # FUZZ_TIME seconds (scripts/fuzz.sh).
-build-fuzz: setup
+build-fuzz: setup-test
 	cmake --preset fuzz
 	cmake --build --preset fuzz -j $(JOBS)
 
@@ -31,22 +43,26 @@ test-fuzz: build-fuzz
 	ctest --preset fuzz -j $(JOBS)
 
 FUZZ_TIME ?= 600
-fuzz: setup
+fuzz: setup-test
 	scripts/fuzz.sh --time $(FUZZ_TIME)
 
 # The whole suite, in the release build and again under AddressSanitizer + UndefinedBehaviorSanitizer, and the fuzz
 # targets over their corpora.
 test: test-release test-asan test-fuzz
 
-demo: build
+demo: build-program
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run:
 	@if [ -f $(SHARED)/models/stories260K/stories260K.bin ]; then \
-	  ./build/release/ascent generate -m $(SHARED)/models/stories260K/stories260K.bin \
+	  $(ASCENT) generate -m $(SHARED)/models/stories260K/stories260K.bin \
 	    --tokenizer $(SHARED)/models/stories260K/tok512.bin --temp 0 -n 128; \
 	else \
-	  echo "demo: $(SHARED)/models/stories260K is missing; run: ./build/release/ascent generate -m MODEL -p 'Once upon a time'"; \
+	  echo "demo: $(SHARED)/models/stories260K is missing; run: $(ASCENT) generate -m MODEL -p 'Once upon a time'"; \
+	  exit 1; \
 	fi
 
-format:
+format: setup-test
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:

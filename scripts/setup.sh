@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Installs every build, test and run dependency of Ascent from Debian's packages. Idempotent: when everything is
-# already installed it only checks and returns. Runs as root on a fresh Debian 12 (uses sudo otherwise).
+# Installs Ascent's dependencies from Debian's packages: with no argument what building and running need (`make
+# demo`), with --test also what the test suite and the development targets need (`make test`, `make format`).
+# Idempotent: when everything is already installed it only checks and returns. Runs as root on a fresh Debian 12
+# (uses sudo otherwise).
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config make git
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev
+)
+# The tests' oracles (PyTorch, jinja2, libsentencepiece, NumPy) and frameworks, and the formatter.
+TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   python3 python3-numpy python3-torch python3-jinja2 python3-sentencepiece
+  # The fuzz build (preset fuzz, tests/fuzz): Debian's clang and its libFuzzer runtime (libclang-rt-14-dev).
+  clang-14 libclang-rt-14-dev
 )
-# Test-only: the fuzz build (preset fuzz, tests/fuzz) needs Debian's clang and its libFuzzer runtime
-# (libclang_rt.fuzzer, in libclang-rt-14-dev).
-PACKAGES+=(clang-14 libclang-rt-14-dev)
+
+PACKAGES=("${BUILD_PACKAGES[@]}")
+case "${1:-}" in
+  "") ;;
+  --test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *)
+    echo "setup: unknown argument '$1' (expected nothing, or --test)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -2,11 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <latch>
 #include <thread>
 
 #include <sys/mman.h>
@@ -61,25 +62,36 @@ TEST(ThreadPool, StealingChunksCoverTheRangeExactlyOnce) {
   }
 }
 
-// A worker woken from sleep starts tens of microseconds after the caller, which runs its own share of cheap chunks long
-// before that. The caller then steals from a share whose owner has not started, and every index must still run exactly
-// once.
+// Waits for a state of the pool's threads (ThreadPool::sleeping_workers and the like) rather than sleeping for a time
+// that makes it likely. Polls, and gives the core away only after a while: a state can last only microseconds, and a
+// yield on a busy host can give the core away for milliseconds.
+void wait_until(const std::function<bool()>& state) {
+  for (int polls = 0; !state(); ++polls) {
+    if (polls >= 10000) std::this_thread::yield();
+  }
+}
+
+// The worker holds its first chunk until the caller, done with its own share, has run an item of the worker's: the
+// caller must have stolen from a share whose owner had not reached those items, in every round, and every index must
+// still run exactly once.
 TEST(ThreadPool, StealingFromAShareItsOwnerHasNotReachedCoversTheRangeOnce) {
   ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
-  int rounds_stolen = 0;
   for (int round = 0; round < 20; ++round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the worker gives up spinning and sleeps
     std::vector<std::atomic<int>> hits(64);
+    std::latch caller_stole(1);
     std::atomic<int> caller_took_worker_items{0};
     pool.parallel_for_stealing(64, 1, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() != caller) {
+        caller_stole.wait();
+      } else if (b >= 32 && caller_took_worker_items++ == 0) {
+        caller_stole.count_down();
+      }
       for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
-      if (b >= 32 && std::this_thread::get_id() == caller) caller_took_worker_items++;
     });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
-    rounds_stolen += caller_took_worker_items.load() > 0 ? 1 : 0;
+    EXPECT_GT(caller_took_worker_items.load(), 0) << "round " << round;
   }
-  EXPECT_GT(rounds_stolen, 0);
 }
 
 TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
@@ -87,14 +99,15 @@ TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
   const auto caller = std::this_thread::get_id();
   std::vector<int64_t> caller_chunks;  // only the caller appends
   std::atomic<int64_t> stolen_from_caller{0};
-  // The caller owns [0, 32) and is slow (5 ms a chunk); the worker's share [32, 64) takes no time, so it must take
-  // the back of the caller's share while the caller is still on its first chunks.
+  std::latch worker_stole(1);
+  // The caller owns [0, 32) and holds its first chunk until the worker, done with its share [32, 64), has run an item
+  // of the caller's: it must have taken the back of that share, and the caller still walks the rest front to back.
   pool.parallel_for_stealing(64, 1, [&](int64_t b, int64_t) {
     if (std::this_thread::get_id() == caller) {
       caller_chunks.push_back(b);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } else if (b < 32) {
-      stolen_from_caller++;
+      if (b == 0) worker_stole.wait();
+    } else if (b < 32 && stolen_from_caller++ == 0) {
+      worker_stole.count_down();
     }
   });
   EXPECT_GT(stolen_from_caller.load(), 0);
@@ -102,16 +115,25 @@ TEST(ThreadPool, StealingOwnerWalksItsShareInOrderAndAnIdleThreadTakesItsBack) {
   for (size_t i = 0; i < caller_chunks.size(); ++i) EXPECT_EQ(caller_chunks[i], static_cast<int64_t>(i));
 }
 
-// The pool takes its mutex only to sleep or wake. Gaps between loops longer than the spin window put the workers to
-// sleep, and a slow worker chunk puts the caller to sleep. Every loop must still start and finish (a lost wake-up hangs
-// here).
+// The pool takes its mutex only to sleep or wake: in some rounds every worker has gone to sleep before the loop, in
+// others the workers' chunks wait until the caller sleeps; every loop must still start and finish (a lost wake-up
+// hangs here).
 TEST(ThreadPool, WakesSleepingWorkersAndASleepingCaller) {
   ThreadPool pool(3);
   for (int round = 0; round < 40; ++round) {
-    if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers give up spinning
+    if (round % 2 == 0) wait_until([&] { return pool.sleeping_workers() == 2; });
+    const bool caller_sleeps = round % 3 == 0;
+    std::latch caller_asleep(1);
+    std::jthread watcher;
+    if (caller_sleeps) {
+      watcher = std::jthread([&] {
+        wait_until([&] { return pool.caller_sleeping(); });
+        caller_asleep.count_down();
+      });
+    }
     std::vector<std::atomic<int>> hits(30);
     pool.parallel_for(30, [&](int64_t b, int64_t e) {
-      if (round % 3 == 0 && b > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // caller waits
+      if (caller_sleeps && b > 0) caller_asleep.wait();
       for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
     });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
@@ -126,7 +148,7 @@ TEST(ThreadPool, WarmingNamedBytesLeavesEveryLoopWhole) {
   const std::span<const uint8_t> all(bytes);
   ThreadPool pool(3);
   for (int round = 0; round < 30; ++round) {
-    if (round % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers give up spinning
+    if (round % 5 == 0) wait_until([&] { return pool.sleeping_workers() == 2; });
     for (int t = 1; t < 3; ++t) pool.warm_after_next_call(t, all.subspan(static_cast<size_t>(t + round) << 16));
     std::vector<std::atomic<int>> hits(100);
     auto count = [&](int64_t b, int64_t e) {
@@ -155,10 +177,14 @@ TEST(ThreadPool, WarmingNamedBytesLeavesEveryLoopWhole) {
 }
 
 // Named bytes may be freed right after forget_warm: a worker still warming them (here: more than it can get through
-// before the memory goes) must never load them afterwards. Without the handshake this dies of SIGSEGV.
+// before the memory goes) must never load them afterwards. Without the handshake this dies of SIGSEGV. In half the
+// rounds forget_warm comes at once, in the others once the worker is seen loading the bytes, if it is within a bound
+// of polls: nothing can hold a worker mid-load, and on a busy host it may warm and sleep while this thread is off
+// its core, so the rounds that catch it are counted, not required.
 TEST(ThreadPool, ForgetWarmLetsNamedBytesBeFreedAtOnce) {
   ThreadPool pool(2);
   const size_t bytes = size_t{4} << 20;
+  int rounds_seen_warming = 0;
   for (int round = 0; round < 100; ++round) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
@@ -166,10 +192,18 @@ TEST(ThreadPool, ForgetWarmLetsNamedBytesBeFreedAtOnce) {
     std::atomic<int64_t> covered{0};
     pool.parallel_for(2, [&](int64_t b, int64_t e) { covered += e - b; });
     ASSERT_EQ(covered.load(), 2);
-    if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));  // the worker mid-warm
+    if (round % 2 == 0) {
+      for (int polls = 0; polls < 1000000 && pool.sleeping_workers() == 0; ++polls) {
+        if (pool.warming(1)) {
+          ++rounds_seen_warming;
+          break;
+        }
+      }
+    }
     pool.forget_warm();
     ASSERT_EQ(munmap(p, bytes), 0);
   }
+  std::printf("forget_warm came while the worker was seen loading in %d of 50 rounds\n", rounds_seen_warming);
 }
 
 TEST(ThreadPool, RethrowsAWorkersError) {

@@ -63,6 +63,13 @@ class ThreadPool {
   void forget_warm();
   static void forget_warm_global();
 
+  // What the pool's threads do right now, so that a test waits for a state instead of sleeping until it is likely:
+  // workers blocked (or about to block) until the next call, the caller blocked (or about to) until its workers
+  // finish, worker `index` loading named bytes.
+  int sleeping_workers() const { return sleepers_.load(std::memory_order_seq_cst); }
+  bool caller_sleeping() const { return caller_waiting_.load(std::memory_order_seq_cst); }
+  bool warming(int index) const { return warming_[static_cast<size_t>(index)].busy.load(std::memory_order_seq_cst); }
+
   // The process-wide pool that kernels use. Its size is set once by the program (-t), default: all cores.
   static ThreadPool& global();
   // Replaces the global pool when the size differs (the old one's workers are joined). Only while no other thread

@@ -123,6 +123,24 @@ int main(int argc, char** argv) {
   ascent::cli::add_profile(app);
   ascent::cli::add_bench(app);
   ascent::cli::add_quantize(app);
+  // The first word that is not a flag names the subcommand (the app itself takes no option with a value). CLI11 reads
+  // an unknown one as a stray argument: with --help it printed the general help and exited 0, without it said only
+  // that a subcommand is required.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word == "--") break;
+    if (word.starts_with('-')) continue;
+    if (app.get_subcommands([&](const CLI::App* c) { return c->get_name() == word; }).empty()) {
+      std::string names;
+      for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+        names += (names.empty() ? "" : ", ") + c->get_name();
+      }
+      std::fprintf(stderr, "ascent: error: unknown command '%s' (commands: %s)\n", ascent::cli::one_line(word).c_str(),
+                   names.c_str());
+      return 2;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,6 +1,13 @@
-// Token sampling: repetition penalty, then top-k, temperature, top-p and min-p, then a draw from a seeded
-// generator whose stream is fully specified (splitmix64), so a seed reproduces the same tokens on any platform.
-// Temperature <= 0 is greedy (argmax, lowest id on ties).
+// Token sampling, in this order (tests/e2e/test_sampling.py predicts tokens from this contract):
+// 1. Repetition penalty on each distinct id among the last repeat_last_n tokens of the history: a positive logit is
+//    divided by it, any other multiplied.
+// 2. Temperature <= 0: greedy (argmax, lowest id on ties). Else candidates sorted by logit (ties: lower id first)
+//    are cut to the first top_k.
+// 3. Softmax at the temperature; top-p keeps the shortest prefix whose sum reaches top_p, then min-p those with at
+//    least min_p times the first one's probability.
+// 4. A draw from splitmix64 (state = seed; each draw adds 0x9e3779b97f4a7c15 and mixes), one per sampled token:
+//    u = (output >> 11) * 2^-53, and the token is the first whose running sum exceeds u times the kept sum.
+// So a seed reproduces the same tokens on any platform.
 #pragma once
 
 #include <cstdint>

@@ -481,6 +481,14 @@ void Tokenizer::encode_text(std::string_view text, bool parse_special, std::vect
       s = normalized;
     }
     if (v_.kind == VocabKind::Spm) {
+      if (v_.remove_extra_spaces) {
+        std::string collapsed;
+        for (char c : s) {
+          if (c != ' ' || (!collapsed.empty() && collapsed.back() != ' ')) collapsed += c;
+        }
+        while (!collapsed.empty() && collapsed.back() == ' ') collapsed.pop_back();
+        return encode_spm(collapsed, text_start, out);
+      }
       encode_spm(s, text_start, out);
     } else {
       encode_byte_level(s, out);

@@ -80,6 +80,7 @@ Vocab read_sentencepiece_model(const std::string& path) {
   int model_type = 1;
   bool byte_fallback = false;
   int32_t unk = 0, bos = 1, eos = 2;
+  bool remove_extra_spaces = true;  // proto2 default of remove_extra_whitespaces: a file that omits it asks for it
   while (!model.done()) {
     const uint64_t key = model.varint();
     const int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
@@ -128,6 +129,8 @@ Vocab read_sentencepiece_model(const std::string& path) {
         const int nf = static_cast<int>(k >> 3), nw = static_cast<int>(k & 7);
         if (nf == 3 && nw == 0) {
           v.add_space_prefix = n.varint() != 0;
+        } else if (nf == 4 && nw == 0) {
+          remove_extra_spaces = n.varint() != 0;
         } else {
           n.skip(nw);
         }
@@ -140,6 +143,7 @@ Vocab read_sentencepiece_model(const std::string& path) {
   ASCENT_CHECK(model_type == 2, "{}: SentencePiece model type {} is not supported (BPE)", path, model_type);
   (void)byte_fallback;  // byte pieces are typed BYTE; fallback uses them when present
   auto valid = [&](int32_t id) { return id >= 0 && id < static_cast<int32_t>(v.pieces.size()) ? id : -1; };
+  v.remove_extra_spaces = remove_extra_spaces;
   v.unk_id = valid(unk);
   v.bos_id = valid(bos);
   v.eos_id = valid(eos);

@@ -55,7 +55,10 @@ struct Vocab {
   // Added after the text with the special tokens: a tokenizer.json template's tokens after $A, a GGUF's EOS
   // (tokenizer.ggml.add_eos_token).
   std::vector<int32_t> suffix_ids;
-  bool add_space_prefix = true;                      // Spm: prepend a space before encoding
+  bool add_space_prefix = true;  // Spm: prepend a space before encoding
+  // Spm: SentencePiece's remove_extra_whitespaces (a tokenizer.model's normalizer spec): leading and trailing spaces
+  // dropped and each run of spaces inside made one, before the prefix. llama2.c's tokenizer.bin cannot say so.
+  bool remove_extra_spaces = false;
   SpacePrefix space_prefix = SpacePrefix::EveryRun;  // Spm, with add_space_prefix: before which runs
   bool split_at_space = false;         // Spm: each space starts a word that no merge crosses (HF Metaspace, split true)
   std::string space = "\xe2\x96\x81";  // Spm: what a space becomes ("▁", or " " in llama2.c files)
