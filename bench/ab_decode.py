@@ -16,17 +16,22 @@ Then, for each binary after the first, it prints two figures against the first b
 
   bench/ab_decode.py -m MODEL [-t 2] [-n 32] [-r 3] [--rounds 4] [--no-mmap] [--fast-gbps 45] [--pair-gbps 5]
                      BIN [BIN ...]
+
+A BIN may carry flags for `ascent bench`, quoted as one argument: "build/release/ascent --no-thread-layout" against
+"build/release/ascent" measures what the weights' placement by thread is worth on the same binary.
 """
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
 
 
 def run_once(binary, args):
-    cmd = [binary, "bench", "-m", args.model, "-p", "0", "-n", str(args.n), "-t", str(args.threads), "-r",
-           str(args.reps), "--jsonl"] + (["--no-mmap"] if args.no_mmap else [])
+    path, *flags = shlex.split(binary)
+    cmd = [path, "bench", "-m", args.model, "-p", "0", "-n", str(args.n), "-t", str(args.threads), "-r",
+           str(args.reps), "--jsonl"] + (["--no-mmap"] if args.no_mmap else []) + flags
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"ab_decode: {' '.join(cmd)} failed (exit {r.returncode}): {r.stderr.strip()[-300:]}")
@@ -34,7 +39,7 @@ def run_once(binary, args):
         d = json.loads(line)
         if d["test"].startswith("tg"):
             if not d.get("read_gbps"):
-                sys.exit(f"ab_decode: {binary} printed no read_gbps (an ascent older than 029e77f?)")
+                sys.exit(f"ab_decode: {binary} printed no read_gbps (an ascent without the decode read probe?)")
             return d
     sys.exit(f"ab_decode: {' '.join(cmd)} printed no decode result")
 
