@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
@@ -22,6 +23,107 @@ using K = Value::Kind;
 constexpr int kMaxDepth = 200;
 // Loop iterations in one rendering: nested loops each within range's limit could run 10^10 steps (hours).
 constexpr int64_t kMaxLoopSteps = 10'000'000;
+
+// l + r for two strings, or two lists or two tuples; nothing where + adds numbers. Other mixes with a string or
+// an undefined value fail.
+std::optional<Value> add_sequences(const Value& l, const Value& r, int line) {
+  if (l.kind == K::String && r.kind == K::String) {
+    check_built(l.s.size() + r.s.size(), "+", line);
+    return Value::string(l.s + r.s);
+  }
+  if (l.kind == K::List && r.kind == K::List) {
+    if (l.tuple != r.tuple) fail("template line {}: cannot add {} and {} (a tuple and a list)", line, repr(l), repr(r));
+    check_built(list_bytes(*l.list) + list_bytes(*r.list), "+", line);
+    List c = *l.list;
+    c.insert(c.end(), r.list->begin(), r.list->end());
+    return list_like(l, std::move(c));
+  }
+  if (l.kind == K::String || r.kind == K::String || l.kind == K::Undefined || r.kind == K::Undefined) {
+    fail("template line {}: cannot add '{}' and '{}'", line, to_string(l), to_string(r));
+  }
+  return std::nullopt;
+}
+
+// seq * times for a string, list or tuple (none when times <= 0). Python would go on until memory runs out; a
+// model's template may not take the process down with it.
+Value repeat(const Value& seq, int64_t times, int line) {
+  times = std::max<int64_t>(0, times);
+  const auto size = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : seq.list->size());
+  const auto bytes = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : list_bytes(*seq.list));
+  if (bytes > 0 && times > kMaxRepeat / bytes)
+    fail("template line {}: repeating {} items {} times makes more than {} bytes", line, size, times, kMaxRepeat);
+  if (seq.kind == K::String) {
+    std::string out;
+    out.reserve(static_cast<size_t>(size * times));
+    for (int64_t k = 0; k < times; ++k) out += seq.s;
+    return Value::string(std::move(out));
+  }
+  List out;
+  for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
+  return list_like(seq, std::move(out));
+}
+
+// x op y on integers (op is not /): exact, failing past 64 bits; // and % floor as Python's do.
+Value int_arithmetic(const std::string& op, int64_t x, int64_t y, int line) {
+  if (op == "+") return Value::integer(checked(x, y, '+', line));
+  if (op == "-") return Value::integer(checked(x, y, '-', line));
+  if (op == "*") return Value::integer(checked(x, y, '*', line));
+  if (op == "**") {
+    if (y < 0 && x == 0) fail("template line {}: 0 cannot be raised to a negative power", line);
+    if (y < 0) return Value::number(std::pow(static_cast<double>(x), static_cast<double>(y)));
+    int64_t p = 1, b = x;  // by squaring, every product checked
+    for (int64_t k = y; k > 0; k >>= 1) {
+      if (k & 1) p = checked(p, b, '*', line);
+      if (k > 1) b = checked(b, b, '*', line);
+    }
+    return Value::integer(p);
+  }
+  if (y == 0) fail("template line {}: division by zero", line);
+  if (x == INT64_MIN && y == -1) checked(0, x, '-', line);                   // the one quotient past int64's range
+  const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // Python floors
+  if (op == "//") return Value::integer(q);
+  if (op == "%") return Value::integer(x - q * y);
+  fail("template line {}: unknown operator '{}'", line, op);
+}
+
+// l op r on numbers, as floats.
+Value float_arithmetic(const std::string& op, const Value& l, const Value& r, int line) {
+  const double x = as_number(l, line), y = as_number(r, line);
+  if (op == "**" && x == 0 && y < 0) fail("template line {}: 0 cannot be raised to a negative power", line);
+  if (op == "+") return Value::number(x + y);
+  if (op == "-") return Value::number(x - y);
+  if (op == "*") return Value::number(x * y);
+  if (op == "**") return Value::number(std::pow(x, y));
+  if (y == 0) fail("template line {}: division by zero", line);
+  if (op == "/") return Value::number(x / y);
+  if (op == "//") return Value::number(std::floor(x / y));
+  if (op == "%") return Value::number(x - std::floor(x / y) * y);
+  fail("template line {}: unknown operator '{}'", line, op);
+}
+
+// l op r for every binary operator but and and or.
+Value operate(const std::string& op, const Value& l, const Value& r, int line) {
+  if (op == "~") {
+    std::string a = to_string(l), b = to_string(r);
+    check_built(a.size() + b.size(), "~", line);
+    return Value::string(a + b);
+  }
+  if (op == "==") return Value::boolean(equal(l, r));
+  if (op == "!=") return Value::boolean(!equal(l, r));
+  if (op == "in") return Value::boolean(contains(r, l, line));
+  if (op == "not in") return Value::boolean(!contains(r, l, line));
+  if (op == "<" || op == ">" || op == "<=" || op == ">=") return Value::boolean(apply_test(op, l, {r}, line));
+  if (op == "+") {
+    if (auto sum = add_sequences(l, r, line)) return *sum;
+  }
+  const auto is_seq = [](const Value& v) { return v.kind == K::String || v.kind == K::List; };
+  if (op == "*" && is_seq(l) && r.kind == K::Int) return repeat(l, r.i, line);
+  if (op == "*" && l.kind == K::Int && is_seq(r)) return repeat(r, l.i, line);
+  const bool ints = (l.kind == K::Int || l.kind == K::Bool) && (r.kind == K::Int || r.kind == K::Bool);
+  if (ints && op != "/") return int_arithmetic(op, as_int(l, line), as_int(r, line), line);
+  if (op == "%" && l.kind == K::String) return Value::string(percent_format(l.s, r, line));
+  return float_arithmetic(op, l, r, line);
+}
 
 class Evaluator {
  public:
@@ -338,6 +440,7 @@ class Evaluator {
     return apply_test(e.name, v, eval_args(e), e.line);
   }
 
+  // and, or (which short-circuit), then the operators on two values.
   Value binary(const Expr& e) {
     const std::string& op = e.name;
     if (op == "and") {
@@ -348,87 +451,9 @@ class Evaluator {
       Value l = eval(*e.args[0]);
       return l.truthy() ? l : eval(*e.args[1]);
     }
-    const Value l = eval(*e.args[0]), r = eval(*e.args[1]);
-    if (op == "~") {
-      std::string a = to_string(l), b = to_string(r);
-      check_built(a.size() + b.size(), "~", e.line);
-      return Value::string(a + b);
-    }
-    if (op == "==") return Value::boolean(equal(l, r));
-    if (op == "!=") return Value::boolean(!equal(l, r));
-    if (op == "in") return Value::boolean(contains(r, l, e.line));
-    if (op == "not in") return Value::boolean(!contains(r, l, e.line));
-    if (op == "+") {
-      if (l.kind == K::String && r.kind == K::String) {
-        check_built(l.s.size() + r.s.size(), "+", e.line);
-        return Value::string(l.s + r.s);
-      }
-      if (l.kind == K::List && r.kind == K::List) {
-        if (l.tuple != r.tuple)
-          fail("template line {}: cannot add {} and {} (a tuple and a list)", e.line, repr(l), repr(r));
-        check_built(list_bytes(*l.list) + list_bytes(*r.list), "+", e.line);
-        List c = *l.list;
-        c.insert(c.end(), r.list->begin(), r.list->end());
-        return list_like(l, std::move(c));
-      }
-      if (l.kind == K::String || r.kind == K::String || l.kind == K::Undefined || r.kind == K::Undefined) {
-        fail("template line {}: cannot add '{}' and '{}'", e.line, to_string(l), to_string(r));
-      }
-    }
-    const auto is_seq = [](const Value& v) { return v.kind == K::String || v.kind == K::List; };
-    if (op == "*" && ((is_seq(l) && r.kind == K::Int) || (l.kind == K::Int && is_seq(r)))) {
-      const Value& seq = l.kind == K::Int ? r : l;
-      const int64_t times = std::max<int64_t>(0, l.kind == K::Int ? l.i : r.i);
-      const auto size = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : seq.list->size());
-      // Python would go on until memory runs out; a model's template is not let take the process down with it.
-      const auto bytes = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : list_bytes(*seq.list));
-      if (bytes > 0 && times > kMaxRepeat / bytes)
-        fail("template line {}: repeating {} items {} times makes more than {} bytes", e.line, size, times, kMaxRepeat);
-      if (seq.kind == K::String) {
-        std::string out;
-        out.reserve(static_cast<size_t>(size * times));
-        for (int64_t k = 0; k < times; ++k) out += seq.s;
-        return Value::string(std::move(out));
-      }
-      List out;
-      for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
-      return list_like(seq, std::move(out));
-    }
-    if (op == "<" || op == ">" || op == "<=" || op == ">=") return Value::boolean(apply_test(op, l, {r}, e.line));
-    const bool ints = (l.kind == K::Int || l.kind == K::Bool) && (r.kind == K::Int || r.kind == K::Bool);
-    if (ints && op != "/") {
-      const int64_t x = as_int(l, e.line), y = as_int(r, e.line);
-      if (op == "+") return Value::integer(checked(x, y, '+', e.line));
-      if (op == "-") return Value::integer(checked(x, y, '-', e.line));
-      if (op == "*") return Value::integer(checked(x, y, '*', e.line));
-      if (op == "**") {
-        if (y < 0 && x == 0) fail("template line {}: 0 cannot be raised to a negative power", e.line);
-        if (y < 0) return Value::number(std::pow(static_cast<double>(x), static_cast<double>(y)));
-        int64_t p = 1, b = x;  // by squaring, every product checked
-        for (int64_t k = y; k > 0; k >>= 1) {
-          if (k & 1) p = checked(p, b, '*', e.line);
-          if (k > 1) b = checked(b, b, '*', e.line);
-        }
-        return Value::integer(p);
-      }
-      if (y == 0) fail("template line {}: division by zero", e.line);
-      if (x == INT64_MIN && y == -1) checked(0, x, '-', e.line);                 // the one quotient past int64's range
-      const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // Python floors
-      if (op == "//") return Value::integer(q);
-      if (op == "%") return Value::integer(x - q * y);
-    }
-    if (op == "%" && l.kind == K::String) return Value::string(percent_format(l.s, r, e.line));
-    const double x = as_number(l, e.line), y = as_number(r, e.line);
-    if (op == "**" && x == 0 && y < 0) fail("template line {}: 0 cannot be raised to a negative power", e.line);
-    if (op == "+") return Value::number(x + y);
-    if (op == "-") return Value::number(x - y);
-    if (op == "*") return Value::number(x * y);
-    if (op == "**") return Value::number(std::pow(x, y));
-    if (y == 0) fail("template line {}: division by zero", e.line);
-    if (op == "/") return Value::number(x / y);
-    if (op == "//") return Value::number(std::floor(x / y));
-    if (op == "%") return Value::number(x - std::floor(x / y) * y);
-    fail("template line {}: unknown operator '{}'", e.line, op);
+    const Value l = eval(*e.args[0]);
+    const Value r = eval(*e.args[1]);
+    return operate(op, l, r, e.line);
   }
 
   std::string& out_;

@@ -665,9 +665,80 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
-// Python's printf-style formatting, format % args (the % operator on a string, jinja2's format filter): a tuple
-// gives the positional arguments, a dict the %(name)s ones, any other value the one argument. Conversions s r a d i u
-// o x X e E f F g G c and %%, with flags (- + space 0 #), width and precision (digits or *).
+namespace {
+
+// One conversion of a printf-style format: %[(key)][flags][width][.precision][length]type.
+struct Conversion {
+  std::string flags;       // of - + space 0 #
+  int64_t width = 0;       // in characters
+  int64_t precision = -1;  // none given
+  char type = 0;
+  bool has(char flag) const { return flags.find(flag) != std::string::npos; }
+};
+
+// %s, %r and %a: str() or repr(), cut to the first `precision` characters.
+std::string format_text(const Conversion& c, const Value& v) {
+  std::string body = c.type == 's' ? to_string(v) : repr(v);
+  if (c.precision >= 0) body = prefix_chars(body, static_cast<size_t>(c.precision));
+  return body;
+}
+
+// %c: a one-character string, or an integer's code point.
+std::string format_char(const Value& v, int line) {
+  if (v.kind == K::String) {
+    if (code_points(v.s) != 1) fail("template line {}: %c requires an int or a single character", line);
+    return v.s;
+  }
+  const int64_t cp = as_int(v, line);
+  if (cp < 0 || cp > 0x10ffff || !utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)))
+    fail("template line {}: %c arg {} not in range(0x110000)", line, cp);
+  std::string body;
+  append_utf8(body, static_cast<utf8proc_int32_t>(cp));
+  return body;
+}
+
+// %d %i %u %o %x %X: an integer, a bool, or a float truncated toward zero (%o %x %X refuse floats, as Python does).
+// precision gives the least digits; the 0 flag pads with zeros after the sign and the # flag's 0o/0x/0X prefix.
+std::string format_integer(const Conversion& c, const Value& v, int line) {
+  const char type = c.type;
+  if (v.kind != K::Int && v.kind != K::Bool && v.kind != K::Float)
+    fail("template line {}: %{} format: a number is required, not {}", line, type, repr(v));
+  if (v.kind == K::Float && (type == 'o' || type == 'x' || type == 'X'))
+    fail("template line {}: %{} format: an integer is required, not {}", line, type, repr(v));
+  if (v.kind == K::Float && !std::isfinite(v.f)) fail("template line {}: cannot convert {} to integer", line, repr(v));
+  if (v.kind == K::Float && std::fabs(v.f) >= 0x1p63) fail("template line {}: {} is past 64 bits", line, repr(v));
+  const int64_t x = v.kind == K::Float ? static_cast<int64_t>(v.f) : as_int(v, line);
+  const uint64_t mag = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+  char buf[32];
+  const char* fmt = type == 'o' ? "%llo" : type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llu";
+  std::snprintf(buf, sizeof buf, fmt, static_cast<unsigned long long>(mag));
+  std::string digits = buf;
+  if (c.precision >= 0 && static_cast<int64_t>(digits.size()) < c.precision)
+    digits.insert(0, static_cast<size_t>(c.precision) - digits.size(), '0');
+  const std::string prefix = !c.has('#') ? "" : type == 'o' ? "0o" : type == 'x' ? "0x" : type == 'X' ? "0X" : "";
+  const std::string sign = x < 0 ? "-" : c.has('+') ? "+" : c.has(' ') ? " " : "";
+  const bool zero_pad = c.has('0') && !c.has('-');
+  if (zero_pad && static_cast<int64_t>(sign.size() + prefix.size() + digits.size()) < c.width)
+    digits.insert(0, static_cast<size_t>(c.width) - sign.size() - prefix.size() - digits.size(), '0');
+  return sign + prefix + digits;
+}
+
+// %e %E %f %F %g %G through C's printf, whose flags, width and precision mean what Python's do.
+std::string format_float(const Conversion& c, const Value& v, int line) {
+  const double x = as_number(v, line);
+  const std::string spec = "%" + c.flags + (c.width > 0 ? std::to_string(c.width) : "") + "." +
+                           std::to_string(c.precision >= 0 ? c.precision : 6) + c.type;
+  const int n = std::snprintf(nullptr, 0, spec.c_str(), x);
+  std::string body(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(body.data(), body.size(), spec.c_str(), x);
+  body.resize(static_cast<size_t>(n));
+  return body;
+}
+
+}  // namespace
+
+// A tuple gives the positional arguments, a dict the %(name)s ones, any other value the one argument. Conversions
+// are s r a d i u o x X e E f F g G c and %%, with flags (- + space 0 #), width and precision (digits or *).
 std::string percent_format(const std::string& format, const Value& args, int line) {
   const bool mapping = args.kind == K::Dict;
   const List positional = args.kind == K::List && args.tuple ? *args.list : mapping ? List{} : List{args};
@@ -693,8 +764,9 @@ std::string percent_format(const std::string& format, const Value& args, int lin
         fail("template line {}: format key '{}' is missing", line, format.substr(i + 1, close - i - 1));
       i = close + 1;
     }
-    std::string flags;
-    while (i < format.size() && std::strchr("-+ 0#", format[i]) != nullptr && format[i] != 0) flags += format[i++];
+    Conversion c;
+    while (i < format.size() && std::strchr("-+ 0#", format[i]) != nullptr && format[i] != 0) c.flags += format[i++];
+    // A width or precision: digits, or * for the next argument.
     auto number = [&](const char* what) -> int64_t {
       if (i < format.size() && format[i] == '*') {
         ++i;
@@ -709,88 +781,41 @@ std::string percent_format(const std::string& format, const Value& args, int lin
       }
       return n;
     };
-    int64_t width = number("width"), precision = -1;
-    if (width < 0) {
-      flags += '-';
-      width = -width;
+    c.width = number("width");
+    if (c.width < 0) {
+      c.flags += '-';
+      c.width = -c.width;
     }
     if (i < format.size() && format[i] == '.') {
       ++i;
-      precision = std::max<int64_t>(0, number("precision"));
+      c.precision = std::max<int64_t>(0, number("precision"));
     }
     while (i < format.size() && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L')) ++i;  // Python ignores them
     if (i >= format.size()) fail("template line {}: incomplete format", line);
-    const char type = format[i];
-    if (type == '%') {
+    c.type = format[i];
+    if (c.type == '%') {
       if (format[i - 1] != '%') fail("template line {}: unsupported format character '%' after a flag or width", line);
       out += '%';
       continue;
     }
     const Value& v = named != nullptr ? *named : take();
     std::string body;
-    const bool left = flags.find('-') != std::string::npos;
-    bool zero_pad = flags.find('0') != std::string::npos && !left;
-    const std::string sign_flag = flags.find('+') != std::string::npos   ? "+"
-                                  : flags.find(' ') != std::string::npos ? " "
-                                                                         : "";
-    if (type == 's' || type == 'r' || type == 'a') {
-      body = type == 's' ? to_string(v) : repr(v);
-      // Python keeps the first `precision` characters (cutting bytes split "é" and wrote invalid UTF-8).
-      if (precision >= 0) body = prefix_chars(body, static_cast<size_t>(precision));
-      zero_pad = false;
-    } else if (type == 'c') {
-      if (v.kind == K::String) {
-        if (code_points(v.s) != 1) fail("template line {}: %c requires an int or a single character", line);
-        body = v.s;
-      } else {
-        const int64_t cp = as_int(v, line);
-        if (cp < 0 || cp > 0x10ffff || !utf8proc_codepoint_valid(static_cast<utf8proc_int32_t>(cp)))
-          fail("template line {}: %c arg {} not in range(0x110000)", line, cp);
-        append_utf8(body, static_cast<utf8proc_int32_t>(cp));
-      }
-      zero_pad = false;
-    } else if (std::strchr("diuoxX", type) != nullptr) {
-      if (v.kind != K::Int && v.kind != K::Bool && v.kind != K::Float)
-        fail("template line {}: %{} format: a number is required, not {}", line, type, repr(v));
-      if (v.kind == K::Float && (type == 'o' || type == 'x' || type == 'X'))
-        fail("template line {}: %{} format: an integer is required, not {}", line, type, repr(v));
-      if (v.kind == K::Float && !std::isfinite(v.f))
-        fail("template line {}: cannot convert {} to integer", line, repr(v));
-      if (v.kind == K::Float && std::fabs(v.f) >= 0x1p63) fail("template line {}: {} is past 64 bits", line, repr(v));
-      const int64_t x = v.kind == K::Float ? static_cast<int64_t>(v.f) : as_int(v, line);
-      const uint64_t mag = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
-      char buf[32];
-      const char* fmt = type == 'o' ? "%llo" : type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llu";
-      std::snprintf(buf, sizeof buf, fmt, static_cast<unsigned long long>(mag));
-      std::string digits = buf;
-      if (precision >= 0 && static_cast<int64_t>(digits.size()) < precision)
-        digits.insert(0, static_cast<size_t>(precision) - digits.size(), '0');
-      const std::string prefix = flags.find('#') == std::string::npos ? ""
-                                 : type == 'o'                        ? "0o"
-                                 : type == 'x'                        ? "0x"
-                                 : type == 'X'                        ? "0X"
-                                                                      : "";
-      const std::string sign = x < 0 ? "-" : sign_flag;
-      if (zero_pad && static_cast<int64_t>(sign.size() + prefix.size() + digits.size()) < width)
-        digits.insert(0, static_cast<size_t>(width) - sign.size() - prefix.size() - digits.size(), '0');
-      body = sign + prefix + digits;
-    } else if (std::strchr("eEfFgG", type) != nullptr) {
-      const double x = as_number(v, line);
-      std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "") + "." +
-                         std::to_string(precision >= 0 ? precision : 6) + type;
-      const int n = std::snprintf(nullptr, 0, spec.c_str(), x);
-      body.resize(static_cast<size_t>(n) + 1);
-      std::snprintf(body.data(), body.size(), spec.c_str(), x);
-      body.resize(static_cast<size_t>(n));
-      out += body;
+    if (c.type == 's' || c.type == 'r' || c.type == 'a') {
+      body = format_text(c, v);
+    } else if (c.type == 'c') {
+      body = format_char(v, line);
+    } else if (std::strchr("diuoxX", c.type) != nullptr) {
+      body = format_integer(c, v, line);
+    } else if (std::strchr("eEfFgG", c.type) != nullptr) {
+      out += format_float(c, v, line);  // printf has padded it
       continue;
     } else {
-      fail("template line {}: unsupported format character '{}'", line, type);
+      fail("template line {}: unsupported format character '{}'", line, c.type);
     }
     const auto len = static_cast<int64_t>(code_points(body));
-    if (len < width) {
-      const std::string pad(static_cast<size_t>(width - len), ' ');
-      body = left ? body + pad : pad + body;
+    if (len < c.width) {
+      const std::string pad(static_cast<size_t>(c.width - len), ' ');
+      body = c.has('-') ? body + pad : pad + body;
     }
     out += body;
   }
