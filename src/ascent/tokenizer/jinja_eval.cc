@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 #include <optional>
+#include <utility>
 
 #include "ascent/base/error.h"
 #include "ascent/tokenizer/jinja_ast.h"
@@ -47,8 +48,8 @@ std::optional<Value> add_sequences(const Value& l, const Value& r, int line) {
 // seq * times for a string, list or tuple (none when times <= 0). Python would go on until memory runs out; a
 // model's template may not take the process down with it.
 Value repeat(const Value& seq, int64_t times, int line) {
-  times = std::max<int64_t>(0, times);
   const auto size = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : seq.list->size());
+  times = size == 0 ? 0 : std::max<int64_t>(0, times);  // an empty one stays empty, however many times
   const auto bytes = static_cast<int64_t>(seq.kind == K::String ? seq.s.size() : list_bytes(*seq.list));
   if (bytes > 0 && times > kMaxRepeat / bytes)
     fail("template line {}: repeating {} items {} times makes more than {} bytes", line, size, times, kMaxRepeat);
@@ -86,18 +87,42 @@ Value int_arithmetic(const std::string& op, int64_t x, int64_t y, int line) {
   fail("template line {}: unknown operator '{}'", line, op);
 }
 
+// Python's divmod of two floats (CPython's float_divmod): the remainder from fmod, given the divisor's sign, and the
+// quotient (x - mod) / y, which is an integer but for the division's rounding, snapped to the nearest one.
+std::pair<double, double> float_divmod(double x, double y) {
+  double mod = std::fmod(x, y);
+  double div = (x - mod) / y;
+  if (mod != 0) {
+    if ((y < 0) != (mod < 0)) {
+      mod += y;
+      div -= 1.0;
+    }
+  } else {
+    mod = std::copysign(0.0, y);
+  }
+  double floordiv = std::copysign(0.0, x / y);
+  if (div != 0) {
+    floordiv = std::floor(div);
+    if (div - floordiv > 0.5) floordiv += 1.0;
+  }
+  return {floordiv, mod};
+}
+
 // l op r on numbers, as floats.
 Value float_arithmetic(const std::string& op, const Value& l, const Value& r, int line) {
   const double x = as_number(l, line), y = as_number(r, line);
   if (op == "**" && x == 0 && y < 0) fail("template line {}: 0 cannot be raised to a negative power", line);
+  // Python's result is a complex number, which templates here have no value for.
+  if (op == "**" && x < 0 && std::isfinite(y) && std::trunc(y) != y)
+    fail("template line {}: {} ** {} is a complex number", line, to_string(l), to_string(r));
   if (op == "+") return Value::number(x + y);
   if (op == "-") return Value::number(x - y);
   if (op == "*") return Value::number(x * y);
   if (op == "**") return Value::number(std::pow(x, y));
   if (y == 0) fail("template line {}: division by zero", line);
   if (op == "/") return Value::number(x / y);
-  if (op == "//") return Value::number(std::floor(x / y));
-  if (op == "%") return Value::number(x - std::floor(x / y) * y);
+  if (op == "//") return Value::number(float_divmod(x, y).first);
+  if (op == "%") return Value::number(float_divmod(x, y).second);
   fail("template line {}: unknown operator '{}'", line, op);
 }
 
@@ -117,9 +142,10 @@ Value operate(const std::string& op, const Value& l, const Value& r, int line) {
     if (auto sum = add_sequences(l, r, line)) return *sum;
   }
   const auto is_seq = [](const Value& v) { return v.kind == K::String || v.kind == K::List; };
-  if (op == "*" && is_seq(l) && r.kind == K::Int) return repeat(l, r.i, line);
-  if (op == "*" && l.kind == K::Int && is_seq(r)) return repeat(r, l.i, line);
-  const bool ints = (l.kind == K::Int || l.kind == K::Bool) && (r.kind == K::Int || r.kind == K::Bool);
+  const auto is_int = [](const Value& v) { return v.kind == K::Int || v.kind == K::Bool; };  // a bool is one in Python
+  if (op == "*" && is_seq(l) && is_int(r)) return repeat(l, as_int(r, line), line);
+  if (op == "*" && is_int(l) && is_seq(r)) return repeat(r, as_int(l, line), line);
+  const bool ints = is_int(l) && is_int(r);
   if (ints && op != "/") return int_arithmetic(op, as_int(l, line), as_int(r, line), line);
   if (op == "%" && l.kind == K::String) return Value::string(percent_format(l.s, r, line));
   return float_arithmetic(op, l, r, line);
@@ -185,9 +211,13 @@ class Evaluator {
       case Expr::Kind::Unary: {
         const Value v = eval(*e.args[0]);
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (e.name == "-")
-          return v.kind == K::Int ? Value::integer(checked(0, v.i, '-', e.line)) : Value::number(-as_number(v, e.line));
-        return v;
+        // - and + on a number; a bool counts as the integer it is in Python.
+        if (v.kind == K::Int || v.kind == K::Bool) {
+          const int64_t x = as_int(v, e.line);
+          return Value::integer(e.name == "-" ? checked(0, x, '-', e.line) : x);
+        }
+        const double x = as_number(v, e.line);
+        return Value::number(e.name == "-" ? -x : x);
       }
       case Expr::Kind::Binary:
         return binary(e);
@@ -303,10 +333,13 @@ class Evaluator {
       frames.back()[n.targets[0]] = item;
       return;
     }
-    if (item.kind != K::List || item.list->size() != n.targets.size()) {
+    // Python unpacks what iterating gives: a list's items, a dict's keys, a string's characters.
+    const bool iterable = item.kind == K::List || item.kind == K::Dict || item.kind == K::String;
+    const List parts = iterable ? iterate(item, n.line) : List{};
+    if (!iterable || parts.size() != n.targets.size()) {
       fail("template line {}: cannot unpack '{}' into {} names", n.line, to_string(item), n.targets.size());
     }
-    for (size_t k = 0; k < n.targets.size(); ++k) frames.back()[n.targets[k]] = (*item.list)[k];
+    for (size_t k = 0; k < n.targets.size(); ++k) frames.back()[n.targets[k]] = parts[k];
   }
 
   // A namespace is the only value a template can change, so the only way to nest a value deeper from one loop
@@ -366,8 +399,9 @@ class Evaluator {
 
   Value slice(const Expr& e) {
     const Value obj = eval(*e.args[0]);
-    if (obj.kind != K::List && obj.kind != K::String)
-      fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
+    if (obj.kind == K::Undefined) fail("template line {}: cannot slice '{}'", e.line, to_string(obj));
+    // jinja2 gives Undefined where Python refuses the slice (a number, None, a dict).
+    if (obj.kind != K::List && obj.kind != K::String) return {};
     const int64_t n = obj.kind == K::List ? static_cast<int64_t>(obj.list->size()) : chars_in(obj.s);
     const int64_t step = e.args[3] ? as_int(eval(*e.args[3]), e.line) : 1;
     if (step == 0) fail("template line {}: slice step cannot be zero", e.line);
@@ -424,7 +458,12 @@ class Evaluator {
     const Value f = eval(*e.args[0]);
     const Args args = eval_args(e);
     const Kwargs kwargs = eval_kwargs(e);
-    if (f.kind != K::Function) fail("template line {}: calling something that is not a function", e.line);
+    if (f.kind != K::Function) {
+      const Expr& callee = *e.args[0];
+      const bool named = callee.kind == Expr::Kind::Name || callee.kind == Expr::Kind::Attr;
+      if (f.kind == K::Undefined && named) fail("template line {}: '{}' is undefined", e.line, callee.name);
+      fail("template line {}: calling something that is not a function", e.line);
+    }
     return (*f.fn)(args, kwargs);
   }
 

@@ -46,11 +46,16 @@ struct FilterCall {
     }
     return out;
   }
-  // Positional argument k, or dflt when not given. Filters that read their arguments this way ignore keywords.
-  Value positional(size_t k, Value dflt) const { return k < args.size() ? args[k] : std::move(dflt); }
 };
 
 using FilterFn = Value (*)(const Value& v, const FilterCall& c);
+
+// A filter that takes no arguments: any given fail, as they do in jinja2.
+template <FilterFn kFilter>
+Value without_arguments(const Value& v, const FilterCall& c) {
+  c.bind({});
+  return kFilter(v, c);
+}
 
 // --- numbers -----------------------------------------------------------------------------------------------------
 
@@ -126,16 +131,22 @@ Value float_of(const Value& v, const Value& fallback) {
   return fallback;
 }
 
+// int(default=0, base=10); other bases are not supported.
 Value filter_int(const Value& v, const FilterCall& c) {
-  return int_of(v, c.positional(0, Value::integer(0)), c.line);
+  const std::vector<Value> p = c.bind({"default", "base"});
+  if (p[1].defined() && as_int(p[1], c.line) != 10)
+    fail("template line {}: int with base {} is not supported", c.line, to_string(p[1]));
+  return int_of(v, p[0].defined() ? p[0] : Value::integer(0), c.line);
 }
 
 Value filter_float(const Value& v, const FilterCall& c) {
-  return float_of(v, c.positional(0, Value::number(0.0)));
+  const std::vector<Value> p = c.bind({"default"});
+  return float_of(v, p[0].defined() ? p[0] : Value::number(0.0));
 }
 
 // round(value, precision=0, method='common'): 'common' is Python's round (to nearest, ties to even, on the exact
-// binary value; an integer stays one); 'ceil' and 'floor' scale by 10^precision, round that way and divide back.
+// binary value; an integer or a bool gives an integer); 'ceil' and 'floor' scale by 10^precision, round that way and
+// divide back.
 Value filter_round(const Value& v, const FilterCall& c) {
   const int line = c.line;
   int64_t precision = c.args.empty() ? 0 : as_int(c.args[0], line);
@@ -156,6 +167,7 @@ Value filter_round(const Value& v, const FilterCall& c) {
   // no chat template does, is refused rather than approximated.
   if (precision < 0 || precision > 22) fail("template line {}: round precision {} is not 0-22", line, precision);
   if (v.kind == K::Int && method == "common") return v;
+  if (v.kind == K::Bool && method == "common") return Value::integer(v.b);
   const double x = as_number(v, line);
   if (method == "common") {
     if (!std::isfinite(x)) return Value::number(x);
@@ -169,8 +181,10 @@ Value filter_round(const Value& v, const FilterCall& c) {
   return Value::number(r / scale);
 }
 
+// Python's abs: an integer (or a bool) stays one.
 Value filter_abs(const Value& v, const FilterCall& c) {
   if (v.kind == K::Int) return Value::integer(v.i < 0 ? checked(0, v.i, '-', c.line) : v.i);
+  if (v.kind == K::Bool) return Value::integer(v.b);
   return Value::number(std::fabs(as_number(v, c.line)));
 }
 
@@ -216,8 +230,12 @@ Value filter_string(const Value& v, const FilterCall&) {
   return Value::string(to_string(v));
 }
 
+// str(value).strip(chars): whitespace, or the characters of chars.
 Value filter_trim(const Value& v, const FilterCall& c) {
-  return Value::string(strip(to_string(v), c.args.empty() ? nullptr : &c.args[0], true, true));
+  const std::vector<Value> p = c.bind({"chars"});
+  if (p[0].defined() && p[0].kind != K::None && p[0].kind != K::String)
+    fail("template line {}: trim's chars must be a string, got {}", c.line, repr(p[0]));
+  return Value::string(strip(to_string(v), &p[0], true, true));
 }
 
 // jinja2's title, which is not str.title(): see case_mapped's 'J'.
@@ -230,8 +248,12 @@ Value filter_case(const Value& v, const FilterCall& c) {
   return call_method(Value::string(to_string(v)), c.name, {}, c.line);
 }
 
+// str(value).replace(str(old), str(new)[, count]).
 Value filter_replace(const Value& v, const FilterCall& c) {
-  return call_method(Value::string(to_string(v)), "replace", c.args, c.line);
+  const std::vector<Value> p = c.bind({"old", "new", "count"});
+  Args a;
+  for (size_t k = 0; k < p.size() && p[k].defined(); ++k) a.push_back(k < 2 ? Value::string(to_string(p[k])) : p[k]);
+  return call_method(Value::string(to_string(v)), "replace", a, c.line);
 }
 
 // str(value).center(width), 80 by default.
@@ -370,29 +392,40 @@ Value filter_forceescape(const Value& v, const FilterCall&) {
   return html_escaped(to_string(v));
 }
 
-// json.dumps' indent: none for one line; a negative one writes the line ends only, as 0 does. Past 1024 it is
-// refused rather than cast to an int.
+// Hugging Face's tojson: json.dumps(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False), its
+// arguments bound in that order. An integer indent is that many spaces a level (0 or less: the line ends only), a
+// string indent is used as it is. Past 1024 an indent is refused.
 Value filter_tojson(const Value& v, const FilterCall& c) {
-  int64_t indent = -1;
-  auto set_indent = [&](const Value& x) {
-    if (x.kind == K::None) return;
-    indent = std::max<int64_t>(0, as_int(x, c.line));
+  const std::vector<Value> p = c.bind({"ensure_ascii", "indent", "separators", "sort_keys"});
+  JsonOptions options;
+  options.ensure_ascii = p[0].truthy();
+  if (p[1].kind == K::String) {
+    if (p[1].s.size() > 1024) fail("template line {}: tojson indent of {} bytes is past 1024", c.line, p[1].s.size());
+    options.indent = p[1].s;
+  } else if (p[1].defined() && p[1].kind != K::None) {
+    const int64_t indent = std::max<int64_t>(0, as_int(p[1], c.line));
     if (indent > 1024) fail("template line {}: tojson indent {} is past 1024", c.line, indent);
-  };
-  if (!c.args.empty()) set_indent(c.args[0]);
-  for (const auto& [k, x] : c.kwargs) {
-    if (k == "indent") set_indent(x);
+    options.indent = std::string(static_cast<size_t>(indent), ' ');
   }
-  return Value::string(to_json(v, static_cast<int>(indent)));
+  if (p[2].defined() && p[2].kind != K::None) {
+    const Value& sep = p[2];
+    if (sep.kind != K::List || sep.list->size() != 2 || (*sep.list)[0].kind != K::String ||
+        (*sep.list)[1].kind != K::String)
+      fail("template line {}: tojson separators must be two strings, got {}", c.line, repr(sep));
+    options.item_separator = (*sep.list)[0].s;
+    options.key_separator = (*sep.list)[1].s;
+  }
+  options.sort_keys = p[3].truthy();
+  return Value::string(to_json(v, options));
 }
 
 // --- any value ---------------------------------------------------------------------------------------------------
 
-// default and d: the first argument ('' when none) where v is undefined, or false when the second argument is true.
+// default(default_value='', boolean=False), also d: default_value where v is undefined, or false when boolean is true.
 Value filter_default(const Value& v, const FilterCall& c) {
-  const Args& a = c.args;
-  const bool use_default = !v.defined() || (a.size() > 1 && a[1].truthy() && !v.truthy());
-  return use_default ? (a.empty() ? Value::string("") : a[0]) : v;
+  const std::vector<Value> p = c.bind({"default_value", "boolean"});
+  const bool use_default = !v.defined() || (p[1].truthy() && !v.truthy());
+  return use_default ? (p[0].defined() ? p[0] : Value::string("")) : v;
 }
 
 // getattr(obj, name) only, never obj[name]: a dict's keys are not its attributes.
@@ -417,9 +450,12 @@ Value filter_list(const Value& v, const FilterCall& c) {
   return Value::make_list(iterate(v, c.line));
 }
 
-// A dict's (key, value) tuples, by its items() method.
+// A mapping's (key, value) tuples, as jinja2's generator (true even when empty); Undefined gives none.
 Value filter_items(const Value& v, const FilterCall& c) {
-  return call_method(v, "items", {}, c.line);
+  if (v.kind == K::Undefined) return generator_of({});
+  if (v.kind != K::Dict || v.is_namespace)
+    fail("template line {}: items: can only get item pairs from a mapping, got {}", c.line, repr(v));
+  return generator_of(*call_method(v, "items", {}, c.line).list);
 }
 
 // first and last: Undefined for an empty sequence.
@@ -622,54 +658,54 @@ Value filter_groupby(const Value& v, const FilterCall& c) {
 }
 
 const std::unordered_map<std::string_view, FilterFn> kFilters = {
-    {"abs", filter_abs},
+    {"abs", without_arguments<filter_abs>},
     {"attr", filter_attr},
     {"batch", filter_batch},
-    {"capitalize", filter_case},
+    {"capitalize", without_arguments<filter_case>},
     {"center", filter_center},
-    {"count", filter_length},
+    {"count", without_arguments<filter_length>},
     {"d", filter_default},
     {"default", filter_default},
     {"dictsort", filter_dictsort},
-    {"e", filter_escape},
-    {"escape", filter_escape},
+    {"e", without_arguments<filter_escape>},
+    {"escape", without_arguments<filter_escape>},
     {"filesizeformat", filter_filesizeformat},
-    {"first", filter_first_or_last<true>},
+    {"first", without_arguments<filter_first_or_last<true>>},
     {"float", filter_float},
-    {"forceescape", filter_forceescape},
+    {"forceescape", without_arguments<filter_forceescape>},
     {"format", filter_format},
     {"groupby", filter_groupby},
     {"indent", filter_indent},
     {"int", filter_int},
-    {"items", filter_items},
+    {"items", without_arguments<filter_items>},
     {"join", filter_join},
-    {"last", filter_first_or_last<false>},
-    {"length", filter_length},
-    {"list", filter_list},
-    {"lower", filter_case},
+    {"last", without_arguments<filter_first_or_last<false>>},
+    {"length", without_arguments<filter_length>},
+    {"list", without_arguments<filter_list>},
+    {"lower", without_arguments<filter_case>},
     {"map", filter_map},
     {"max", filter_min_or_max<1>},
     {"min", filter_min_or_max<-1>},
     {"reject", filter_select<false>},
     {"rejectattr", filter_selectattr<false>},
     {"replace", filter_replace},
-    {"reverse", filter_reverse},
+    {"reverse", without_arguments<filter_reverse>},
     {"round", filter_round},
-    {"safe", filter_safe},
+    {"safe", without_arguments<filter_safe>},
     {"select", filter_select<true>},
     {"selectattr", filter_selectattr<true>},
     {"slice", filter_slice},
     {"sort", filter_sort},
-    {"string", filter_string},
+    {"string", without_arguments<filter_string>},
     {"sum", filter_sum},
-    {"title", filter_title},
+    {"title", without_arguments<filter_title>},
     {"tojson", filter_tojson},
     {"trim", filter_trim},
     {"truncate", filter_truncate},
     {"unique", filter_unique},
-    {"upper", filter_case},
-    {"urlencode", filter_urlencode},
-    {"wordcount", filter_wordcount},
+    {"upper", without_arguments<filter_case>},
+    {"urlencode", without_arguments<filter_urlencode>},
+    {"wordcount", without_arguments<filter_wordcount>},
 };
 
 // --- tests -------------------------------------------------------------------------------------------------------
@@ -701,15 +737,24 @@ bool test_defined(const Value& v, const TestCall&) {
 bool test_undefined(const Value& v, const TestCall&) {
   return !v.defined();
 }
+// A bool is a number in Python (but not an integer to jinja2's integer test).
 bool test_number(const Value& v, const TestCall&) {
-  return v.kind == K::Int || v.kind == K::Float;
+  return v.kind == K::Int || v.kind == K::Float || v.kind == K::Bool;
+}
+// jinja2's Undefined is iterable (as nothing), indexable and callable (both fail), so these tests hold for it; a
+// namespace is none of these.
+bool test_mapping(const Value& v, const TestCall&) {
+  return v.kind == K::Dict && !v.is_namespace;
+}
+bool test_callable(const Value& v, const TestCall&) {
+  return v.kind == K::Function || v.kind == K::Undefined;
 }
 template <bool kWant>
 bool test_bool(const Value& v, const TestCall&) {
   return v.kind == K::Bool && v.b == kWant;
 }
 bool test_iterable(const Value& v, const TestCall&) {
-  return v.kind == K::List || v.kind == K::String || v.kind == K::Dict;
+  return v.kind == K::List || v.kind == K::String || (v.kind == K::Dict && !v.is_namespace) || v.kind == K::Undefined;
 }
 template <bool kOdd>
 bool test_odd_or_even(const Value& v, const TestCall& c) {
@@ -783,10 +828,10 @@ const std::unordered_map<std::string_view, TestFn> kTests = {
     {"boolean", test_kind<K::Bool>},
     {"true", test_bool<true>},
     {"false", test_bool<false>},
-    {"mapping", test_kind<K::Dict>},
+    {"mapping", test_mapping},
     {"sequence", test_iterable},
     {"iterable", test_iterable},
-    {"callable", test_kind<K::Function>},
+    {"callable", test_callable},
     {"odd", test_odd_or_even<true>},
     {"even", test_odd_or_even<false>},
     {"divisibleby", test_divisibleby},

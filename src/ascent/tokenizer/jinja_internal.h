@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,16 @@ void check_built(size_t bytes, std::string_view what, int line);
 size_t list_bytes(const List& l);
 // x op y for op in + - *, failing where Python's unbounded integers would leave int64. Unary minus is 0 - x.
 int64_t checked(int64_t x, int64_t y, char op, int line);
+
+// json.dumps's options, as Hugging Face's tojson filter passes them on.
+struct JsonOptions {
+  std::optional<std::string> indent;          // per level; none writes one line
+  bool ensure_ascii = false;                  // characters past ASCII as \uXXXX
+  std::optional<std::string> item_separator;  // ", " on one line, "," indented
+  std::string key_separator = ": ";
+  bool sort_keys = false;
+};
+std::string to_json(const Value& v, const JsonOptions& options);
 
 // Python's repr: strings quoted (Markup as Markup('...')), anything else as to_string.
 std::string repr(const Value& v);

@@ -41,9 +41,13 @@ using MethodTable = std::unordered_map<std::string_view, MethodFn>;
 
 // --- str ---------------------------------------------------------------------------------------------------------
 
+// strip, lstrip and rstrip([chars]): whitespace, or the characters of chars.
 template <bool kLeft, bool kRight>
 Value str_strip(const MethodCall& c) {
-  return Value::string(strip(c.self.s, c.arg(0), kLeft, kRight));
+  const Value* chars = c.arg(0);
+  if (chars != nullptr && chars->kind != K::None && chars->kind != K::String)
+    fail("template line {}: {} arg must be None or str, got {}", c.line, c.name, repr(*chars));
+  return Value::string(strip(c.self.s, chars, kLeft, kRight));
 }
 
 // upper, lower, title, capitalize (case_mapped's letters).
@@ -52,12 +56,32 @@ Value str_case(const MethodCall& c) {
   return Value::string(case_mapped(c.self.s, kHow));
 }
 
+// startswith and endswith(prefix[, start[, end]]): prefix a string or a tuple of them, within s[start:end]. As in
+// CPython's tailmatch, a start past the end matches nothing, not even an empty prefix.
 template <bool kStart>
 Value str_starts_or_ends_with(const MethodCall& c) {
   const std::string& s = c.self.s;
-  const std::string& p = as_str(c.need(0), c.line, c.name);
-  if (p.size() > s.size()) return Value::boolean(false);
-  return Value::boolean(kStart ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
+  const Value& prefix = c.need(0);
+  const int64_t n = chars_in(s);
+  auto index = [&](const Value* x, int64_t dflt) {
+    if (x == nullptr || x->kind == K::None) return dflt;
+    const int64_t i = as_int(*x, c.line);
+    return i < 0 ? std::max<int64_t>(0, i + n) : i;
+  };
+  const int64_t start = index(c.arg(1), 0), end = std::min(index(c.arg(2), n), n);
+  auto matches = [&](const std::string& p) {
+    const int64_t m = chars_in(p);
+    if (end - m < start) return false;
+    const size_t at = byte_offset(s, static_cast<size_t>(kStart ? start : end - m));
+    return s.compare(at, p.size(), p) == 0;
+  };
+  if (prefix.kind == K::List && prefix.tuple) {
+    for (const Value& p : *prefix.list) {
+      if (matches(as_str(p, c.line, c.name))) return Value::boolean(true);
+    }
+    return Value::boolean(false);
+  }
+  return Value::boolean(matches(as_str(prefix, c.line, c.name)));
 }
 
 // split(None, maxsplit): runs of whitespace separate, none at the ends. After maxsplit words the rest is one item,
@@ -324,8 +348,10 @@ Value dict_values(const MethodCall& c) {
   for (const auto& kv : *c.self.dict) l.push_back(kv.second);
   return Value::make_list(std::move(l));
 }
+// get(key[, default]): a key that is not a string is in no dict here (their keys are strings).
 Value dict_get(const MethodCall& c) {
-  const Value* v = c.self.get(as_str(c.need(0), c.line, "get"));
+  const Value& key = c.need(0);
+  const Value* v = key.kind == K::String ? c.self.get(key.s) : nullptr;
   return v ? *v : (c.arg(1) ? *c.arg(1) : Value::none());
 }
 
@@ -397,7 +423,8 @@ Value attribute(const Value& obj, const std::string& name, int line) {
   if (obj.group && (name == "grouper" || name == "list")) return (*obj.list)[name == "grouper" ? 0 : 1];
   if (obj.kind == K::Dict) {
     if (const Value* v = obj.get(name)) return *v;
-    if (kDictMethods.contains(name)) return bound_method(obj, name, line);
+    // A namespace has its attributes only; a dict has its methods too.
+    if (!obj.is_namespace && kDictMethods.contains(name)) return bound_method(obj, name, line);
     return {};
   }
   // A name Python's str or list has is a method (calling one not implemented fails by name); any other is

@@ -168,16 +168,57 @@ std::string float_repr(double f) {
   return out + (exp10 < 0 ? "e-" : "e+") + (mag < 10 ? "0" : "") + std::to_string(mag);
 }
 
+// Python's backslash escape of a code point: \xNN, \uNNNN or \UNNNNNNNN.
+std::string escaped_char(int32_t cp) {
+  return cp < 0x100     ? fmt::format("\\x{:02x}", cp)
+         : cp < 0x10000 ? fmt::format("\\u{:04x}", cp)
+                        : fmt::format("\\U{:08x}", cp);
+}
+
+// Python's ascii() of what repr gave: every character past ASCII escaped.
+std::string ascii_escaped(const std::string& s) {
+  std::string out;
+  for (size_t k = 0; k < s.size();) {
+    const auto [cp, n] = char_at(s, k);
+    if (cp >= 0x80) {
+      out += escaped_char(cp);
+    } else {
+      out.append(s, k, n);
+    }
+    k += n;
+  }
+  return out;
+}
+
+// Python's repr of a str: quoted with ' (or " when only ' occurs), backslash escapes for the quote, \\, \t, \n and
+// \r, and \xNN, \uNNNN or \UNNNNNNNN for what is not printable (categories C and Z but the space).
 std::string py_quote(const std::string& s) {
   const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, q);
-  for (char c : s) {
-    if (c == q || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
+  for (size_t k = 0; k < s.size();) {
+    const auto [cp, n] = char_at(s, k);
+    const char c = s[k];
+    k += n;
+    if (cp < 0) {
+      out += c;  // not UTF-8: a Python str cannot hold it, so it stays as it is
+    } else if (c == q || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\t' || c == '\n' || c == '\r') {
+      out += c == '\t' ? "\\t" : c == '\n' ? "\\n" : "\\r";
+    } else if (cp == ' ' || (cp > 0x20 && cp < 0x7f)) {
+      out += c;
+    } else {
+      const utf8proc_category_t cat = utf8proc_category(cp);
+      const bool printable = cp >= 0x80 && !(cat >= UTF8PROC_CATEGORY_ZS && cat <= UTF8PROC_CATEGORY_ZP) &&
+                             !(cat >= UTF8PROC_CATEGORY_CC && cat <= UTF8PROC_CATEGORY_CO) &&
+                             cat != UTF8PROC_CATEGORY_CN;
+      if (printable) {
+        out.append(s, k - n, n);
+      } else {
+        out += escaped_char(cp);
+      }
     }
-    out += c;
   }
   return out + q;
 }
@@ -213,49 +254,52 @@ Value html_escaped(const std::string& s) {
 
 namespace {
 
-void json_string(const std::string& s, std::string& out) {
+// A JSON string as json.dumps writes it: the short escapes, \u00XX for other control characters, and with
+// ensure_ascii every character past ASCII's printable ones as \uXXXX (a surrogate pair past U+FFFF).
+void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
+  auto escape = [&](uint32_t u) { out += fmt::format("\\u{:04x}", u); };
   out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+  for (size_t k = 0; k < s.size();) {
+    const auto c = static_cast<unsigned char>(s[k]);
+    const char* short_escape = c == '"'    ? "\\\""
+                               : c == '\\' ? "\\\\"
+                               : c == '\n' ? "\\n"
+                               : c == '\r' ? "\\r"
+                               : c == '\t' ? "\\t"
+                               : c == '\b' ? "\\b"
+                               : c == '\f' ? "\\f"
+                                           : nullptr;
+    if (short_escape != nullptr) {
+      out += short_escape;
+      ++k;
+    } else if (c < 0x20 || (ensure_ascii && c == 0x7f)) {
+      escape(c);
+      ++k;
+    } else if (c < 0x80 || !ensure_ascii) {
+      out += static_cast<char>(c);
+      ++k;
+    } else {
+      const auto [cp, n] = char_at(s, k);
+      if (cp < 0) {
+        out += static_cast<char>(c);  // not UTF-8: Python's strings cannot hold it, so it stays as it is
+      } else if (cp > 0xffff) {
+        escape(0xd800 + ((static_cast<uint32_t>(cp) - 0x10000) >> 10));
+        escape(0xdc00 + ((static_cast<uint32_t>(cp) - 0x10000) & 0x3ff));
+      } else {
+        escape(static_cast<uint32_t>(cp));
+      }
+      k += n;
     }
   }
   out += '"';
 }
 
-void json_dump(const Value& v, int indent, int depth, std::string& out) {
+void json_dump(const Value& v, const JsonOptions& o, int depth, std::string& out) {
   const auto newline = [&](int d) {
     out += '\n';
-    out.append(static_cast<size_t>(indent * d), ' ');
+    for (int k = 0; k < d; ++k) out += *o.indent;
   };
+  const std::string& item_separator = o.item_separator ? *o.item_separator : o.indent ? "," : ", ";
   switch (v.kind) {
     case Value::Kind::Undefined:
     case Value::Kind::None:
@@ -273,7 +317,7 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
       return;
     }
     case Value::Kind::String:
-      json_string(v.s, out);
+      json_string(v.s, o.ensure_ascii, out);
       return;
     case Value::Kind::List: {
       if (v.list->empty()) {
@@ -282,11 +326,11 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
       }
       out += '[';
       for (size_t k = 0; k < v.list->size(); ++k) {
-        if (k) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
-        json_dump((*v.list)[k], indent, depth + 1, out);
+        if (k) out += item_separator;
+        if (o.indent) newline(depth + 1);
+        json_dump((*v.list)[k], o, depth + 1, out);
       }
-      if (indent >= 0) newline(depth);
+      if (o.indent) newline(depth);
       out += ']';
       return;
     }
@@ -295,15 +339,20 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
         out += "{}";
         return;
       }
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& kv : *v.dict) items.push_back(&kv);
+      // Python's order of str keys is by code point, which is UTF-8's byte order.
+      if (o.sort_keys)
+        std::stable_sort(items.begin(), items.end(), [](auto* x, auto* y) { return x->first < y->first; });
       out += '{';
-      for (size_t k = 0; k < v.dict->size(); ++k) {
-        if (k) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
-        json_string((*v.dict)[k].first, out);
-        out += ": ";
-        json_dump((*v.dict)[k].second, indent, depth + 1, out);
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k) out += item_separator;
+        if (o.indent) newline(depth + 1);
+        json_string(items[k]->first, o.ensure_ascii, out);
+        out += o.key_separator;
+        json_dump(items[k]->second, o, depth + 1, out);
       }
-      if (indent >= 0) newline(depth);
+      if (o.indent) newline(depth);
       out += '}';
       return;
     }
@@ -334,11 +383,11 @@ std::string to_string(const Value& v) {
       return s + (!v.tuple ? "]" : v.list->size() == 1 ? ",)" : ")");
     }
     case Value::Kind::Dict: {
-      std::string s = "{";
+      std::string s = v.is_namespace ? "<Namespace {" : "{";  // jinja2's Namespace.__repr__
       for (size_t k = 0; k < v.dict->size(); ++k) {
         s += (k ? ", " : "") + py_quote((*v.dict)[k].first) + ": " + repr((*v.dict)[k].second);
       }
-      return s + "}";
+      return s + (v.is_namespace ? "}>" : "}");
     }
     case Value::Kind::Function:
       return "<function>";
@@ -346,10 +395,16 @@ std::string to_string(const Value& v) {
   return "";
 }
 
-std::string to_json(const Value& v, int indent) {
+std::string to_json(const Value& v, const JsonOptions& options) {
   std::string out;
-  json_dump(v, indent, 0, out);
+  json_dump(v, options, 0, out);
   return out;
+}
+
+std::string to_json(const Value& v, int indent) {
+  JsonOptions options;
+  if (indent >= 0) options.indent = std::string(static_cast<size_t>(indent), ' ');
+  return to_json(v, options);
 }
 
 void check_built(size_t bytes, std::string_view what, int line) {
@@ -510,9 +565,10 @@ int compare(const Value& l, const Value& r, int line) {
     return (c > 0) - (c < 0);
   }
   if (l.kind == K::List && r.kind == K::List && l.tuple == r.tuple) {
+    // As Python: the first items that are not == decide, so equal items need no order (two equal dicts).
     const size_t n = std::min(l.list->size(), r.list->size());
     for (size_t k = 0; k < n; ++k) {
-      if (const int c = compare((*l.list)[k], (*r.list)[k], line); c != 0) return c;
+      if (!equal((*l.list)[k], (*r.list)[k])) return compare((*l.list)[k], (*r.list)[k], line);
     }
     return (l.list->size() > n) - (r.list->size() > n);
   }
@@ -521,6 +577,7 @@ int compare(const Value& l, const Value& r, int line) {
 }
 
 bool contains(const Value& container, const Value& item, int line) {
+  if (container.kind == K::Undefined) return false;  // jinja2's Undefined iterates as nothing
   if (container.kind == K::String) return container.s.find(as_str(item, line, "in")) != std::string::npos;
   if (container.kind == K::Dict) return item.kind == K::String && container.get(item.s) != nullptr;
   if (container.kind == K::List) {
@@ -676,9 +733,9 @@ struct Conversion {
   bool has(char flag) const { return flags.find(flag) != std::string::npos; }
 };
 
-// %s, %r and %a: str() or repr(), cut to the first `precision` characters.
+// %s, %r and %a: str(), repr() or ascii(), cut to the first `precision` characters.
 std::string format_text(const Conversion& c, const Value& v) {
-  std::string body = c.type == 's' ? to_string(v) : repr(v);
+  std::string body = c.type == 's' ? to_string(v) : c.type == 'a' ? ascii_escaped(repr(v)) : repr(v);
   if (c.precision >= 0) body = prefix_chars(body, static_cast<size_t>(c.precision));
   return body;
 }
@@ -723,25 +780,38 @@ std::string format_integer(const Conversion& c, const Value& v, int line) {
   return sign + prefix + digits;
 }
 
-// %e %E %f %F %g %G through C's printf, whose flags, width and precision mean what Python's do.
+// %e %E %f %F %g %G through C's printf, whose flags, width and precision mean what Python's do. Only inf and nan
+// differ: Python pads them with zeros too under the 0 flag, and prints no sign of a nan.
 std::string format_float(const Conversion& c, const Value& v, int line) {
-  const double x = as_number(v, line);
-  const std::string spec = "%" + c.flags + (c.width > 0 ? std::to_string(c.width) : "") + "." +
+  const double number = as_number(v, line);
+  const double x = std::isnan(number) ? std::fabs(number) : number;  // Python's nan has no sign
+  const bool zero_pad_special = !std::isfinite(x) && c.has('0') && !c.has('-');
+  std::string flags = c.flags;
+  if (zero_pad_special) std::erase(flags, '0');
+  const int64_t width = zero_pad_special ? 0 : c.width;
+  const std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "") + "." +
                            std::to_string(c.precision >= 0 ? c.precision : 6) + c.type;
   const int n = std::snprintf(nullptr, 0, spec.c_str(), x);
   std::string body(static_cast<size_t>(n) + 1, '\0');
   std::snprintf(body.data(), body.size(), spec.c_str(), x);
   body.resize(static_cast<size_t>(n));
+  if (zero_pad_special && static_cast<int64_t>(body.size()) < c.width) {
+    const size_t sign = body[0] == '+' || body[0] == '-' || body[0] == ' ' ? 1 : 0;
+    body.insert(sign, static_cast<size_t>(c.width) - body.size(), '0');
+  }
   return body;
 }
 
 }  // namespace
 
-// A tuple gives the positional arguments, a dict the %(name)s ones, any other value the one argument. Conversions
-// are s r a d i u o x X e E f F g G c and %%, with flags (- + space 0 #), width and precision (digits or *).
+// A tuple gives the positional arguments, and any other value is the one argument; a dict also gives the %(name)s
+// ones. Conversions are s r a d i u o x X e E f F g G c and %%, with flags (- + space 0 #), width and precision
+// (digits or *). As in Python, an argument that can be subscripted (a dict, a list, Undefined) need not be used.
 std::string percent_format(const std::string& format, const Value& args, int line) {
   const bool mapping = args.kind == K::Dict;
-  const List positional = args.kind == K::List && args.tuple ? *args.list : mapping ? List{} : List{args};
+  const bool tuple = args.kind == K::List && args.tuple;
+  const bool subscriptable = mapping || (args.kind == K::List && !tuple) || args.kind == K::Undefined;
+  const List positional = tuple ? *args.list : List{args};
   size_t next = 0;
   auto take = [&]() -> const Value& {
     if (next >= positional.size()) fail("template line {}: not enough arguments for format string", line);
@@ -804,12 +874,14 @@ std::string percent_format(const std::string& format, const Value& args, int lin
       body = format_text(c, v);
     } else if (c.type == 'c') {
       body = format_char(v, line);
-    } else if (std::strchr("diuoxX", c.type) != nullptr) {
+    } else if (c.type != 0 && std::strchr("diuoxX", c.type) != nullptr) {
       body = format_integer(c, v, line);
-    } else if (std::strchr("eEfFgG", c.type) != nullptr) {
+    } else if (c.type != 0 && std::strchr("eEfFgG", c.type) != nullptr) {
       out += format_float(c, v, line);  // printf has padded it
       continue;
     } else {
+      const auto u = static_cast<unsigned char>(c.type);
+      if (u < 0x20 || u >= 0x7f) fail("template line {}: unsupported format character 0x{:02x}", line, u);
       fail("template line {}: unsupported format character '{}'", line, c.type);
     }
     const auto len = static_cast<int64_t>(code_points(body));
@@ -819,7 +891,7 @@ std::string percent_format(const std::string& format, const Value& args, int lin
     }
     out += body;
   }
-  if (!mapping && next < positional.size())
+  if (!subscriptable && next < positional.size())
     fail("template line {}: not all arguments converted during string formatting", line);
   return out;
 }
