@@ -802,6 +802,30 @@ std::string format_float(const Conversion& c, const Value& v, int line) {
   return body;
 }
 
+// v by one conversion, padded to its width.
+std::string format_conversion(const Conversion& c, const Value& v, int line) {
+  std::string body;
+  if (c.type == 's' || c.type == 'r' || c.type == 'a') {
+    body = format_text(c, v);
+  } else if (c.type == 'c') {
+    body = format_char(v, line);
+  } else if (c.type != 0 && std::strchr("diuoxX", c.type) != nullptr) {
+    body = format_integer(c, v, line);
+  } else if (c.type != 0 && std::strchr("eEfFgG", c.type) != nullptr) {
+    return format_float(c, v, line);  // printf has padded it
+  } else {
+    const auto u = static_cast<unsigned char>(c.type);
+    if (u < 0x20 || u >= 0x7f) fail("template line {}: unsupported format character 0x{:02x}", line, u);
+    fail("template line {}: unsupported format character '{}'", line, c.type);
+  }
+  const auto len = static_cast<int64_t>(code_points(body));
+  if (len < c.width) {
+    const std::string pad(static_cast<size_t>(c.width - len), ' ');
+    body = c.has('-') ? body + pad : pad + body;
+  }
+  return body;
+}
+
 }  // namespace
 
 // A tuple gives the positional arguments, and any other value is the one argument; a dict also gives the %(name)s
@@ -868,28 +892,7 @@ std::string percent_format(const std::string& format, const Value& args, int lin
       out += '%';
       continue;
     }
-    const Value& v = named != nullptr ? *named : take();
-    std::string body;
-    if (c.type == 's' || c.type == 'r' || c.type == 'a') {
-      body = format_text(c, v);
-    } else if (c.type == 'c') {
-      body = format_char(v, line);
-    } else if (c.type != 0 && std::strchr("diuoxX", c.type) != nullptr) {
-      body = format_integer(c, v, line);
-    } else if (c.type != 0 && std::strchr("eEfFgG", c.type) != nullptr) {
-      out += format_float(c, v, line);  // printf has padded it
-      continue;
-    } else {
-      const auto u = static_cast<unsigned char>(c.type);
-      if (u < 0x20 || u >= 0x7f) fail("template line {}: unsupported format character 0x{:02x}", line, u);
-      fail("template line {}: unsupported format character '{}'", line, c.type);
-    }
-    const auto len = static_cast<int64_t>(code_points(body));
-    if (len < c.width) {
-      const std::string pad(static_cast<size_t>(c.width - len), ' ');
-      body = c.has('-') ? body + pad : pad + body;
-    }
-    out += body;
+    out += format_conversion(c, named != nullptr ? *named : take(), line);
   }
   if (!subscriptable && next < positional.size())
     fail("template line {}: not all arguments converted during string formatting", line);
