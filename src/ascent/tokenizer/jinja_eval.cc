@@ -80,10 +80,12 @@ Value int_arithmetic(const std::string& op, int64_t x, int64_t y, int line) {
     return Value::integer(p);
   }
   if (y == 0) fail("template line {}: division by zero", line);
-  if (x == INT64_MIN && y == -1) checked(0, x, '-', line);                   // the one quotient past int64's range
-  const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // Python floors
-  if (op == "//") return Value::integer(q);
-  if (op == "%") return Value::integer(x - q * y);
+  if (x == INT64_MIN && y == -1) checked(0, x, '-', line);  // the one quotient past int64's range
+  // Python floors: a remainder of the other sign than y moves one y over (x - q * y could overflow, as for 3 % -2^63).
+  const int64_t r = x % y;
+  const bool floor_down = r != 0 && ((r < 0) != (y < 0));
+  if (op == "//") return Value::integer(x / y - (floor_down ? 1 : 0));
+  if (op == "%") return Value::integer(floor_down ? r + y : r);
   fail("template line {}: unknown operator '{}'", line, op);
 }
 
