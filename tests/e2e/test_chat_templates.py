@@ -302,6 +302,43 @@ FEATURES = {
                          "[{{ none|e }}][{{ 'a'|e is escaped }}{{ 'a' is escaped }}{{ ('a'|e ~ 'b') is escaped }}]"
                          "[{{ ['<a>'|e, '<b>'|safe, 'c'] }}][{{ '<a>'|safe|e }}][{{ '<a>'|safe|forceescape }}]"
                          "[{{ [1]|safe|length }}][{{ ('<a>'|e)|tojson }}]{% set x = '<i>'|e %}[{{ x|e }}]",
+    # Python's bools are integers (abs, round, unary signs, repetition, the number test). HF's tojson binds
+    # ensure_ascii, indent, separators and sort_keys in that order. A namespace prints as jinja2's Namespace and has
+    # only its attributes. Empty sequences repeat at once however many times.
+    "bools_tojson_namespace": r"{{ true|abs }} {{ false|abs }} {{ true|round }} {{ -true }} {{ +false }}"
+                              r" {{ true is number }} {{ 'ab' * true }} {{ false * [1] }}"
+                              r" {{ {'b': 'é', 'a': [1, '\U0001F999\x7f']}|tojson(true) }} {{ 'é'|tojson(2) }}"
+                              r" {{ {'b': 1, 'a': {'d': 2, 'c': 3}}|tojson(sort_keys=true) }}"
+                              r" {{ [1, {'a': 2}]|tojson(indent=2, separators=(',', ' = ')) }}"
+                              r" {{ [1, [2]]|tojson(false, '\t') }} {{ [1]|tojson(none, -2) }}"
+                              r"{% set ns = namespace(a=1, b='x') %} {{ ns }} {{ [ns] }} {{ ns is mapping }}"
+                              r" {{ ns.items is defined }} {{ ns is iterable }}"
+                              r" {{ ('' * 9223372036854775807)|length }} {{ ([] * 9223372036854775807)|length }}",
+    # Python's float % and // (CPython's divmod), % formatting of ascii(), of inf and nan under the 0 flag and of an
+    # argument that can be subscripted, and repr's escapes for what is not printable.
+    "arithmetic_and_formatting": r"{{ 1e308 % 3 }} {{ -7 % 2.5 }} {{ 7 % -0.5 }} {{ 0.0 % -7 }}"
+                                 r" {{ 9223372036854775807 % 2.5 }} {{ 1e308 // 3 }} {{ -7.5 // 2 }} {{ 7 // -0.5 }}"
+                                 r" {{ 1 // 0.1 }} {{ 1 % 0.1 }} {{ 3 % (-9223372036854775807 - 1) }}"
+                                 r" {{ -3 % (-9223372036854775807 - 1) }} {{ 3 // (-9223372036854775807 - 1) }}"
+                                 r" {{ (-9223372036854775807 - 1) % 3 }} {{ (-9223372036854775807 - 1) // 3 }}"
+                                 r" {{ '%a|%5.1f|%05.1f|% 08.3f|%-6f|%05f'"
+                                 r" % ('é', 1e400, 1e400, -1e400, 1e400, 1e400 - 1e400) }}"
+                                 r" {{ '%a' % ['ü\u3000'] }} {{ 'ab' % [1] }}{{ 'ab' % {} }}{{ 'ab' % nope }}"
+                                 r""" {{ '%s' % {'a': 1} }} {{ ['a\tb', 'c\u00a0d', '\x01', 'é', '\u2028', "'"] }}""",
+    # Undefined as a container (in), slices of what cannot be sliced (Undefined in jinja2), lists whose equal items
+    # have no order, unpacking any iterable, str and dict methods' optional arguments, and filters' named arguments.
+    "containers_and_methods": r"{{ 1 in nope }} {{ 'a' not in nope }} [{{ none[1:] }}|{{ 5[::2] }}|{{ {'a': 1}[1:] }}]"
+                              r" {{ [{'a': 1}, 2] < [{'a': 1}, 3] }} {{ messages < messages }} {{ messages <= messages }}"
+                              r" {% for k, v in {'ab': 1, 'cd': 2} %}{{ v }}{{ k }};{% endfor %}"
+                              r"{% for a, b in ['xy'] %}{{ b }}{{ a }}{% endfor %}"
+                              r" {{ 'abc'.startswith('b', 1) }} {{ 'abc'.endswith('b', 0, 2) }}"
+                              r" {{ 'abc'.startswith(('x', 'a')) }} {{ 'abc'.startswith('', 4) }}"
+                              r" {{ 'abc'.startswith('', 3) }} {{ 'abc'.endswith('c', -1) }}"
+                              r" {{ 'abc'.endswith(('b', 'c'), none, -1) }} {{ {'a': 1}.get(5, '*') }}"
+                              r" {{ nope is iterable }} {{ nope is sequence }} {{ nope is callable }}"
+                              r" {{ 'a-b'|replace('-', 1) }} {{ 5|replace(5, 'five') }} {{ 3.7|int(default=1) }}"
+                              r" {{ 'x'|float(default=2.5) }} {{ none|default('d', boolean=true) }}"
+                              r" [{{ ' xay '|trim(chars=' y') }}] {{ nope|items|list }} {{ 'T' if {}|items else 'F' }}",
 }
 FEATURE_CONTEXT = {"messages": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi"},
                                 {"role": "assistant", "content": "stop"}, {"role": "user", "content": "more"}]}
@@ -431,7 +468,19 @@ def main():
              "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|length }}", "nested more than 256 levels deep"),
             ("a namespace holding itself", "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}",
              "a namespace cannot hold a namespace"),
-            ("a list appended to itself", "{% set l = [] %}{{ l.append(l) }}{{ l }}", "'append' is refused")]:
+            ("a list appended to itself", "{% set l = [] %}{{ l.append(l) }}{{ l }}", "'append' is refused"),
+            # Python's result is a complex number, which no value here holds.
+            ("a negative number to a fractional power", "{{ (-8) ** 0.5 }}", "-8 ** 0.5 is a complex number"),
+            # jinja2 refuses arguments a filter does not take.
+            ("a filter given an argument it does not take", "{{ 'a'|upper(1) }}",
+             "filter 'upper' takes at most 0 arguments, got 1"),
+            ("a filter given a keyword it does not take", "{{ [1]|first(x=1) }}", "filter 'first' has no argument 'x'"),
+            ("int with another base", "{{ '1A'|int(0, 16) }}", "int with base 16 is not supported"),
+            ("strip with a number", "{{ 'a'.strip(1) }}", "strip arg must be None or str, got 1"),
+            ("tojson separators that are not a pair", "{{ [1]|tojson(separators=',') }}",
+             "tojson separators must be two strings, got ','"),
+            ("items of a list", "{{ [1]|items|list }}", "items: can only get item pairs from a mapping, got [1]"),
+            ("calling an undefined name", "{{ nosuch(1) }}", "template line 1: 'nosuch' is undefined")]:
         json.dump({"chat_template": source}, open(config, "w"))
         r = run(["chat-template", "--config", config, "--context", path])
         err = r.stderr.strip()

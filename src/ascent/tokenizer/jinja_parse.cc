@@ -192,6 +192,40 @@ size_t unescape(const std::string& s, size_t j, std::string& v, int line) {
   return last;
 }
 
+// The number literal at s[i] (digits and underscores, a fraction, an exponent); i moves past it.
+Token lex_number(const std::string& s, size_t& i, int line) {
+  auto digit = [&](size_t k) { return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])); };
+  size_t j = i;
+  bool is_float = false;
+  while (digit(j) || (j < s.size() && s[j] == '_') || (j < s.size() && s[j] == '.' && digit(j + 1))) {
+    is_float |= s[j] == '.';
+    ++j;
+  }
+  // An exponent (jinja2's float literals: 1e300, 2.5E-3), taken only where digits follow it.
+  if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+    size_t k = j + 1;
+    if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+    if (digit(k)) {
+      while (digit(k) || (k < s.size() && s[k] == '_')) ++k;
+      is_float = true;
+      j = k;
+    }
+  }
+  std::string num = s.substr(i, j - i);
+  i = j;
+  std::erase(num, '_');
+  Token t{is_float ? Token::Kind::Float : Token::Kind::Int, num};
+  if (is_float) {
+    t.f = std::strtod(num.c_str(), nullptr);  // past a double's range: inf, as Python's literal
+    return t;
+  }
+  // Python's ints are unbounded; ours are 64-bit, as the evaluator's arithmetic is.
+  const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), t.i);
+  if (ec != std::errc() || end != num.data() + num.size())
+    fail("template line {}: integer literal {} is past 64 bits", line, num);
+  return t;
+}
+
 std::vector<Token> tokenize(const std::string& s, int line) {
   std::vector<Token> out;
   size_t i = 0;
@@ -205,39 +239,7 @@ std::vector<Token> tokenize(const std::string& s, int line) {
       out.push_back({Token::Kind::Name, s.substr(i, j - i)});
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t j = i;
-      bool is_float = false;
-      while (j < s.size() &&
-             (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
-              (s[j] == '.' && j + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[j + 1]))))) {
-        is_float |= s[j] == '.';
-        ++j;
-      }
-      // An exponent (jinja2's float literals: 1e300, 2.5E-3), taken only where digits follow it.
-      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
-        size_t k = j + 1;
-        if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
-        if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
-          while (k < s.size() && (std::isdigit(static_cast<unsigned char>(s[k])) || s[k] == '_')) ++k;
-          is_float = true;
-          j = k;
-        }
-      }
-      std::string num = s.substr(i, j - i);
-      std::erase(num, '_');
-      Token t{is_float ? Token::Kind::Float : Token::Kind::Int, num};
-      if (is_float) {
-        t.f = std::strtod(num.c_str(), nullptr);  // past a double's range: inf, as Python's literal
-      } else {
-        // Python's ints are unbounded; ours are 64-bit, as the evaluator's arithmetic (std::stoll threw a bare
-        // "stoll" here).
-        const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), t.i);
-        if (ec != std::errc() || end != num.data() + num.size()) {
-          fail("template line {}: integer literal {} is past 64 bits", line, num);
-        }
-      }
-      out.push_back(t);
-      i = j;
+      out.push_back(lex_number(s, i, line));
     } else if (c == '\'' || c == '"') {
       std::string v;
       size_t j = i + 1;
@@ -274,7 +276,7 @@ std::vector<Token> tokenize(const std::string& s, int line) {
 using ExprPtr = std::unique_ptr<Expr>;
 
 // Templates nested deeper than this are refused: the parsers below recurse once per level (parentheses, lists,
-// unary operators, blocks), so unbounded nesting in a model's template overflowed the stack. Python's jinja2, the
+// unary operators, blocks), so unbounded nesting in a model's template would overflow the stack. Python's jinja2, the
 // reference, fails at about 100 nested parentheses or blocks as well (RecursionError, "too many levels of
 // indentation").
 constexpr int kMaxNesting = 100;
@@ -510,12 +512,12 @@ class ExprParser {
             if (++part > 2) fail("template line {}: bad slice", line_);
             continue;
           }
-          // One expression per part: x[1 2] read as x[2] before.
+          // One expression per part: x[1 2] is an error, as in jinja2.
           if (parts[part]) fail("template line {}: expected ':' or ']' in a subscript", line_);
           parts[part] = expression();
         }
         expect_op("]");
-        // x[] left the index null, and rendering it dereferenced that (SIGSEGV); jinja2 refuses it as syntax.
+        // jinja2 refuses x[] as syntax; an Index needs its key.
         if (!slice && !parts[0]) fail("template line {}: an empty subscript []", line_);
         auto n = node(slice ? Expr::Kind::Slice : Expr::Kind::Index);
         n->args.push_back(std::move(e));
@@ -683,79 +685,13 @@ class Parser {
         }
       }
       if (kw == "if") {
-        n->kind = Node::Kind::If;
-        n->conditions.push_back(p->expression());
-        p->expect_end();
-        for (;;) {
-          std::string end;
-          n->branches.push_back(body_until({"elif", "else", "endif"}, end));
-          if (end.empty()) fail("template line {}: 'if' is never closed with endif", s.line);
-          if (end == "endif") break;
-          if (end == "elif") {
-            n->conditions.push_back(last_->expression());
-          }
-          last_->expect_end();
-        }
+        parse_if(*p, *n);
       } else if (kw == "for") {
-        n->kind = Node::Kind::For;
-        n->targets.push_back(p->expect_name());
-        while (p->is_op(",")) {
-          p->next();
-          n->targets.push_back(p->expect_name());
-        }
-        if (!p->is_name("in")) fail("template line {}: expected 'in' in for", s.line);
-        p->next();
-        n->expr = p->or_expr();
-        if (p->is_name("if")) {
-          p->next();
-          n->filter = p->or_expr();
-        }
-        if (p->is_name("recursive")) fail("template line {}: recursive loops are not supported", s.line);
-        p->expect_end();
-        std::string end;
-        n->branches.push_back(body_until({"else", "endfor"}, end));
-        if (end.empty()) fail("template line {}: 'for' is never closed with endfor", s.line);
-        n->needs_loop = reads_loop(n->branches[0]);
-        if (end == "else") {
-          n->branches.push_back(body_until({"endfor"}, end));
-          if (end.empty()) fail("template line {}: 'for' is never closed with endfor", s.line);
-        }
+        parse_for(*p, *n);
       } else if (kw == "set") {
-        n->kind = Node::Kind::Set;
-        n->targets.push_back(p->expect_name());
-        if (p->is_op(".")) {
-          p->next();
-          n->targets.push_back(p->expect_name());
-        }
-        if (p->is_op("=")) {
-          p->next();
-          n->expr = p->expression();
-          p->expect_end();
-        } else {  // {% set x %}...{% endset %}: the rendered body becomes the value
-          p->expect_end();
-          std::string end;
-          n->branches.push_back(body_until({"endset"}, end));
-          if (end.empty()) fail("template line {}: 'set' block is never closed with endset", s.line);
-        }
+        parse_set(*p, *n);
       } else if (kw == "macro") {
-        n->kind = Node::Kind::Macro;
-        n->macro_name = p->expect_name();
-        p->expect_op("(");
-        while (!p->is_op(")")) {
-          std::string name = p->expect_name();
-          std::unique_ptr<Expr> dflt;
-          if (p->is_op("=")) {
-            p->next();
-            dflt = p->expression();
-          }
-          n->params.emplace_back(std::move(name), std::move(dflt));
-          if (!p->is_op(")")) p->expect_op(",");
-        }
-        p->expect_op(")");
-        p->expect_end();
-        std::string end;
-        n->branches.push_back(body_until({"endmacro"}, end));
-        if (end.empty()) fail("template line {}: 'macro' is never closed with endmacro", s.line);
+        parse_macro(*p, *n);
       } else if (kw == "break" || kw == "continue") {
         n->kind = kw == "break" ? Node::Kind::Break : Node::Kind::Continue;
       } else if (kw == "generation" || kw == "endgeneration") {
@@ -769,6 +705,91 @@ class Parser {
     return out;
   }
 
+  // The body up to one of `stops`, failing with "'TAG' is never closed with END" at the end of the template.
+  NodeList body_closed_by(const std::vector<std::string>& stops, std::string& end, const Node& n, const char* tag,
+                          const char* closer) {
+    NodeList body = body_until(stops, end);
+    if (end.empty()) fail("template line {}: {} is never closed with {}", n.line, tag, closer);
+    return body;
+  }
+
+  // {% if cond %} ... {% elif cond %} ... {% else %} ... {% endif %}: a condition per branch, none for else.
+  void parse_if(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::If;
+    n.conditions.push_back(p.expression());
+    p.expect_end();
+    for (;;) {
+      std::string end;
+      n.branches.push_back(body_closed_by({"elif", "else", "endif"}, end, n, "'if'", "endif"));
+      if (end == "endif") break;
+      if (end == "elif") n.conditions.push_back(last_->expression());
+      last_->expect_end();
+    }
+  }
+
+  // {% for a[, b...] in iterable [if filter] %} ... [{% else %} ...] {% endfor %}
+  void parse_for(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::For;
+    n.targets.push_back(p.expect_name());
+    while (p.is_op(",")) {
+      p.next();
+      n.targets.push_back(p.expect_name());
+    }
+    if (!p.is_name("in")) fail("template line {}: expected 'in' in for", n.line);
+    p.next();
+    n.expr = p.or_expr();
+    if (p.is_name("if")) {
+      p.next();
+      n.filter = p.or_expr();
+    }
+    if (p.is_name("recursive")) fail("template line {}: recursive loops are not supported", n.line);
+    p.expect_end();
+    std::string end;
+    n.branches.push_back(body_closed_by({"else", "endfor"}, end, n, "'for'", "endfor"));
+    n.needs_loop = reads_loop(n.branches[0]);
+    if (end == "else") n.branches.push_back(body_closed_by({"endfor"}, end, n, "'for'", "endfor"));
+  }
+
+  // {% set name[.attribute] = value %}, or {% set name %}...{% endset %}, whose rendered body becomes the value.
+  void parse_set(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::Set;
+    n.targets.push_back(p.expect_name());
+    if (p.is_op(".")) {
+      p.next();
+      n.targets.push_back(p.expect_name());
+    }
+    if (p.is_op("=")) {
+      p.next();
+      n.expr = p.expression();
+      p.expect_end();
+      return;
+    }
+    p.expect_end();
+    std::string end;
+    n.branches.push_back(body_closed_by({"endset"}, end, n, "'set' block", "endset"));
+  }
+
+  // {% macro name(param, param=default, ...) %} ... {% endmacro %}
+  void parse_macro(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::Macro;
+    n.macro_name = p.expect_name();
+    p.expect_op("(");
+    while (!p.is_op(")")) {
+      std::string name = p.expect_name();
+      std::unique_ptr<Expr> dflt;
+      if (p.is_op("=")) {
+        p.next();
+        dflt = p.expression();
+      }
+      n.params.emplace_back(std::move(name), std::move(dflt));
+      if (!p.is_op(")")) p.expect_op(",");
+    }
+    p.expect_op(")");
+    p.expect_end();
+    std::string end;
+    n.branches.push_back(body_closed_by({"endmacro"}, end, n, "'macro'", "endmacro"));
+  }
+
   std::vector<Segment> segs_;
   size_t i_ = 0;
   std::unique_ptr<ExprParser> last_;
@@ -779,7 +800,7 @@ class Parser {
 
 NodeList parse_template(const std::string& source) {
   // As jinja2 loads a template (keep_trailing_newline false, newline_sequence "\n", HF's settings): line ends become
-  // "\n" and one final line end is dropped. A template ending in a newline rendered with it here.
+  // "\n" and one final line end is dropped.
   std::string text;
   text.reserve(source.size());
   for (size_t i = 0; i < source.size(); ++i) {
