@@ -21,7 +21,8 @@ def main():
     check([o.get("test") for o in objs] == ["pp32", "tg8"], "tests are pp32 and tg8")
     keys = {"test", "n_prompt", "n_gen", "n_depth", "n_threads", "tps_median", "tps_min", "tps_max", "roofline_pct",
             "samples_tps"}
-    check(all(set(o) == keys for o in objs), "each object has exactly the documented keys (no read_gbps: given)")
+    check(len(objs) == 2 and set(objs[0]) == keys and set(objs[1]) == keys | {"token_bytes"},
+          "each object has exactly the documented keys, decode's token_bytes too (no read_gbps: given)")
     check([(o.get("n_prompt"), o.get("n_gen"), o.get("n_depth")) for o in objs] == [(32, 0, 0), (0, 8, 0)] and
           all(o.get("n_threads", 0) >= 1 for o in objs), "n_prompt, n_gen, n_depth and n_threads as llama-bench's")
     check(all(0 < o["tps_min"] <= o["tps_median"] <= o["tps_max"] and o["roofline_pct"] > 0 for o in objs),
@@ -45,6 +46,8 @@ def main():
         check(abs(got - want) < 1e-3 * want,
               f"shares use the given roofline: decode {got:.4e} %/(t/s) = (4 B x {elems:.0f} + KV {4.5 * kv_row:.0f} B)"
               f" / 20 GB/s")
+        check(abs(tg["token_bytes"] - (4 * elems + 4.5 * kv_row)) < 1e-3 * tg["token_bytes"],
+              f"token_bytes is what a decode step was judged by: {tg['token_bytes']} vs {4 * elems + 4.5 * kv_row:.0f}")
     r = run(["bench", "-m", MODEL, "-p", 16, "-n", 8, "-d", 40, "-r", 2, "--jsonl"] + ROOF)
     objs_d = [json.loads(line) for line in r.stdout.strip().splitlines()] if r.returncode == 0 else []
     check([o.get("test") for o in objs_d] == ["pp16 @ d40", "tg8 @ d40"],

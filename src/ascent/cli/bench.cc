@@ -45,6 +45,7 @@ struct Result {
   double median = 0, min = 0, max = 0, roofline_pct = 0;
   std::vector<double> samples;    // each timed run's t/s, in run order (llama-bench's samples_ts)
   std::vector<double> read_gbps;  // decode: each run's read (its tokens' reads weighted by their times), in run order
+  double token_bytes = 0;         // decode: the bytes a token reads on average (weights, KV rows), as judged
 };
 
 // What one thread count's tests were judged against, for the text output.
@@ -240,6 +241,7 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
       const double kv_row_bytes = 2.0 * static_cast<double>(cfg.n_layers * cfg.n_kv_heads * cfg.head_dim) * kv_elem;
       const double kv_bytes = (static_cast<double>(t.depth) + 0.5 * static_cast<double>(t.decode + 1)) * kv_row_bytes;
       r = summarize("tg" + std::to_string(t.decode) + at, t.tps, 100.0 * (wbytes + kv_bytes) / (roofline.gbps * 1e9));
+      r.token_bytes = wbytes + kv_bytes;
       if (!t.gbps.empty()) {
         std::vector<double> shares;
         for (size_t i = 0; i < t.tps.size(); ++i)
@@ -301,10 +303,11 @@ void run(Options& o) {
     for (const auto& r : results) {
       std::printf(
           "{\"test\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"n_depth\":%lld,\"n_threads\":%d,\"tps_median\":%.4f,"
-          "\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f,\"samples_tps\":%s%s}\n",
+          "\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f,\"samples_tps\":%s%s%s}\n",
           r.test.c_str(), static_cast<long long>(r.n_prompt), static_cast<long long>(r.n_gen),
           static_cast<long long>(r.n_depth), r.threads, r.median, r.min, r.max, r.roofline_pct,
-          array(r.samples).c_str(), r.read_gbps.empty() ? "" : (",\"read_gbps\":" + array(r.read_gbps)).c_str());
+          array(r.samples).c_str(), r.read_gbps.empty() ? "" : (",\"read_gbps\":" + array(r.read_gbps)).c_str(),
+          r.n_gen > 0 ? fmt::format(",\"token_bytes\":{:.0f}", r.token_bytes).c_str() : "");
     }
     return;
   }
