@@ -10,7 +10,7 @@ own, so loading their output also cross-checks our readers.
   bench/make_model.py -o bench/models/llama3-8b-q4_0.gguf --shape llama3-8b --type q4_0      # 4.6 GB
   bench/make_model.py -o bench/models/tl16-hf --hf --layers 16 --type f16                   # HF folder
   bench/make_model.py -o bench/models/tl16-q4_k.gguf --layers 16 --type q4_k   # random K-quant blocks
-  bench/make_model.py -o /work/models/tl16-f16.gguf --layers 16 --vocab ../shared/vocab/ggml-vocab-llama-spm.gguf
+  bench/make_model.py -o bench/models/tl16-f16.gguf --layers 16 --vocab ../shared/vocab/ggml-vocab-llama-spm.gguf
 
 --vocab copies a GGUF vocabulary's tokenizer.* metadata into the file (its token count must be the shape's
 vocabulary): llama.cpp refuses a model without one, and text prompts need one. TinyLlama's is Llama-2's
