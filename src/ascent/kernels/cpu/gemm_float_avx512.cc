@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "ascent/base/cpu_features.h"
 #include "ascent/kernels/cpu/gemm_avx512_common.h"
 
 namespace ascent::kernels {
@@ -230,15 +231,15 @@ struct Bf16Kern {
       body<R, TT, true>(in, w, n, t, out);
     }
   }
-  // Decode (one token): one row at a time, one vdpbf16ps chain, each 64-byte load a whole cache line of one
-  // contiguous run, prefetched as a decode stream (PrefetchTo::Stream; before it, with no software prefetch, the
-  // hardware prefetchers alone had followed such a run best: tl16 bf16 tg32 --no-mmap, alternating builds (Zen 4):
-  // one thread 67-70% -> 83-86% of a one-thread read; two threads 44-61% -> 68-79% in the fast memory state,
-  // 81-82% -> 88-100% in the slow one). (Rows in pairs with the L2 prefetch, as
-  // FloatKern does, were it before: one row's chain bound it from L2, which now runs at 77 GB/s on one core.) The
-  // same bits as the tiles (body<1, 1>). f16 one row at a time, whose 32-byte loads take half a line each, measured
-  // 69-77% against its pairs' 83%.
+  // Decode (one token): on AMD cores, one row at a time, one vdpbf16ps chain, each 64-byte load a whole cache line
+  // of one contiguous run, prefetched as a decode stream (PrefetchTo::Stream). There that beat rows in pairs with the
+  // L2 prefetch, as FloatKern runs them, by 15-25 points of the read (bench/RESULTS.md). On Intel
+  // cores a non-temporal prefetch fills L1 alone and holds one of its few fill buffers for a whole memory latency,
+  // which caps a core's stream; rows in pairs with the L2 prefetch read there at nearly twice the rate. Either way
+  // each output is the tiles' arithmetic (body), so the same bits.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    static const bool intel = cpu_features().intel;
+    if (intel) return decode_pairs<Bf16Kern>(in, w, n0, n1, o, in.K % 32 != 0);
     prefetch_span(in.xb.data(), in.Kp * 2);
     for (int64_t n = n0; n < n1; ++n) {
       float res[4][4];
