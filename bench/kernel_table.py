@@ -9,7 +9,7 @@ wraps around. So no format always runs first (right after the previous pass's la
 last. Rotated series have shown no effect of the position (bench/RESULTS.md, kernel table), but the rotation keeps
 any such effect off any one format.
 
-Decode is judged as `ascent bench` judges it: each token against reads of memory measured beside it. Prefill is
+Decode is judged as `ascent bench` judges it: each run against the best read of memory between its tokens. Prefill is
 judged against tokens/s derived from llama.cpp's figures on the same model shape (PREFILL_TPS below). The script
 measures and compares; it changes nothing.
 

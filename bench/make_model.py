@@ -10,6 +10,12 @@ own, so loading their output also cross-checks our readers.
   bench/make_model.py -o bench/models/llama3-8b-q4_0.gguf --shape llama3-8b --type q4_0      # 4.6 GB
   bench/make_model.py -o bench/models/tl16-hf --hf --layers 16 --type f16                   # HF folder
   bench/make_model.py -o bench/models/tl16-q4_k.gguf --layers 16 --type q4_k   # random K-quant blocks
+  bench/make_model.py -o bench/models/tl16-f16.gguf --layers 16 --vocab ../shared/vocab/ggml-vocab-llama-spm.gguf
+
+--vocab copies a GGUF vocabulary's tokenizer.* metadata into the file (its token count must be the shape's
+vocabulary): llama.cpp refuses a model without one, and text prompts need one. TinyLlama's is Llama-2's
+(ggml-vocab-llama-spm.gguf); the "k256" shape is the smallest whose every matrix row is whole 256-value K-quant
+super-blocks (for llama-quantize's Q4_K_M in bench/interop.py).
 """
 import argparse
 import struct
@@ -22,6 +28,7 @@ SHAPES = {
     "tinyllama": (2048, 32, 8, 5632, 32000, 22, 2048, "llama", 10000.0),
     "qwen2.5-0.5b": (896, 14, 2, 4864, 151936, 24, 32768, "qwen2", 1000000.0),  # QKV bias, tied embeddings
     "llama3-8b": (4096, 32, 8, 14336, 128256, 32, 8192, "llama", 500000.0),
+    "k256": (256, 4, 2, 768, 32000, 2, 2048, "llama", 10000.0),
 }
 GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "q4_k": 12, "q6_k": 14}
 
@@ -29,6 +36,50 @@ GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "q4_k": 12, "q6_k": 14}
 def kv_str(s):
     b = s.encode()
     return struct.pack("<Q", len(b)) + b
+
+
+def read_vocab(path, vocab_size):
+    """The tokenizer.* key/value pairs of a GGUF file, as (key, type, encoded value) ready to write again."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # fixed-size value types
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] not in (2, 3):
+        sys.exit(f"{path}: not a GGUF v2/v3 file")
+    n_kv = struct.unpack_from("<Q", data, 16)[0]
+    pos = 24
+
+    def string_end(p):
+        return p + 8 + struct.unpack_from("<Q", data, p)[0]
+
+    def value_end(t, p):
+        if t in sizes:
+            return p + sizes[t]
+        if t == 8:
+            return string_end(p)
+        if t != 9:
+            sys.exit(f"{path}: metadata value type {t} at byte {p} is not a GGUF type")
+        et, n = struct.unpack_from("<IQ", data, p)
+        p += 12
+        if et in sizes:
+            return p + n * sizes[et]
+        for _ in range(n):
+            p = value_end(et, p)
+        return p
+
+    out, tokens = [], None
+    for _ in range(n_kv):
+        key_end = string_end(pos)
+        key = data[pos + 8:key_end].decode()
+        t = struct.unpack_from("<I", data, key_end)[0]
+        end = value_end(t, key_end + 4)
+        if key.startswith("tokenizer."):
+            out.append((key, t, data[key_end + 4:end]))
+        if key == "tokenizer.ggml.tokens":
+            tokens = struct.unpack_from("<Q", data, key_end + 8)[0]
+        pos = end
+    if tokens != vocab_size:
+        sys.exit(f"{path}: tokenizer.ggml.tokens has {tokens} tokens, the shape's vocabulary {vocab_size}")
+    return out
 
 
 def random_kquant(t, kind, rng):
@@ -146,6 +197,7 @@ def main():
     ap.add_argument("--type", default="f16", choices=sorted(GGML) + ["bf16"])
     ap.add_argument("--hf", action="store_true", help="write a Hugging Face folder (f32, f16 or bf16) instead of GGUF")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab", help="a GGUF file whose tokenizer.* metadata to copy (GGUF output only)")
     a = ap.parse_args()
     C, H, Hkv, F, V, L, ctx, arch, theta = SHAPES[a.shape]
     L = a.layers or L
@@ -170,6 +222,8 @@ def main():
             return 1.0 + 0.05 * rng.standard_normal(shape, dtype=np.float32)
         return rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
 
+    if a.hf and a.vocab:
+        sys.exit("--vocab is for GGUF output (a --hf folder takes no tokenizer from here)")
     if a.hf:
         return write_hf(a, tensors, values, (C, H, Hkv, F, V, L, ctx, arch, theta))
     if a.type == "bf16":
@@ -184,6 +238,8 @@ def main():
             (p + "attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-6 if arch == "qwen2" else 1e-5)),
             (p + "rope.freq_base", 6, struct.pack("<f", theta)),
             (p + "rope.dimension_count", 4, struct.pack("<I", D))]
+    if a.vocab:
+        meta += read_vocab(a.vocab, V)
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
     for k, t, v in meta:
         head += kv_str(k) + struct.pack("<I", t) + v

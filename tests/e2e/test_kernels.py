@@ -242,6 +242,17 @@ def main():
                 same &= full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
                                                  for t in (0, 4, 8))
             check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 9")
+        # The float formats with 40 tokens too, at K = 2048 and 2061: a token block that large makes f16 prefill
+        # widen each row tile once for all its token tiles (F16Kern), and the rows must still equal decode's bits.
+        for isa in supported if name in ("f32", "f16", "bf16") else ():
+            same = True
+            for K in (2048, 2061):
+                x = rng.standard_normal((40, K)).astype(f32)
+                w = rng.standard_normal((13, K)).astype(f32)
+                full = run([x, w], isa, **attrs)
+                same &= full is not None and all(np.array_equal(run([x[t:t + 1], w], isa, **attrs), full[t:t + 1])
+                                                 for t in (0, 17, 39))
+            check(same, f"{name:9s} {isa:6s} rows alone are bitwise equal to the same rows in a batch of 40")
         # A NaN or an infinite activation makes its token's every output NaN (or infinite), as in floats, and
         # leaves the other tokens' bits alone. A quantizer once dropped the NaN from its block's scale: the output
         # stayed finite, and a model with a NaN activation went on generating.

@@ -31,6 +31,13 @@ CpuFeatures detect() {
     f.brand = brand;
     while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
   }
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.intel = std::strcmp(vendor, "GenuineIntel") == 0;
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   f.sse42 = (c >> 20) & 1;
   const bool osxsave = (c >> 27) & 1;

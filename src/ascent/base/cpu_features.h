@@ -7,6 +7,7 @@ namespace ascent {
 
 struct CpuFeatures {
   std::string brand;
+  bool intel = false;  // cpuid's vendor is GenuineIntel
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false, avx512_bf16 = false;
   bool avx_vnni = false;

@@ -2,8 +2,9 @@
 // runs, after an untimed warm-up run. With -d, each run starts with D tokens already in the KV cache (named
 // "ppP @ dD", as llama-bench does). Each figure is also a share of this machine's roofline. Prefill counts matmul
 // operations per token against the peak of the instruction its matmuls use. Decode counts the bytes a token reads
-// (its weights plus the KV cache rows each step attends over) against read bandwidth, measured beside each token.
-// -p, -n, -d and -t take lists, as llama-bench's: the model loads once per thread count.
+// (its weights plus the KV cache rows each step attends over) against read bandwidth: each run against the best
+// read measured between its tokens. -p, -n, -d and -t take lists, as llama-bench's: the model loads once per thread
+// count.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,7 +45,8 @@ struct Result {
   int threads = 0;
   double median = 0, min = 0, max = 0, roofline_pct = 0;
   std::vector<double> samples;    // each timed run's t/s, in run order (llama-bench's samples_ts)
-  std::vector<double> read_gbps;  // decode: each run's read (its tokens' reads weighted by their times), in run order
+  std::vector<double> read_gbps;  // decode: each run's read (the best measured between its tokens), in run order
+  double token_bytes = 0;         // decode: the bytes a token reads on average (weights, KV rows), as judged
 };
 
 // What one thread count's tests were judged against, for the text output.
@@ -161,14 +163,14 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
       }
       timed_tests.push_back(std::move(t));
     }
-    // Decode is judged token by token against a read of memory measured between the tokens, unless --roofline-gbps
-    // gives the bandwidth. The read is the fastest of six 32 MiB reads on the same threads, two with each of
-    // prof::sum_bytes' prefetches (~3 ms, untimed). A host's memory rate can move between states (30 and 60 GB/s,
-    // say) within tens of milliseconds, so reads before and after a whole run would misjudge a run that spent part
-    // of its time in the other state. Each token counts against the mean of the reads on its two sides. A run's read
-    // is its tokens' reads weighted by their times; its share is the bytes it streamed over the bytes that read would
-    // deliver in that time. Reads shorter than 32 MiB ramp up for more of their time and read less, overstating
-    // decode's share; longer ones read no more (bench/RESULTS.md, decode probe table).
+    // Decode is judged run by run against the best read of memory measured between its tokens, unless
+    // --roofline-gbps gives the bandwidth. The read (prof::ReadProbe) is the fastest of six 32 MiB reads on the same
+    // threads, two with each of prof::sum_bytes' prefetches (~3 ms, untimed), after every token. A host's memory rate
+    // can move between states within tens of milliseconds, and one such read catches one moment, slow or fast.
+    // Judged against the reads on its two sides, a token that streamed in a fast moment between two slow reads
+    // showed more than 100% of "the read" (bench/RESULTS.md, decode probe table). The best of a run's reads is the
+    // fastest a plain read was served during the run: a ceiling none of its tokens can beat. Reads shorter than 32
+    // MiB ramp up for more of their time and read less.
     constexpr int64_t kProbeWindow = int64_t{64} << 20;
     for (const int64_t decode : o.decode) {
       if (decode == 0) continue;
@@ -178,8 +180,11 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
         int32_t tok = static_cast<int32_t>(cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0);
         const bool timed = r >= 0;
         const int64_t steps = timed ? decode : std::min<int64_t>(decode, 8);  // warm-up: a few tokens
-        double seconds = 0, read_seconds = 0;                                 // read_seconds: GB/s x s
-        double before = probe && timed ? probe->window_gbps(kProbeWindow) : 0;
+        double seconds = 0;
+        if (probe && timed) {
+          probe->reset_best();
+          probe->window_gbps(kProbeWindow);
+        }
         for (int64_t i = 0; i < steps; ++i) {
           if (probe && timed) {
             // The probe just read 192 MiB through every cache, which slows the token right after it by several
@@ -194,15 +199,11 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
           tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
           const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
           seconds += dt;
-          if (probe && timed) {
-            const double after = probe->window_gbps(kProbeWindow);
-            read_seconds += dt * 0.5 * (before + after);
-            before = after;
-          }
+          if (probe && timed) probe->window_gbps(kProbeWindow);
         }
         if (timed) {
           t.tps.push_back(static_cast<double>(decode) / seconds);
-          if (probe) t.gbps.push_back(read_seconds / seconds);
+          if (probe) t.gbps.push_back(probe->best_gbps());
         }
       }
       timed_tests.push_back(std::move(t));
@@ -240,6 +241,7 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
       const double kv_row_bytes = 2.0 * static_cast<double>(cfg.n_layers * cfg.n_kv_heads * cfg.head_dim) * kv_elem;
       const double kv_bytes = (static_cast<double>(t.depth) + 0.5 * static_cast<double>(t.decode + 1)) * kv_row_bytes;
       r = summarize("tg" + std::to_string(t.decode) + at, t.tps, 100.0 * (wbytes + kv_bytes) / (roofline.gbps * 1e9));
+      r.token_bytes = wbytes + kv_bytes;
       if (!t.gbps.empty()) {
         std::vector<double> shares;
         for (size_t i = 0; i < t.tps.size(); ++i)
@@ -301,10 +303,11 @@ void run(Options& o) {
     for (const auto& r : results) {
       std::printf(
           "{\"test\":\"%s\",\"n_prompt\":%lld,\"n_gen\":%lld,\"n_depth\":%lld,\"n_threads\":%d,\"tps_median\":%.4f,"
-          "\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f,\"samples_tps\":%s%s}\n",
+          "\"tps_min\":%.4f,\"tps_max\":%.4f,\"roofline_pct\":%.6f,\"samples_tps\":%s%s%s}\n",
           r.test.c_str(), static_cast<long long>(r.n_prompt), static_cast<long long>(r.n_gen),
           static_cast<long long>(r.n_depth), r.threads, r.median, r.min, r.max, r.roofline_pct,
-          array(r.samples).c_str(), r.read_gbps.empty() ? "" : (",\"read_gbps\":" + array(r.read_gbps)).c_str());
+          array(r.samples).c_str(), r.read_gbps.empty() ? "" : (",\"read_gbps\":" + array(r.read_gbps)).c_str(),
+          r.n_gen > 0 ? fmt::format(",\"token_bytes\":{:.0f}", r.token_bytes).c_str() : "");
     }
     return;
   }
@@ -317,7 +320,7 @@ void run(Options& o) {
     std::printf("; %s, decode %% of read bandwidth\n", g.peak_name.c_str());
     if (!g.tg_gbps.empty()) {
       std::printf(
-          "%d threads: decode runs: each token against the read bandwidth measured beside it, runs' reads %.1f-%.1f "
+          "%d threads: decode runs: each against the best read measured between its tokens, runs' reads %.1f-%.1f "
           "GB/s (median of the shares)\n",
           g.threads, *std::ranges::min_element(g.tg_gbps), *std::ranges::max_element(g.tg_gbps));
     }

@@ -48,11 +48,17 @@ class ReadProbe {
   // steps. bench uses 64 MiB windows, which read what whole passes read; a 16 MiB window can read ~10% less
   // (bench/RESULTS.md, decode probe table).
   double window_gbps(int64_t bytes);
+  // The best window_gbps since reset_best (0 before any). One window catches one moment's memory state, slow or
+  // fast. A decode that streamed through the seconds around several windows is judged against their best: the
+  // fastest a plain read was served in that time.
+  double best_gbps() const { return best_; }
+  void reset_best() { best_ = 0; }
 
  private:
   uint8_t* buf_ = nullptr;
   int64_t bytes_ = 0;
   int64_t next_ = 0;  // where the next window starts
+  double best_ = 0;
 };
 
 }  // namespace ascent::prof

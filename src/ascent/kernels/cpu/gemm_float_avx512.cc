@@ -1,6 +1,11 @@
 // AVX-512 kernels for float weights: f32 and f16 times f32 activations with FMA (16 columns per step, the tail
 // masked), bf16 times bf16-rounded activations with vdpbf16ps. Each output is accumulated lane-wise in one 512-bit
 // register over K and reduced once, so only the float summation order differs from the reference.
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "ascent/base/cpu_features.h"
 #include "ascent/kernels/cpu/gemm_avx512_common.h"
 
 namespace ascent::kernels {
@@ -88,6 +93,99 @@ struct FloatKern {
   }
 };
 
+// f16 weights: FloatKern<F16>, whose prefill converts each row's f16 with a vcvtph2ps per row and step of every 4 x 4
+// tile. On an Intel core that is two uops on the FMA ports for every four FMAs, so such a tile runs at most two thirds
+// of the FMA peak. Where a token block holds enough token tiles, prefill instead widens each 4-row tile to f32 once
+// per block and runs the tiles on packed operands (widen_rows, pack_tokens), over K in chunks so that a chunk of both
+// stays in L1 (each tile's accumulators kept between chunks). Each output's lanes add the same products in the same
+// k order and are summed by the same hsum: the same bits as the tile and decode.
+struct F16Kern : FloatKern<WeightFormat::F16> {
+  static constexpr int64_t kChunk = 1024;  // columns per chunk: 16 KiB of each operand
+  static constexpr int64_t kMinTiles = 8;  // token tiles per block that pay for widening a row tile
+
+  static void run(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    if (in.T == 1) return decode_rows(in, w, n0, n1, o);
+    const int64_t Kp = in.Kp;
+    // Activations of a quarter of L2 per block (sysconf; 256 KiB if unknown), as token_block's 256 KiB on a 1 MiB L2.
+    static const int64_t budget = std::max<int64_t>(int64_t{256} << 10, ::sysconf(_SC_LEVEL2_CACHE_SIZE) / 4);
+    const int64_t tok_block = tile_min(128, budget / (Kp * 4) / 4 * 4);
+    if (tile_min(in.T, tok_block) < 4 * kMinTiles)
+      return drive_tile_loop<FloatKern<WeightFormat::F16>>(in, w, n0, n1, o);
+    thread_local AlignedVector<float> rows, xs, acc;
+    rows.resize(static_cast<size_t>(4 * Kp));         // (Kp / 16, 4, 16): 4 rows' 16 columns side by side
+    xs.resize(static_cast<size_t>(tok_block * Kp));   // per token tile, (Kp / 16, 4, 16)
+    acc.resize(static_cast<size_t>(tok_block * 64));  // per token tile, (4, 4, 16)
+    for (int64_t t0 = 0; t0 < in.T; t0 += tok_block) {
+      const int64_t t1 = tile_min(in.T, t0 + tok_block);
+      for (int64_t t = t0; t < t1; t += 4) pack_tokens(in, t, tile_min(4, t1 - t), xs.data() + (t - t0) * Kp);
+      for (int64_t n = n0; n < n1; n += 4) {
+        with_tile_size(tile_min(4, n1 - n), [&]<int R>() {
+          widen_rows<R>(in, w, n, rows.data());
+          for (int64_t k0 = 0; k0 < in.K; k0 += kChunk) {
+            const int64_t k1 = tile_min(in.K, k0 + kChunk);
+            for (int64_t t = t0; t < t1; t += 4) {
+              float* a = acc.data() + (t - t0) * 64;
+              with_tile_size(tile_min(4, t1 - t), [&]<int TT>() {
+                chunk<R, TT>(rows.data(), xs.data() + (t - t0) * Kp, k0, k1, a);
+                if (k1 == in.K) {
+                  float res[4][4];
+                  for (int r = 0; r < R; ++r) {
+                    for (int j = 0; j < TT; ++j) res[r][j] = hsum(_mm512_loadu_ps(a + (r * 4 + j) * 16));
+                  }
+                  store_tile<R>(o, t, TT, n, res);
+                }
+              });
+            }
+          }
+        });
+      }
+    }
+  }
+
+  // Rows n .. n + R - 1 in f32, 16 columns of each row side by side; zero past K, as FloatKern's masked load reads.
+  template <int R>
+  static void widen_rows(const GemmInput& in, const MatrixView& w, int64_t n, float* out) {
+    for (int r = 0; r < R; ++r) {
+      const auto* row = reinterpret_cast<const uint16_t*>(w.row_ptr(n + r));
+      for (int64_t k = 0; k < in.Kp; k += 16) {
+        const int64_t left = in.K - k;
+        const auto m = static_cast<__mmask16>(left >= 16 ? 0xffff : left > 0 ? (1u << left) - 1 : 0);
+        _mm512_storeu_ps(out + (k / 16 * 4 + r) * 16, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + k)));
+      }
+    }
+  }
+
+  // Tokens t .. t + tt - 1 of the f32 activations (zero-padded to Kp), 16 columns of each side by side.
+  static void pack_tokens(const GemmInput& in, int64_t t, int64_t tt, float* out) {
+    for (int64_t k = 0; k < in.Kp; k += 16) {
+      for (int64_t j = 0; j < 4; ++j) {
+        const __m512 v = j < tt ? _mm512_loadu_ps(in.xf.data() + (t + j) * in.Kp + k) : _mm512_setzero_ps();
+        _mm512_storeu_ps(out + (k / 16 * 4 + j) * 16, v);
+      }
+    }
+  }
+
+  // Columns [k0, k1) of a token tile against the widened rows, into the accumulators at a (zero at k0 = 0).
+  template <int R, int TT>
+  static void chunk(const float* rows, const float* x, int64_t k0, int64_t k1, float* a) {
+    __m512 acc[R][TT];
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) acc[r][j] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(a + (r * 4 + j) * 16);
+    }
+    for (int64_t s = k0 / 16; s < (k1 + 15) / 16; ++s) {
+      __m512 xv[TT];
+      for (int j = 0; j < TT; ++j) xv[j] = _mm512_loadu_ps(x + (s * 4 + j) * 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512 wv = _mm512_loadu_ps(rows + (s * 4 + r) * 16);
+        for (int j = 0; j < TT; ++j) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < TT; ++j) _mm512_storeu_ps(a + (r * 4 + j) * 16, acc[r][j]);
+    }
+  }
+};
+
 // bf16 weights times bf16-rounded activations with vdpbf16ps, 32 columns per step.
 struct Bf16Kern {
   static constexpr int kDecodeRows = 1;  // decode runs decode_rows
@@ -132,11 +230,13 @@ struct Bf16Kern {
       body<R, TT, true>(in, w, n, t, out);
     }
   }
-  // Decode (one token): one row at a time, one vdpbf16ps chain, the same bits as the tiles (body<1, 1>). Each
-  // 64-byte load is a whole cache line of one contiguous run, prefetched as a decode stream (PrefetchTo::Stream). A
-  // vdpbf16ps chain covers 32 weights per step, so one row is not bound by its latency from L2, as f32 and f16 are.
-  // f16 one row at a time, whose 32-byte loads take half a line each, streams less than its pairs do.
+  // Decode (one token), each output the tiles' arithmetic (body), so the same bits either way. On Intel cores a
+  // non-temporal prefetch fills L1 alone and holds a fill buffer for a whole memory latency, which caps a core's
+  // stream: rows go in pairs with the L2 prefetch, as FloatKern runs them. On AMD cores one row at a time, one
+  // vdpbf16ps chain on whole 64-byte lines prefetched as a decode stream (PrefetchTo::Stream), reads faster.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
+    static const bool intel = cpu_features().intel;
+    if (intel) return decode_pairs<Bf16Kern>(in, w, n0, n1, o, in.K % 32 != 0);
     prefetch_span(in.xb.data(), in.Kp * 2);
     for (int64_t n = n0; n < n1; ++n) {
       float res[4][4];
@@ -161,7 +261,7 @@ void gemm_rows_simd<Isa::Avx512, WeightFormat::F32>(const GemmInput& in, const M
 template <>
 void gemm_rows_simd<Isa::Avx512, WeightFormat::F16>(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1,
                                                     const GemmOut& out) {
-  drive_tiles<FloatKern<WeightFormat::F16>>(in, w, n0, n1, out);
+  drive_tiles<F16Kern>(in, w, n0, n1, out);
 }
 
 template <>
