@@ -10,14 +10,18 @@
 // (ops.h), kv_f16=1 (with k_tiles=1) into f16 caches, each value rounded as kv_store's f16 form does.
 // act_quant writes the matmul engine's int8 activations for x (codes, then scales; blocks=1: per 32 columns), so
 // test_kernels.py can check each ISA's quantizer bitwise.
+// Prints "variant NAME": the kernel variant that ran (a matmul's: the one gemm_rows dispatched for its weight type),
+// so a test knows what it checked, not only what it asked for.
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "ascent/base/cpu_features.h"
 #include "ascent/base/error.h"
 #include "ascent/kernels/cpu/gemm.h"
+#include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/tensor/npy.h"
@@ -65,6 +69,7 @@ int run(int argc, char** argv) {
   const int64_t rows = x.rows(), cols = x.cols();
   std::vector<float> y;
   Shape yshape = x.shape;
+  kernels::Isa variant = kernels::active_isa();
 
   if (op == "matmul" || op == "embedding") {
     Tensor w = op == "matmul" ? in.at(1) : in.at(0);
@@ -96,6 +101,7 @@ int run(int argc, char** argv) {
       }
     }
     if (op == "matmul") {
+      variant = kernels::matmul_isa(kernels::CpuMatrix(w).format());
       const auto xv = as_f32(x);
       std::vector<float> bias;
       if (in.size() > 2 && !has_input_scale) bias = as_f32(in[2]);
@@ -222,6 +228,12 @@ int run(int argc, char** argv) {
     fail("unknown op {}", op);
   }
   write_npy(out_path, f32_tensor(std::move(y), yshape));
+  std::printf("variant %s", kernels::isa_name(variant));
+  if (variant != kernels::active_isa()) {
+    std::printf(" (the %s kernel needs instructions this CPU lacks; it has: %s)",
+                kernels::isa_name(kernels::active_isa()), feature_list(cpu_features()).c_str());
+  }
+  std::printf("\n");
   return 0;
 }
 
