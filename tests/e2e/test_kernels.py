@@ -4,13 +4,12 @@ descriptions in src/ascent/kernels/cpu/gemm.h and tensor/quantize.h: bf16-rounde
 per-token int8 activations for int8/int4, per-32-block int8 activations for GGUF q8_0/q4_0/q4_k/q6_k, exact
 integer dot products, float64 scaling. Odd shapes (K not a multiple of the vector width, T past the token block), a tolerance
 per format, integer formats bitwise equal across ISAs, and batch invariance: a row's output is bitwise the same
-whether it runs alone or among other rows."""
+whether it runs alone or among other rows. Each run checks the kernel variant op_runner reports."""
 import os
-import subprocess
 
 import numpy as np
 
-from common import OP_RUNNER, check, dequant_q4_k, dequant_q6_k, finish, tmpdir
+from common import check, dequant_q4_k, dequant_q6_k, finish, isa_variants, op_runner, tmpdir
 
 rng = np.random.default_rng(0)
 DIR = tmpdir()
@@ -26,13 +25,12 @@ def save(a):
 
 
 def run(inputs, isa, **attrs):
+    """x @ w^T through op_runner under ASCENT_ISA=isa; another kernel than isa's is isa skipped for the format."""
     out = os.path.join(DIR, "out.npy")
-    args = [OP_RUNNER, "matmul", out] + [save(a) for a in inputs] + [f"{k}={v}" for k, v in attrs.items()]
-    r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA=isa))
-    if r.returncode != 0:
-        print(r.stderr.strip())
-        return None
-    return np.load(out).astype(np.float64)
+    args = ["matmul", out] + [save(a) for a in inputs] + [f"{k}={v}" for k, v in attrs.items()]
+    what = f"matmul {attrs.get('wtype', 'f32')}" + (f" g{attrs['group']}" if "group" in attrs else "")
+    r = op_runner(args, isa, what=what)
+    return np.load(out).astype(np.float64) if r.returncode == 0 else None
 
 
 f32 = np.float32
@@ -197,10 +195,8 @@ MORE_SHAPES = [(2, 80, 7)]
 
 
 def main():
-    supported = [isa for isa in ("ref", "avx2", "avx512")
-                 if subprocess.run([OP_RUNNER, "silu", os.path.join(DIR, "probe.npy"), save(np.ones(3, f32))],
-                                   env=dict(os.environ, ASCENT_ISA=isa), capture_output=True).returncode == 0]
-    print(f"ISA variants on this CPU: {supported}")
+    probe = os.path.join(DIR, "probe.npy")
+    supported = isa_variants(lambda isa: op_runner(["silu", probe, save(np.ones(3, f32))], isa))
     check("avx2" in supported, "the AVX2 variant runs here (and is tested even when AVX-512 is present)")
     for name, attrs, ref_fn, tol, blocks in FORMATS:
         for isa in supported:
@@ -316,8 +312,7 @@ def main():
         a, b = run([x, blocks], "ref", wtype=name), run([x, blocks], "ref", wtype=name + "r")
         rows = []
         for wt in (name, name + "r"):
-            r = subprocess.run([OP_RUNNER, "embedding", out, save(blocks), save(ids), f"wtype={wt}", "k=1280"],
-                               capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+            r = op_runner(["embedding", out, save(blocks), save(ids), f"wtype={wt}", "k=1280"], "ref")
             rows.append(np.load(out) if r.returncode == 0 else None)
         want = dequant(blocks.view(np.uint8).reshape(-1, size), np.float64).reshape(11, 1280)[ids]
         check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
@@ -333,8 +328,7 @@ def main():
             out = os.path.join(DIR, "out.npy")
             rows = []
             for wt in (name, name + "r"):
-                r = subprocess.run([OP_RUNNER, "embedding", out, save(w), save(ids), f"wtype={wt}"],
-                                   capture_output=True, text=True, env=dict(os.environ, ASCENT_ISA="ref"))
+                r = op_runner(["embedding", out, save(w), save(ids), f"wtype={wt}"], "ref")
                 rows.append(np.load(out) if r.returncode == 0 else None)
             check(a is not None and b is not None and np.array_equal(a, b) and rows[1] is not None and
                   np.array_equal(rows[0], rows[1]), f"{name}r: matmul and dequantized rows bitwise {name}'s (K = {K})")
@@ -371,13 +365,9 @@ def main():
     # small for a finite 1 / d (largest magnitude under ~3.7e-37) and a row's input_scale.
     def act_quant(x, isa, s=None, blocks=False):
         out = os.path.join(DIR, "aq.npy")
-        args = [OP_RUNNER, "act_quant", out, save(x)] + ([save(s), "input_scale=1"] if s is not None else [])
-        r = subprocess.run(args + (["blocks=1"] if blocks else []), capture_output=True, text=True,
-                           env=dict(os.environ, ASCENT_ISA=isa))
-        if r.returncode != 0:
-            print(r.stderr.strip())
-            return None
-        return np.load(out).astype(np.float64)
+        args = ["act_quant", out, save(x)] + ([save(s), "input_scale=1"] if s is not None else [])
+        r = op_runner(args + (["blocks=1"] if blocks else []), isa)
+        return np.load(out).astype(np.float64) if r.returncode == 0 else None
 
     def edge_rows(K):
         x = np.zeros((8, K), f32)

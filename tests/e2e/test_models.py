@@ -223,15 +223,17 @@ def main():
         check(inc is not None and ours is not None and torch.equal(inc, ours),
               f"{model_type} window from layer 1: fed 1 token at a time, logits are bitwise identical")
         r = run(["info", "-m", folder])
-        check("sliding window    5 (layers 1 on)" in r.stdout, f"{model_type} window from layer 1: info says so")
+        check(r.returncode == 0 and "sliding window    5 (layers 1 on)" in r.stdout,
+              f"{model_type} window from layer 1: info says so")
         gguf = os.path.join(root, f"{model_type}-window.gguf")
         r = run(["convert", "-m", folder, "-o", gguf, "--type", "f16"])
         check(r.returncode == 1 and "max_window_layers" in r.stderr and not os.path.exists(gguf),
               f"{model_type} window from layer 1: convert to GGUF refused ({r.stderr.strip()[:160]})")
         q8 = os.path.join(root, f"{model_type}-window-int8.safetensors")
-        r = run(["quantize", "-m", folder, "-o", q8, "--type", "int8"])
+        q = run(["quantize", "-m", folder, "-o", q8, "--type", "int8"])
         r = run(["info", "-m", q8])
-        check("sliding window    5 (layers 1 on)" in r.stdout, f"{model_type} window from layer 1: kept by quantize")
+        check(q.returncode == 0 and r.returncode == 0 and "sliding window    5 (layers 1 on)" in r.stdout,
+              f"{model_type} window from layer 1: kept by quantize")
 
     # Sharded checkpoints, and f16/bf16 safetensors.
     cfg, w = MODELS["qwen2"]
