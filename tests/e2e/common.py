@@ -142,6 +142,23 @@ def tmpdir():
     return path
 
 
+# --- rounding error bounds (tests/e2e/test_kernels.py says how each weight format's follows from its arithmetic) -----
+
+U = 2.0 ** -24  # f32's unit roundoff
+
+
+def gamma(n):
+    """(1 + u)^n - 1 <= n u / (1 - n u): the relative error of n roundings. A sum of products each of which passes
+    through at most n roundings is within gamma(n) times the sum of the products' magnitudes, in any order."""
+    return n * U / (1 - n * U)
+
+
+def float_rounds(K):
+    """The roundings one product of an f32/f16/bf16 matmul passes through in any of the CPU variants: its own (none
+    under FMA), at most ceil(K / 8) additions in one of 8 or more partial sums, at most 4 joining them."""
+    return -(-K // 8) + 5
+
+
 # --- safetensors (written from the format description: u64 header length, JSON header, raw data) ---------------
 
 _ST_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
