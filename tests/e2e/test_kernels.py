@@ -2,10 +2,10 @@
 AVX-512 machines too) against NumPy references of each weight format's arithmetic, written here from the format
 descriptions in src/ascent/kernels/cpu/gemm.h and tensor/quantize.h: bf16-rounded activations for bf16 weights,
 per-token int8 activations for int8/int4, per-32-block int8 activations for GGUF q8_0/q4_0/q4_k/q6_k, exact
-integer dot products, float64 scaling. Odd shapes (K not a multiple of the vector width, T past the token block),
-a bound per format from its arithmetic, integer formats bitwise equal across ISAs, and batch invariance: a row's
-output is bitwise the same whether it runs alone or among other rows. Each run checks the kernel variant op_runner
-reports."""
+integer dot products, float64 scaling. Shapes are odd: K not a multiple of the vector width, T past the token block.
+Each format has a bound from its arithmetic, and the integer formats are bitwise equal across ISAs. Batch invariance:
+a row's output is bitwise the same whether it runs alone or among other rows. Each run checks the kernel variant
+op_runner reports."""
 import os
 
 import numpy as np
@@ -197,19 +197,17 @@ def scaled_err(got, ref):
     return float(np.where(mag > 0, diff / np.where(mag > 0, mag, 1.0), np.where(diff > 0, np.inf, 0.0)).max())
 
 
-# Each format's bound on scaled_err: gamma(n), n the most f32 roundings one product's term passes through on its way
-# to the output. Then |fl(y) - y| <= gamma(n) * mag in any summation order (Higham, Accuracy and Stability of
-# Numerical Algorithms, 3.1), so no correct variant exceeds it:
+# The bound on scaled_err is gamma(n), n the most f32 roundings a product's term meets on its way to the output.
+# Any summation order then gives |fl(y) - y| <= gamma(n) * mag (Higham, Accuracy and Stability of Numerical
+# Algorithms, 3.1), so no correct variant exceeds it. Per format:
 #   f32, f16, bf16: the product (none under FMA; bf16 products are exact), at most ceil(K / 8) additions in one of
-#     8 or more partial sums (ref: 8 accumulators; AVX2: 8 lanes; AVX-512: 16, vdpbf16ps adding its two products in
-#     turn), at most 4 joining them. f16 widens exactly; bf16's reference rounds its operands itself.
-#   int8: the integer dot is exact; its conversion and two scale products: 3.
-#   int4: each group's exact sum times its scale, Kp / group of them added in order, times the token's scale.
-#   q8_0, q4_0 (and repacked): a block's exact sum times its two scales' product (2), K / 32 blocks added, in SIMD
-#     lanes joined at the end (4). q4_k, q6_k: the scale products, the min term's subtraction (q6_k: the halves'
-#     sum) and the activation scale (4), the blocks, the lanes (4).
-# One product dropped or doubled moves an output by ~1 / (0.64 K) of mag (Gaussian data): 3.8e-4 at K = 4097,
-# against a bound of 3.1e-5 there; a weight code off by one, ~1e-3 of a product.
+#     8 or more partial sums (ref: 8 accumulators; AVX2: 8 lanes; AVX-512: 16), at most 4 joining them.
+#   int8: the integer dot is exact; its conversion and two scale products make 3.
+#   int4: each group's sum times its scale, Kp / group of them added, times the token's scale.
+#   q8_0, q4_0 and their repacks: a block's sum times its scales' product (2), K / 32 blocks, 4 joining lanes.
+#   q4_k, q6_k: 4 per block (scale products, the min term or the halves' sum, the activation scale), then as q8_0.
+# A product dropped or doubled moves an output by ~1 / (0.64 K) of mag on Gaussian data. At K = 4097 that is
+# 3.8e-4, against a bound of 3.1e-5.
 def int4_rounds(group):
     return lambda K: -(-K // 128) * 128 // group + 2
 

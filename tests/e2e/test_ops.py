@@ -74,9 +74,9 @@ def q4_0(w):
 
 def main():
     for dn, dt in DTYPES.items():
-        # matmul (T, K) @ (N, K)^T + bias
-        # The bound is test_kernels.py's for float weights, with one more rounding (the bias) and |b| in the sum of
-        # magnitudes: the inputs are stored in dn, so the kernels' bf16 rounding of x changes nothing.
+        # matmul (T, K) @ (N, K)^T + bias. The bound is test_kernels.py's for float weights, with one more rounding
+        # (the bias) and |b| in the sum of magnitudes. The inputs are stored in dn, so rounding x to bf16 changes
+        # nothing.
         for T, K, N in [(1, 1, 1), (3, 17, 5), (17, 64, 3), (1, 4097, 3), (2, 3, 4097)]:
             x, w, b = rand(T, K, dtype=dt), rand(N, K, dtype=dt), rand(N)
             ref = x.double() @ w.double().T + b.double()
