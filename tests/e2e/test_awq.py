@@ -1,14 +1,14 @@
 """Calibrated int4 (quant/awq.h: `ascent quantize --type int4 --calib`) against a NumPy implementation written here
-from awq.h's contract and quantize.h's int4 rounding: per input channel s = max(mean|x|, 1e-4)^alpha for alpha in
-1/20 .. 1, kept where it lowers the output error || X W^T - X Wq^T ||^2 / || X W^T ||^2 below round to nearest's;
-s normalised so that sqrt(min s * max s) is 1; then per (row, group) the clip ratio 1, 0.95 .. 0.5 whose residual
-w - q gives the least sum over rows of (x . (w - q))^2, kept where it lowers the whole matrix's error. X is the
-first 256 calibration rows, the mean over all of them.
+from awq.h's contract and quantize.h's int4 rounding. Per input channel, s = max(mean|x|, 1e-4)^alpha for alpha in
+1/20 .. 1, normalised so that sqrt(min s * max s) is 1. An alpha is kept where it lowers the output error
+|| X W^T - X Wq^T ||^2 / || X W^T ||^2 below round to nearest's. Then each (row, group) takes the clip ratio 1, 0.95
+.. 0.5 whose residual w - q gives the least sum over rows of (x . (w - q))^2, kept where the whole matrix's error
+drops. X is the first 256 calibration rows; the mean is over all of them.
 
-On small matrices run through op_runner (the same rows for both sides): the same alpha, input scale, group scales
-and codes. On story-656K: every calibrated matrix's output error, over the model's activations on the calibration
-text computed by the PyTorch reference, is below round to nearest's and the NumPy calibration's on those rows (to
-1e-5: the reference's activations are float64, Ascent's f32), with the alpha `quantize` reports."""
+Small matrices run through op_runner on the same rows as the NumPy side: the same alpha, input scale, group scales
+and codes. On story-656K the model's activations on the calibration text come from the PyTorch reference. Over
+them, every calibrated matrix's output error is below round to nearest's and equals the NumPy calibration's, with
+the alpha `quantize` reports (to 1e-5: the reference's activations are float64, Ascent's f32)."""
 import json
 import os
 import re
@@ -26,9 +26,9 @@ CAP = 256  # calibration rows kept per matrix (CalibRows::cap)
 
 
 def quant_int4(w, group, clip=None):
-    """int4 codes (N, Kp) in [-8, 7] and scales (N, G) of f32 rows w (N, Kp): per group the signed value of largest
-    magnitude (the first such), times the clip ratio, maps to -8, d = vmax * clip / -8; codes round half to even
-    x * (1 / d), where 1 / d counts as 0 if d = 0 or it is not finite."""
+    """int4 codes (N, Kp) in [-8, 7] and scales (N, G) of f32 rows w (N, Kp). Per group, the signed value of largest
+    magnitude (the first such) times the clip ratio maps to -8: d = vmax * clip / -8. Codes round x * (1 / d) half to
+    even, where 1 / d counts as 0 if d = 0 or it is not finite."""
     N, Kp = w.shape
     g = w.reshape(N, Kp // group, group)
     vmax = np.take_along_axis(g, np.abs(g).argmax(axis=2)[:, :, None], axis=2)[:, :, 0]
