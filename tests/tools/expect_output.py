@@ -1,7 +1,7 @@
-"""Runs a command for a ctest that matches its output: passes only when the command exits with the expected status
-(0 unless --exit says otherwise), its output (stdout and stderr together, as ctest's PASS_REGULAR_EXPRESSION reads
-them) matches the regular expression, and it printed no sanitizer report. PASS_REGULAR_EXPRESSION alone ignores the
-exit status, so a crash or a sanitizer's abort after the matching lines passed.
+"""Runs a command for a ctest that matches its output. It passes only when the command exits with the expected status
+(0 unless --exit says otherwise), prints no sanitizer report, and its output matches the regular expression (stdout
+and stderr together, as ctest's PASS_REGULAR_EXPRESSION reads them). PASS_REGULAR_EXPRESSION alone ignores the exit
+status, so a crash or a sanitizer's abort after the matching lines passed.
 
     expect_output.py [--exit N] REGEX -- COMMAND [ARG...]"""
 import re
