@@ -5,6 +5,10 @@ SHARED ?= ../shared
 JOBS ?= $(shell nproc)
 # The program the demo runs (tests/e2e/test_demo.py runs demo-run with the build it tests).
 ASCENT ?= build/release/ascent
+# The kernel variants this CPU has must run: a test that skips one (a detection slip, a format falling back to the
+# AVX2 kernel) fails instead of testing less. Set it empty to allow skips.
+ASCENT_REQUIRE_ISA ?= $(shell sh scripts/required_isa.sh)
+export ASCENT_REQUIRE_ISA
 
 .PHONY: setup setup-test build-program build build-asan build-fuzz test test-release test-asan test-fuzz fuzz demo demo-run format \
 	clean

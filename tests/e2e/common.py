@@ -6,6 +6,7 @@ import atexit
 import json
 import math
 import os
+import re
 import struct
 import shutil
 import subprocess
@@ -41,10 +42,97 @@ def finish():
     sys.exit(1 if _failures else 0)
 
 
+# A sanitizer's report (the asan preset) fails the test whatever the command's exit status and output: a test that
+# expects an error exit, or reads only part of the output, would otherwise pass over it.
+_SANITIZER = re.compile(r"ERROR: \w*Sanitizer|: runtime error: |SUMMARY: \w*Sanitizer")
+
+
+def no_sanitizer_report(r, what):
+    """Fails a check when r (a CompletedProcess, text or bytes) printed a sanitizer report; returns r."""
+    err = r.stderr.decode("utf-8", "replace") if isinstance(r.stderr, bytes) else (r.stderr or "")
+    m = _SANITIZER.search(err)
+    if m:
+        line = err[err.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0]
+        check(False, f"{what}: sanitizer report: {line.strip()[:200]}")
+    return r
+
+
 def run(args, timeout=600, env=None):
     full_env = dict(os.environ, **env) if env else None
-    return subprocess.run([ASCENT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout,
-                          env=full_env)
+    args = [str(a) for a in args]
+    r = subprocess.run([ASCENT] + args, capture_output=True, text=True, timeout=timeout, env=full_env)
+    return no_sanitizer_report(r, "ascent " + " ".join(args)[:120])
+
+
+# --- kernel variants: which ran, which were skipped and why -------------------------------------------------------
+# Tests that loop over ASCENT_ISA=ref|avx2|avx512 run the variants this CPU has and print the others as skipped,
+# with the reason. ASCENT_REQUIRE_ISA (a comma list; `make test` sets it from /proc/cpuinfo) names variants that
+# must run: one skipped is a failed check, so a CPU-detection slip cannot quietly test less. Under AVX-512 a weight
+# format whose kernel needs VNNI or BF16 the CPU lacks runs the AVX2 kernel (kernels/cpu/isa.h); op_runner says
+# which kernel ran, and that counts as the avx512 variant skipped for that format.
+
+ISAS = ("ref", "avx2", "avx512")
+
+
+def _required_isas():
+    value = os.environ.get("ASCENT_REQUIRE_ISA", "")
+    names = {n.strip() for n in value.split(",") if n.strip()}
+    if names - set(ISAS):
+        sys.exit(f"ASCENT_REQUIRE_ISA={value}: expected a comma list of {', '.join(ISAS)}")
+    return names
+
+
+REQUIRED_ISAS = _required_isas()
+_skipped = set()
+
+
+def skipped(isa, what, why):
+    """Says once per (isa, what) that `what` did not run the isa variant, and why: a failed check where
+    ASCENT_REQUIRE_ISA names isa, a printed line otherwise."""
+    if (isa, what) in _skipped:
+        return
+    _skipped.add((isa, what))
+    if isa in REQUIRED_ISAS:
+        check(False, f"{what}: the {isa} variant is required (ASCENT_REQUIRE_ISA) but did not run: {why}")
+    else:
+        print(f"skip {what}: the {isa} variant did not run: {why}")
+        sys.stdout.flush()
+
+
+def isa_variants(probe, wanted=ISAS):
+    """The variants in `wanted` this CPU runs. probe(isa) runs one small command under ASCENT_ISA=isa and returns
+    its CompletedProcess; one that fails is skipped, its last error line the reason."""
+    ran = []
+    for isa in wanted:
+        r = probe(isa)
+        if r.returncode == 0:
+            ran.append(isa)
+        else:
+            lines = (r.stderr or "").strip().splitlines()
+            skipped(isa, "every check", lines[-1] if lines else f"exit {r.returncode}")
+    print(f"ISA variants run: {', '.join(ran) or 'none'} (of {', '.join(wanted)}; required: "
+          f"{', '.join(sorted(REQUIRED_ISAS)) or 'none'})")
+    sys.stdout.flush()
+    return ran
+
+
+def op_runner(args, isa=None, what=None):
+    """Runs tests/tools/op_runner with args (under ASCENT_ISA=isa when given) and returns its CompletedProcess;
+    prints the error of a failed run. With what and isa: a kernel variant other than isa (op_runner's "variant"
+    line) is that variant skipped for `what`."""
+    args = [str(a) for a in args]
+    env = dict(os.environ, ASCENT_ISA=isa) if isa else None
+    r = no_sanitizer_report(subprocess.run([OP_RUNNER] + args, capture_output=True, text=True, env=env),
+                            "op_runner " + " ".join(os.path.basename(a) for a in args)[:120])
+    if r.returncode != 0:
+        print(r.stderr.strip())
+    elif what and isa:
+        ran = re.search(r"^variant (\w+)(.*)$", r.stdout, re.M)
+        if ran is None:
+            check(False, f"{what}: op_runner names no kernel variant ({r.stdout.strip()[-100:]!r})")
+        elif ran.group(1) != isa:
+            skipped(isa, what, f"op_runner ran the {ran.group(1)} kernel{ran.group(2)}")
+    return r
 
 
 def tmpdir():
@@ -52,6 +140,23 @@ def tmpdir():
     path = tempfile.mkdtemp(prefix="ascent-test-")
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+# --- rounding error bounds (tests/e2e/test_kernels.py says how each weight format's follows from its arithmetic) -----
+
+U = 2.0 ** -24  # f32's unit roundoff
+
+
+def gamma(n):
+    """(1 + u)^n - 1 <= n u / (1 - n u): the relative error of n roundings. A sum of products each of which passes
+    through at most n roundings is within gamma(n) times the sum of the products' magnitudes, in any order."""
+    return n * U / (1 - n * U)
+
+
+def float_rounds(K):
+    """The roundings one product of an f32/f16/bf16 matmul passes through in any of the CPU variants: its own (none
+    under FMA), at most ceil(K / 8) additions in one of 8 or more partial sums, at most 4 joining them."""
+    return -(-K // 8) + 5
 
 
 # --- safetensors (written from the format description: u64 header length, JSON header, raw data) ---------------

@@ -7,7 +7,7 @@ import subprocess
 
 import numpy as np
 
-from common import SHARED, check, finish, run, tmpdir
+from common import SHARED, check, finish, isa_variants, run, tmpdir
 
 ROOT = tmpdir()
 M656 = os.path.join(SHARED, "models", "story-656K")
@@ -30,9 +30,8 @@ def main():
         p = os.path.join(ROOT, f"m-{t}.safetensors")
         run(["quantize", "-m", M656, "-o", p, "--type", t, *extra])
         models[t] = p
-    isas = [isa for isa in ("ref", "avx2", "avx512")
-            if run(["logits", "-m", M656, "--prompt-ids", "1", "-o", os.path.join(ROOT, "probe.npy")],
-                   env=dict(os.environ, ASCENT_ISA=isa)).returncode == 0]
+    isas = isa_variants(lambda isa: run(["logits", "-m", M656, "--prompt-ids", "1", "-o",
+                                         os.path.join(ROOT, "probe.npy")], env={"ASCENT_ISA": isa}))
     for name, path in models.items():
         for isa in isas:
             alone = logits(path, os.path.join(ROOT, "alone.npy"), isa, 0)

@@ -80,7 +80,7 @@ def main():
     ids = run(["generate", "-m", bin_path, "--tokenizer", tok, "--temp", 0, "-n", 61, "--print-ids"])
     cfg, w = llama2c_as_hf(bin_path)
     ours = [int(x) for x in ids.stdout.split()]
-    check(ours == greedy(cfg, w, [1], 61), "stories260K greedy ids equal PyTorch's greedy ids")
+    check(ids.returncode == 0 and ours == greedy(cfg, w, [1], 61), "stories260K greedy ids equal PyTorch's greedy ids")
     probe = torch.randint(3, 512, (48,), generator=torch.Generator().manual_seed(3)).tolist()
     out = os.path.join(d, "260.npy")
     r = run(["logits", "-m", bin_path, "--prompt-ids", " ".join(map(str, [1] + probe)), "-o", out])
@@ -94,7 +94,8 @@ def main():
     r = run(["generate", "-m", S656, "--temp", 0, "-n", 12, "--prompt-ids", 1, "--print-ids", "--no-mmap"])
     check(r.returncode == 0 and [int(x) for x in r.stdout.split()] == got, "story-656K --no-mmap: the same ids")
     r = run(["generate", "-m", S656, "--temp", 0, "-n", 11, "--prompt-ids", 1, "--print-ids"])
-    check(r.stdout.split() == [str(x) for x in KNOWN_656], "story-656K -n 11 prints exactly the 12 known ids")
+    check(r.returncode == 0 and r.stdout.split() == [str(x) for x in KNOWN_656],
+          "story-656K -n 11 prints exactly the 12 known ids")
     cfg = json.load(open(os.path.join(S656, "config.json")))
     w = read_safetensors(os.path.join(S656, "model.safetensors"))
     probe = [1] + torch.randint(3, 2048, (63,), generator=torch.Generator().manual_seed(5)).tolist()

@@ -109,9 +109,10 @@ def main():
 
     # Without fusion the same trace has more nodes per run, and the profile says so.
     r2 = run(["profile", "-m", MODEL, "-p", 20, "-n", 1, "--passes", "-fuse"] + ROOF)
-    check(field(r2.stdout, "nodes_per_layer_after_fusion") == before, "--passes -fuse leaves the graph unfused")
+    check(r2.returncode == 0 and field(r2.stdout, "nodes_per_layer_after_fusion") == before,
+          "--passes -fuse leaves the graph unfused")
     r3 = run(["profile", "-m", MODEL, "-p", 20, "-n", 2, "--warmup", 32] + ROOF)
-    check("(6 at warm-up, 0 during the run)" in r3.stdout, f"warm-up compiles buckets 1..32 before the first token: "
+    check(r3.returncode == 0 and "(6 at warm-up, 0 during the run)" in r3.stdout, f"warm-up compiles buckets 1..32 before the first token: "
           f"{re.search(r'plans_compiled.*', r3.stdout).group(0) if 'plans_compiled' in r3.stdout else r3.stderr}")
 
     # Unfused decode attention reads the cache's K and V of n_past + 1 positions: 4 bytes a value, 2 in an f16 cache.

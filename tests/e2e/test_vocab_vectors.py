@@ -67,17 +67,20 @@ def main():
     # Special-token text is plain text by default and one token with --parse-special.
     r_plain = run(["tokenize", "--vocab", qwen, "-p", "<|im_start|>user"])
     r_special = run(["tokenize", "--vocab", qwen, "-p", "<|im_start|>user", "--parse-special"])
-    check(r_special.stdout.split() == ["151644", "872"] and len(r_plain.stdout.split()) > 2,
+    check(r_special.returncode == 0 and r_plain.returncode == 0 and r_special.stdout.split() == ["151644", "872"]
+          and len(r_plain.stdout.split()) > 2,
           f"--parse-special: {r_special.stdout.strip()} (plain: {r_plain.stdout.strip()})")
     # BOS comes from the file's post-processor, as in Hugging Face: story-656K's template adds it; this Llama-3
     # tokenizer.json's post-processor is ByteLevel only, so it adds none.
     story = os.path.join(SHARED, "models", "story-656K", "tokenizer.json")
     r = run(["tokenize", "--vocab", story, "-p", "Once", "--add-special"])
-    check(r.stdout.split()[:1] == ["1"] and run(["tokenize", "--vocab", story, "-p", "Once"]).stdout.split()[0] != "1",
+    plain = run(["tokenize", "--vocab", story, "-p", "Once"])
+    check(r.returncode == 0 and plain.returncode == 0 and r.stdout.split()[:1] == ["1"] and
+          plain.stdout.split()[:1] != ["1"],
           f"--add-special adds story-656K's BOS: {r.stdout.strip()}")
     llama3 = os.path.join(SHARED, "tokenizers", "llama3", "tokenizer.json")
     r = run(["tokenize", "--vocab", llama3, "-p", "Hi", "--add-special"])
-    check(r.stdout.split() == ["13347"], f"--add-special on Llama-3's tokenizer.json adds nothing: {r.stdout.strip()}")
+    check(r.returncode == 0 and r.stdout.split() == ["13347"], f"--add-special on Llama-3's tokenizer.json adds nothing: {r.stdout.strip()}")
     finish()
 
 

@@ -10,16 +10,24 @@
 // (ops.h), kv_f16=1 (with k_tiles=1) into f16 caches, each value rounded as kv_store's f16 form does.
 // act_quant writes the matmul engine's int8 activations for x (codes, then scales; blocks=1: per 32 columns), so
 // test_kernels.py can check each ISA's quantizer bitwise.
+// awq W.npy X.npy group=G: activation-aware int4 (quant/awq.h) of weight W (N, K) calibrated on the rows of X (R, K);
+// writes (N + 1, K + G) values: per row its K codes (-8..7) then its G group scales, then the input_scale (K; 1s when
+// none was chosen) padded with zeros; prints the chosen alpha and the three relative output errors.
+// Prints "variant NAME": the kernel variant that ran (a matmul's: the one gemm_rows dispatched for its weight type),
+// so a test knows what it checked, not only what it asked for.
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "ascent/base/cpu_features.h"
 #include "ascent/base/error.h"
 #include "ascent/kernels/cpu/gemm.h"
+#include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/packed_weight.h"
+#include "ascent/quant/awq.h"
 #include "ascent/tensor/npy.h"
 #include "ascent/tensor/quantize.h"
 
@@ -65,6 +73,7 @@ int run(int argc, char** argv) {
   const int64_t rows = x.rows(), cols = x.cols();
   std::vector<float> y;
   Shape yshape = x.shape;
+  kernels::Isa variant = kernels::active_isa();
 
   if (op == "matmul" || op == "embedding") {
     Tensor w = op == "matmul" ? in.at(1) : in.at(0);
@@ -96,6 +105,7 @@ int run(int argc, char** argv) {
       }
     }
     if (op == "matmul") {
+      variant = kernels::matmul_isa(kernels::CpuMatrix(w).format());
       const auto xv = as_f32(x);
       std::vector<float> bias;
       if (in.size() > 2 && !has_input_scale) bias = as_f32(in[2]);
@@ -116,6 +126,24 @@ int run(int argc, char** argv) {
       }
       yshape = {static_cast<int64_t>(ids.size()), w.shape[1]};
     }
+  } else if (op == "awq") {
+    const Tensor w32 = to_f32(x);
+    const auto calib = as_f32(in.at(1));
+    const int64_t K = w32.shape[1];
+    quant::CalibRows c;
+    c.add(calib.data(), in[1].rows(), in[1].cols());
+    const quant::AwqResult a = quant::awq_int4(w32, static_cast<int>(inum("group")), c);
+    const int64_t N = w32.shape[0], Kp = padded_cols(DType::I4, K), G = Kp / a.q.group, width = K + G;
+    const auto* data = static_cast<const uint8_t*>(a.q.data);
+    y.assign(static_cast<size_t>((N + 1) * width), 0.0f);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) y[static_cast<size_t>(n * width + k)] = int4_code(data, Kp, n, k) - 8;
+      for (int64_t g = 0; g < G; ++g) y[static_cast<size_t>(n * width + K + g)] = a.q.scales[int4_scale_index(G, n, g)];
+    }
+    for (int64_t k = 0; k < K; ++k) y[static_cast<size_t>(N * width + k)] = a.q.input_scale ? a.q.input_scale[k] : 1.0f;
+    yshape = {N + 1, width};
+    std::printf("alpha %.9g err_rtn %.17g err_scaled %.17g err_final %.17g\n", a.alpha, a.err_rtn, a.err_scaled,
+                a.err_final);
   } else if (op == "act_quant") {
     // The matmul engine's int8 activations for x: per token (an int8 weight's; input_scale=1 takes the second input
     // as its input_scale) or, with blocks=1, per 32 columns (a GGUF weight's). Row t holds its K codes, then its
@@ -222,6 +250,12 @@ int run(int argc, char** argv) {
     fail("unknown op {}", op);
   }
   write_npy(out_path, f32_tensor(std::move(y), yshape));
+  std::printf("variant %s", kernels::isa_name(variant));
+  if (variant != kernels::active_isa()) {
+    std::printf(" (the %s kernel needs instructions this CPU lacks; it has: %s)",
+                kernels::isa_name(kernels::active_isa()), feature_list(cpu_features()).c_str());
+  }
+  std::printf("\n");
   return 0;
 }
 

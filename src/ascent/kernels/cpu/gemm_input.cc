@@ -366,15 +366,13 @@ constexpr std::array<GemmRowsFn, kWeightFormatCount> kGemmTable = []<size_t... I
 
 void gemm_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& out) {
   const auto f = static_cast<size_t>(w.format);
-  switch (active_isa()) {
+  switch (matmul_isa(w.format)) {
     case Isa::Ref:
       return gemm_rows_ref(in, w, n0, n1, out);
     case Isa::Avx2:
       return kGemmTable<Isa::Avx2>[f](in, w, n0, n1, out);
     case Isa::Avx512:
-      // A CPU without the VNNI or BF16 instructions a format's AVX-512 kernel needs runs its AVX2 kernel.
-      if (avx512_kernel_runs(w.format)) return kGemmTable<Isa::Avx512>[f](in, w, n0, n1, out);
-      return kGemmTable<Isa::Avx2>[f](in, w, n0, n1, out);
+      return kGemmTable<Isa::Avx512>[f](in, w, n0, n1, out);
   }
 }
 

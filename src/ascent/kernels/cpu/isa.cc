@@ -47,8 +47,13 @@ bool avx512_matmul_supports(WeightFormat weight, const CpuFeatures& f) {
   }
 }
 
+Isa matmul_isa(WeightFormat weight) {
+  const Isa isa = active_isa();
+  return isa == Isa::Avx512 && !avx512_matmul_supports(weight, cpu_features()) ? Isa::Avx2 : isa;
+}
+
 bool avx512_kernel_runs(WeightFormat weight) {
-  return active_isa() == Isa::Avx512 && avx512_matmul_supports(weight, cpu_features());
+  return matmul_isa(weight) == Isa::Avx512;
 }
 
 bool repacked_kernel_runs(WeightFormat repacked) {

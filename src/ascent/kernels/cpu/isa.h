@@ -18,10 +18,14 @@ const char* isa_name(Isa isa);
 // faulting on an illegal instruction.
 bool avx512_matmul_supports(WeightFormat weight, const CpuFeatures& f);
 
-// Whether matmuls with `weight` run the AVX-512 kernel: the active variant is AVX-512 and this CPU has what its
-// kernel for that format needs. gemm_rows dispatches on it; the Q4_0 layouts of GemmInput are built only for it,
-// and the repacked types run through the reference kernel where neither it nor repacked_kernel_runs holds: correct
-// everywhere, only not faster.
+// The variant whose kernel runs matmuls with `weight`: the active one, except that under AVX-512 a format whose
+// AVX-512 kernel needs what this CPU lacks (avx512_matmul_supports) runs the AVX2 kernel. gemm_rows dispatches on
+// it, so tests can check which kernel ran rather than which was asked for.
+Isa matmul_isa(WeightFormat weight);
+
+// Whether matmuls with `weight` run the AVX-512 kernel: matmul_isa(weight) is AVX-512. The Q4_0 layouts of GemmInput
+// are built only for it, and the repacked types run through the reference kernel where neither it nor
+// repacked_kernel_runs holds: correct everywhere, only not faster.
 bool avx512_kernel_runs(WeightFormat weight);
 
 // Whether a SIMD kernel runs matmuls with `repacked` (Q4_0R, Q4_KR, Q6_KR, Q8_0R): every one where the AVX-512
