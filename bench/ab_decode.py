@@ -2,7 +2,7 @@
 """A/B decode speed of several ascent binaries on one model: runs interleaved, each judged by its best read.
 
 A host's memory can move between a slow state (two threads read about what one does) and a fast one (two threads
-read ~1.7x one) within seconds (bench/RESULTS.md, roofline table). So back-to-back medians of two builds compare
+read ~1.7x one) within seconds. So back-to-back medians of two builds compare
 states as often as code. This script alternates the binaries round by round, every other round in reverse order: the
 run second in a round can read less beside its tokens. It takes each `ascent bench --jsonl` decode result with the
 read each run was judged against (the best of the reads between its tokens). It prints per binary the median t/s and % of read,

@@ -33,7 +33,7 @@
 // 2048-row int4 matrix streams at a lower share of the read than a 32000-row one.
 // Beside each state's kernel / read comes kernel / same bytes: the kernel's own copies, read the same plain way right
 // after it (one pool call per copy, as the kernel makes). Separately allocated buffers can read at rates that differ
-// by up to ~20% for minutes (bench/RESULTS.md, roofline table). So kernel / read also carries where the two buffers
+// by up to ~20% for minutes. So kernel / read also carries where the two buffers
 // landed, and kernel / same bytes does not.
 #include <algorithm>
 #include <atomic>
@@ -54,9 +54,9 @@
 #include "ascent/base/aligned.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/gemm.h"
-#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/prof/roofline.h"
 #include "ascent/tensor/quantize.h"
 #include "ascent/tensor/tensor.h"
@@ -215,7 +215,7 @@ int run_dram(const Options& o, const ascent::Tensor& f, std::mt19937& rng) {
     std::string format;
     ascent::AlignedPtr buf;
     std::vector<ascent::Tensor> copies;
-    std::vector<const uint8_t*> copy_data;  // each copy's bytes
+    std::vector<const uint8_t*> copy_data;     // each copy's bytes
     int64_t copy_bytes = 0;                    // one copy's codes and scales, contiguous
     std::vector<double> fast, slow;            // kernel / read, by state
     std::vector<double> fast_same, slow_same;  // kernel / same bytes, by state
@@ -428,8 +428,7 @@ int main(int argc, char** argv) {
     const ascent::kernels::GemmOut out{y.data(), o.rows, nullptr, nullptr, 0};
     const int64_t reps = std::max<int64_t>(1, o.bytes_per_pass / bytes);
     const Rate k = measure(o.passes, reps, bytes, [&] { ascent::kernels::gemm_rows(in, w, 0, w.rows, out); });
-    const Rate r = measure(o.passes, reps, bytes,
-                           [&] { sink = sink + ascent::prof::sum_bytes(w.data, bytes); });
+    const Rate r = measure(o.passes, reps, bytes, [&] { sink = sink + ascent::prof::sum_bytes(w.data, bytes); });
     const double prepare_us =
         median_us(o.passes, 100, [&] { ascent::kernels::prepare_gemm_input(x.data(), 1, w, in); });
     std::printf("| %s | %lld | %lld | %.1f | %.1f | %.1f | %.2f | %.2f |\n", format.c_str(),

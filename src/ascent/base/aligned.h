@@ -26,7 +26,7 @@ using AlignedPtr = std::unique_ptr<uint8_t[], AlignedDeleter>;
 AlignedPtr aligned_alloc_bytes(size_t bytes, bool zero = true);
 // A buffer aligned to 2 MiB and backed by transparent huge pages where the kernel allows them (asked for before the
 // first write, which is when pages are chosen). For large buffers streamed once per use, which read faster from huge
-// pages than from 4 KiB ones (bench/RESULTS.md, roofline table). zero = false leaves it untouched, so memory is taken
+// pages than from 4 KiB ones. zero = false leaves it untouched, so memory is taken
 // (and zeroed by the kernel) one huge page at a time on first write.
 AlignedPtr huge_alloc_bytes(size_t bytes, bool zero = true);
 

@@ -63,8 +63,8 @@ inline void cpu_relax() {
 
 // One spin round of warming: the next 512 bytes of `bytes` loaded (one byte a line), or a pause when none are left.
 // Loads, not prefetch instructions: a core drops many software prefetches when its queues are full, so bytes
-// requested with prefetcht1 read back barely faster than a cold read, and bytes touched by loads read back from L2
-// (bench/RESULTS.md, warming table). Eight lines a round keep the core's misses in flight without holding up its
+// requested with prefetcht1 read back barely faster than a cold read, and bytes touched by loads read back from L2.
+// Eight lines a round keep the core's misses in flight without holding up its
 // check for new work long. A round runs between raising and lowering `busy`, and only while `epoch` still reads
 // `taken`. That is forget_warm's handshake, seq_cst on both sides: either forget_warm sees the flag up and waits for
 // the round, or the round sees the new epoch and drops the bytes.

@@ -55,7 +55,7 @@ class ThreadPool {
   // call names other bytes. It loads a few lines at a time and checks for new work between them, so a call never
   // waits on it long. The bytes are only read (they must be readable), so results do not change. The caller does
   // not warm: at a call's end it would take bandwidth from the worker still finishing the call, which made decode
-  // slower (bench/RESULTS.md, decode table).
+  // slower (measured with bench/ab_decode.py).
   void warm_after_next_call(int index, std::span<const uint8_t> bytes);
   // Before bytes named to warm_after_next_call are freed: every worker drops what it was given so far, and this
   // returns once none can still be reading them (a worker mid-round finishes that round first). The global pool's

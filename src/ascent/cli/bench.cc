@@ -168,8 +168,8 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
     // threads, two with each of prof::sum_bytes' prefetches (~3 ms, untimed), after every token. A host's memory rate
     // can move between states within tens of milliseconds, and one such read catches one moment, slow or fast.
     // Judged against the reads on its two sides, a token that streamed in a fast moment between two slow reads
-    // showed more than 100% of "the read" (bench/RESULTS.md, decode probe table). The best of a run's reads is the
-    // fastest a plain read was served during the run: a ceiling none of its tokens can beat. Reads shorter than 32
+    // would show more than 100% of "the read". The best of a run's reads is the fastest a plain read was served
+    // during the run: a ceiling none of its tokens can beat. Reads shorter than 32
     // MiB ramp up for more of their time and read less.
     constexpr int64_t kProbeWindow = int64_t{64} << 20;
     for (const int64_t decode : o.decode) {
@@ -188,9 +188,8 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
         for (int64_t i = 0; i < steps; ++i) {
           if (probe && timed) {
             // The probe just read 192 MiB through every cache, which slows the token right after it by several
-            // percent: the probe's cost, not decode's (bench/RESULTS.md, decode probe table). So the step first runs
-            // untimed and the cache is rewound. The timed step then follows a token, as in a continuous decode (and
-            // llama-bench's tg).
+            // percent: the probe's cost, not decode's. So the step first runs untimed and the cache is rewound. The
+            // timed step then follows a token, as in a continuous decode (and llama-bench's tg).
             m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
             m->rewind(m->n_past() - 1);
           }
@@ -275,8 +274,7 @@ void run(Options& o) {
                "--profile and --memory-csv record one thread count, and -t gives {}", o.threads.size());
   for (const int t : o.threads) set_threads(t);  // every count refused before any model loads, not after minutes
   // The decode read probe's buffer (see below) is allocated before the weights, so that it gets huge pages however
-  // a large --no-mmap model leaves memory. On 4 KiB pages the same reads run slower (bench/RESULTS.md, roofline
-  // table).
+  // a large --no-mmap model leaves memory. On 4 KiB pages the same reads run slower.
   std::unique_ptr<prof::ReadProbe> probe;
   if (any_positive(o.decode) && !o.roofline.gbps_given()) probe = std::make_unique<prof::ReadProbe>();
   o.runtime.before_load();

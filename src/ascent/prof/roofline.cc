@@ -45,7 +45,7 @@ __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, int64_t n) {
 
 // The plain loop (no software prefetch) on AVX-512 machines: one 64-byte load per line, each its own instruction.
 // The loads are inline assembly so that GCC cannot fold each into its add (vpaddq zmm, zmm, [mem]). The folded
-// form read less than the best 256-bit loop, the unfolded one more (bench/RESULTS.md, roofline table). With a
+// form read less than the best 256-bit loop, the unfolded one more. With a
 // software prefetch beside each line the 512-bit form read less than the 256-bit one, so the prefetching loops stay
 // 256-bit.
 __attribute__((target("avx512f"))) uint64_t sum_avx512(const uint8_t* p, int64_t n) {
@@ -102,7 +102,7 @@ namespace {
 // end. Threads started for each pass begin up to ~0.1 ms apart, a skew such a pass would count as reading time. On a
 // shared host two threads may read together or take turns, states that change within tens of milliseconds. Many
 // short passes spread over the measurement catch the faster state, where a few whole-buffer passes can all fall in
-// the slower one (bench/RESULTS.md, roofline table).
+// the slower one.
 double read_bandwidth(const uint8_t* buf, int64_t bytes, int threads, int64_t share, int passes) {
   share = std::min(share, bytes / threads) / 128 * 128;
   ASCENT_CHECK(share > 0, "read_bandwidth: a {}-byte buffer is too small for {} threads", bytes, threads);
@@ -254,9 +254,8 @@ double fma_gflops(int threads, std::string& isa) {
   return f.avx512f ? peak_rate(threads, fma_avx512, flops) : peak_rate(threads, fma_avx2, flops);
 }
 
-// Huge pages, as the weights get with --no-mmap. On 4 KiB pages the same loop reads slower (bench/RESULTS.md,
-// roofline table), and a decode on huge pages would then read "faster than the roofline". Every page is touched, so
-// none is the zero page.
+// Huge pages, as the weights get with --no-mmap. On 4 KiB pages the same loop reads slower, and a decode on huge pages
+// would then read "faster than the roofline". Every page is touched, so none is the zero page.
 AlignedPtr read_buffer(int64_t bytes) {
   AlignedPtr buf = huge_alloc_bytes(static_cast<size_t>(bytes));
   for (int64_t i = 0; i < bytes; i += 64) buf[static_cast<size_t>(i)] = static_cast<uint8_t>(i);

@@ -23,10 +23,9 @@ struct Roofline {
 // (AVX2 where the CPU has it); n is a multiple of 128. Each line is prefetched 4 KiB ahead as `prefetch` says: not at
 // all, with the non-temporal hint (as the decode kernels stream their weights: kernels/cpu/gemm_tiles.h,
 // PrefetchTo::Stream), or into L1. Where the CPU has AVX-512, the loop without prefetch uses 512-bit loads, which
-// read more than 256-bit ones. Which of the three loops reads fastest changes from minute to minute (bench/RESULTS.md,
-// roofline table). So every bandwidth measured here is the best pass of all three: the roofline is the best read this
-// machine does, not the plainest. Benchmarks that compare a kernel with a read of the same bytes call it too
-// (bench/decode_ceiling.cc).
+// read more than 256-bit ones. Which of the three loops reads fastest changes from minute to minute. So every bandwidth
+// measured here is the best pass of all three: the roofline is the best read this machine does, not the plainest.
+// Benchmarks that compare a kernel with a read of the same bytes call it too (bench/decode_ceiling.cc).
 enum class ReadPrefetch { None, NonTemporal, L1 };
 inline constexpr ReadPrefetch kReadPrefetches[] = {ReadPrefetch::None, ReadPrefetch::NonTemporal, ReadPrefetch::L1};
 uint64_t sum_bytes(const uint8_t* p, int64_t n, ReadPrefetch prefetch = ReadPrefetch::None);
@@ -45,8 +44,8 @@ class ReadProbe {
   // Reads the next 3 x `bytes` of the buffer as six halves of `bytes`, two with each of sum_bytes' prefetches, and
   // keeps the fastest. Windows are taken in turn, so a window is cold again by the time it comes back around. The
   // reads run on the global ThreadPool's threads rather than fresh ones: about three milliseconds between two decode
-  // steps. bench uses 64 MiB windows, which read what whole passes read; a 16 MiB window can read ~10% less
-  // (bench/RESULTS.md, decode probe table).
+  // steps. bench uses 64 MiB windows, which read what whole passes read; a smaller window ramps up for more of
+  // its time and reads less.
   double window_gbps(int64_t bytes);
   // The best window_gbps since reset_best (0 before any). One window catches one moment's memory state, slow or
   // fast. A decode that streamed through the seconds around several windows is judged against their best: the

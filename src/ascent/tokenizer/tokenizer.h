@@ -76,8 +76,8 @@ class Tokenizer {
     AddedTokenRule rule;
   };
   // Specials matched in one text, longest first (one per text: its first id), indexed by their first byte. A scan looks
-  // only where one can start, and there only at those. Trying every special at every position made a text with
-  // Llama-3's 256 specials parsed encode ~8x slower than without them (bench/RESULTS.md, tokenizer table).
+  // only where one can start, and there only at those: trying every special at every position would make a text with
+  // Llama-3's 256 specials parsed encode several times slower than without them.
   struct SpecialSet {
     std::vector<Special> list;
     std::array<std::vector<uint32_t>, 256> by_first;  // indexes into list, longest first

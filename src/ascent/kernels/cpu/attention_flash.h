@@ -104,7 +104,7 @@ struct TileAhead {
 // between two tiles' FMAs.
 // With kFetch, each two dimensions also prefetch (into L1) their share of ahead[t]'s key group and value rows
 // (elements EK), so a later tile's lines arrive while this one's arithmetic runs. In a burst at a tile's start, the
-// cache's stream and the arithmetic would take about the sum of their times (bench/RESULTS.md, decode table). The
+// cache's stream and the arithmetic would take about the sum of their times (measured with bench/ab_decode.py). The
 // spread costs about a fifth of the tile time when the rows are already in L2, but decode reads a cold cache.
 template <class V, int R, int NT, class EK, bool kFetch>
 inline void tile_scores(const float* const q[R], int64_t D2, const EK* const kt[NT], int64_t ldk,
@@ -214,7 +214,7 @@ void flash_tiles(FlashScratch& s, int64_t D2, int64_t Dp, const EK* const kt[NT]
 // (tile_scores). During decode the cache is cold: the layer's weights streamed through the caches since it was last
 // read. In a cache of rows (positions, Hkv*D), one kv head's slice of a row is also a short piece a long stride
 // from the next. The hardware prefetchers do not follow such pieces; the model's KvCache keeps blocks of one head's
-// rows instead (ops.h, kv_offset). Four tiles ahead beat none, two and eight (bench/RESULTS.md, decode table).
+// rows instead (ops.h, kv_offset). Four tiles ahead beat none, two and eight (measured with bench/ab_decode.py).
 constexpr int64_t kPrefetchTiles = 4;
 // How many tiles ahead tile_scores' spread prefetch runs (into L1): three, four, six and eight are no faster.
 constexpr int64_t kSpreadTiles = 2;

@@ -22,7 +22,7 @@ namespace {
 // The prefetch of the AVX2 decode loops that read one row at a time (int8, int4, Q8_0 and the repacked GGUF
 // formats), so that each thread's weights are one run (model/weight_layout.h). A non-temporal prefetch
 // kAvx2StreamAhead bytes ahead for every 32 bytes they load (Q8_0: every 34-byte block) asks for each line about
-// twice. Asking once per line, and distances of 1, 3 or 8 KiB, all streamed less (bench/RESULTS.md, decode table).
+// twice. Asking once per line, and distances of 1, 3 or 8 KiB, all streamed less (measured with bench/ab_decode.py).
 // The float kernels keep their L1 prefetch a tile ahead: they decode four rows at a time (FloatKern), and this
 // prefetch on each row streamed markedly less for bf16.
 constexpr int64_t kAvx2StreamAhead = 2048;
@@ -71,7 +71,7 @@ template <WeightFormat WT>
 struct FloatKern {
   // Decode takes 4 rows at a time, not one. Each output is one chain of dependent FMAs (the tile's arithmetic, kept
   // for batch invariance), which runs at one FMA latency per 8 columns: one chain streams well below a core's share
-  // of memory, four keep up (bench/RESULTS.md, decode table). The int8 and Q8_0 one-row loops are not bound by
+  // of memory, four keep up (measured with bench/ab_decode.py). The int8 and Q8_0 one-row loops are not bound by
   // latency, and four interleaved row streams only slow them.
   static constexpr int kDecodeRows = 4;
   // 4 rows x 3 tokens: 12 accumulators + 3 activations + 1 weight fill AVX2's 16 registers. 4 x 4 spills, and both
@@ -157,7 +157,7 @@ inline void register_tile(float out[4][4], Body body) {
 // token block's tiles, not once per row and token triple (two instructions per 8 weights). The cached tile runs
 // tile's FMAs in tile's order (its zero-padded tail is the same products), so the same bits as decode. f16 keeps
 // FloatKern's tile: its f32 activations leave token blocks of 36, over which a 90 KiB f32 copy of a 4 x 5632 tile
-// does not pay (bench/RESULTS.md, kernel table).
+// does not pay (measured with ascent bench: the copy doubles the L2 traffic).
 struct Bf16Kern : FloatKern<WeightFormat::BF16> {
   struct RowCache {
     AlignedVector<float> w;  // (R, K rounded up to 8)
@@ -204,7 +204,7 @@ struct I8Kern {
   // Decode: one row at a time (each thread's rows are one stream), 64 bytes a step into two accumulators, with
   // avx2_stream_prefetch. Each 32 bytes run signed through vpmaddubsw (add_signed_dot): 6 vector operations, against
   // 8 with both sides widened to 16 bits as tile does, 4 of them widening shuffles. Both choices stream more of the
-  // read bandwidth than tile<1, 1> does (bench/RESULTS.md, decode table). The int32 sums are exact either way, so
+  // read bandwidth than tile<1, 1> does (measured with bench/ab_decode.py). The int32 sums are exact either way, so
   // tile<1, 1>'s bits.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;  // a multiple of 64 (I8 rows are padded so)

@@ -144,7 +144,7 @@ void q4r_cached_tile(const GemmInput& in, int64_t t, Codes codes, Init init, Sca
 // at a time, so that each thread's rows are one contiguous run. Row pairs would share each activation load, but two
 // interleaved streams defeat the hardware prefetchers: pairs ran slower from memory even with a software prefetch.
 // Q4_0R prefetches its groups' lines as a decode stream (kStreamPrefetch). Q8_0R, twice the bytes for the same work,
-// leaves them to the hardware prefetchers, which follow its run better (bench/RESULTS.md, decode table).
+// leaves them to the hardware prefetchers, which follow its run better (measured with bench/ab_decode.py).
 // A whole group in one 512-bit register takes about 45 instructions, half as many as two 256-bit halves: headroom a
 // core needs when memory is fast. Two chains suffice, since the loop is not bound by their latency.
 template <int64_t kGroupBytes, int kShift, int kHighShift, bool kStreamPrefetch, class Codes>

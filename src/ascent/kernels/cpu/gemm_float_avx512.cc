@@ -87,7 +87,7 @@ struct FloatKern {
   // (the tiles' arithmetic, so the same bits). One row at a time is bound by that chain's latency, 4 cycles per 16
   // weights; a pair runs two chains. The pair also shares each load of the f32 activations, which for a long row
   // (5632 columns, 22 KiB) do not stay in L1 beside the streaming weights. Pairs with the L2 prefetch stream
-  // markedly more of the read bandwidth than single rows or the L1 prefetch (bench/RESULTS.md, decode table).
+  // markedly more of the read bandwidth than single rows or the L1 prefetch (measured with bench/ab_decode.py).
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     decode_pairs<FloatKern>(in, w, n0, n1, o, in.K % 16 != 0);
   }

@@ -14,7 +14,7 @@ struct I8Kern {
   // rows' loads fit in the out-of-order window.
   // The rows are one contiguous run, read a whole cache line per load in order. No software prefetch: the steps are
   // so light (one load and one vpdpbusd per 64 bytes) that the hardware prefetchers follow the run better than a
-  // prefetch per line does (bench/RESULTS.md, decode table). Which prefetch wins has changed between hosts, so
+  // prefetch per line does (measured with bench/ab_decode.py). Which prefetch wins has changed between hosts, so
   // measure again before adding one.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t Kp = in.Kp;
@@ -107,7 +107,7 @@ struct I4Kern {
 
   // Decode reads one block after another, each a contiguous run of 16 x Kp / 2 bytes, with four vpdpbusd chains in
   // flight. Each line is prefetched as a decode stream (PrefetchTo::Stream). GCC 12 issues a group's 16 prefetches
-  // together at the group's start, 4 KiB ahead; that burst is what bench/RESULTS.md's decode table measured.
+  // together at the group's start, 4 KiB ahead; that burst is what bench/ab_decode.py measured.
   // The loop spends five instructions per 64 bytes, plus the prefetch: the high nibbles are masked in place, not
   // shifted down, and the activations' broadcasts fold into the vpdpbusd as memory operands (dpbusd_bcast). When
   // memory is fast, fewer instructions per byte measured faster. What binds the loop then is mostly its arithmetic's

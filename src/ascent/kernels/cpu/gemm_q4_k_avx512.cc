@@ -282,7 +282,7 @@ struct Q4KRKern {
     // Both super-blocks of a group at p, even in lanes 0-7 and odd in lanes 8-15 of 512-bit registers: step's
     // lanes, the same operations on each, with half the instructions for the codes. The group's activations are
     // already in that order (the even super-block's 32 bytes of each 64, then the odd one's; da and dsa 8 floats
-    // each). The saved instructions show when memory is fast (bench/RESULTS.md, decode table).
+    // each). The saved instructions show when memory is fast (measured with bench/ab_decode.py).
     const __m512i low4x2 = _mm512_set1_epi8(0x0f);
     auto step2 = [&](const uint8_t* p, const int8_t* a, const float* da, const float* dsa, __m512& acc) {
       const auto& b0 = *reinterpret_cast<const BlockQ4_KR*>(p);

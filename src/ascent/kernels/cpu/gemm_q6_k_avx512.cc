@@ -180,7 +180,7 @@ struct Q6KRKern {
 
   // Decode (one token), rows [n0, n1) one at a time, each thread's weights one sequential stream, a super-block's
   // two halves in two 256-bit registers. One 512-bit pass over both halves takes about 40 instructions per
-  // super-block against 64, and runs faster from L2, yet streams slower from DRAM (bench/RESULTS.md, decode table).
+  // super-block against 64, and runs faster from L2, yet streams slower from DRAM (measured with bench/ab_decode.py).
   // Why is open.
   static void decode_rows(const GemmInput& in, const MatrixView& w, int64_t n0, int64_t n1, const GemmOut& o) {
     const int64_t nsb = in.K / kQKBlock;

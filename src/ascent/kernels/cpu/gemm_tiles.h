@@ -96,7 +96,7 @@ inline void with_int4_group(const MatrixView& w, Fn&& fn) {
 
 // Where a prefetch puts the bytes it asks for `ahead` further on. Decode (one token) streams each weight byte once:
 // the prefetches keep enough memory requests in flight. Each loop takes the target that streams best for it
-// (bench/RESULTS.md, decode table).
+// (measured with bench/ab_decode.py).
 // - L1 (T0 hint), the default: the AVX2 tiles, and the AVX-512 Q8_0 loop, which consumes its bytes fastest.
 // - L2 (T1 hint): the AVX-512 loops on the file's 4-bit and K-quant layouts, and the f32/f16 row pairs. The 4-bit
 //   and K-quant loops do more work per byte: out-of-order execution hides a load that hits L2, and the prefetches

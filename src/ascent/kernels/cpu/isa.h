@@ -30,7 +30,7 @@ bool avx512_kernel_runs(WeightFormat weight);
 
 // Whether a SIMD kernel runs matmuls with `repacked` (Q4_0R, Q4_KR, Q6_KR, Q8_0R): every one where the AVX-512
 // kernel runs, and all but Q8_0R under the AVX2 kernels too. The AVX2 Q8_0R kernel runs faster than Q8_0's from
-// cache but streams worse in decode (bench/RESULTS.md, decode table). Model::load repacks a matrix only when this
+// cache but streams worse in decode (measured with bench/ab_decode.py). Model::load repacks a matrix only when this
 // holds for the type it would become, and GemmInput builds the q4r activations only for such a weight.
 bool repacked_kernel_runs(WeightFormat repacked);
 

@@ -113,7 +113,7 @@ RowSpace row_space(std::span<const Tensor* const> ws) {
 
 // How much of each thread's next weights a decode call names for warming (ThreadPool::warm_after_next_call): most of
 // a 1 MiB L2 (Zen 4 and 5), leaving room for the activations, KV rows and code the steps between matmuls touch.
-// Half or all of L2 decodes about as fast (bench/RESULTS.md, decode table).
+// Half or all of L2 decodes about as fast (measured with bench/ab_decode.py).
 constexpr size_t kWarmBytes = size_t{768} << 10;
 
 // Decode (T = 1) over weights placed by thread (CpuMatrix::by_thread, model/weight_layout.h). Tells the pool, for
@@ -235,7 +235,7 @@ void matmul_swiglu_forward(const float* x, int64_t T, const Tensor& wg, const Te
     // Decode: gate's rows, then up's, as one range split over the threads (matmul_multi_forward). With two threads,
     // one streams the gate matrix and the other the up matrix, each one run from start to end; the SwiGLU follows
     // over the whole row. Every switch between weight streams, and every matrix shared between threads, costs stream
-    // bandwidth: a switch leaves the next rows unprefetched (bench/RESULTS.md, decode table).
+    // bandwidth: a switch leaves the next rows unprefetched (measured with bench/ab_decode.py).
     thread_local AlignedVector<float> gu;  // (2, N): gate's results, then up's
     gu.resize(static_cast<size_t>(2 * N));
     const Tensor* ws[2] = {&wg, &wu};
