@@ -330,7 +330,7 @@ void add_gguf_vocab(GgufWriter& out, const FoundVocab& found, int64_t n_vocab, c
     // Refused rather than written with a guessed name: llama.cpp would split the text by another regex without a
     // word, and Ascent reads the file back only by a name it knows.
     if (pre == nullptr) {
-      refused.push_back(fmt::format("a pre-tokenizer split tokenizer.ggml.pre has no name for ({}{})",
+      refused.push_back(fmt::format("a pre-tokenizer split that tokenizer.ggml.pre has no name for ({}{})",
                                     v.pre_pattern.empty() ? "GPT-2's" : "'" + v.pre_pattern + "'",
                                     v.ignore_merges ? ", ignore_merges" : ""));
     }
