@@ -246,6 +246,20 @@ def check_byte_level():
         got = tokenize(["-m", out], text)
         check(got is not None and got == tokenize(["-m", folder], text),
               f"{name}: `ascent tokenize` on the GGUF gives the folder's ids")
+    # A GGUF whose tokenizer.ggml.pre Ascent's encoder does not run (llama.cpp's "bloom": the same length as
+    # "qwen2", so the file's offsets hold) still converts, its keys copied as stored.
+    with open(os.path.join(D, "qwen3.gguf"), "rb") as f:
+        data = f.read()
+    key = b"tokenizer.ggml.pre"
+    at = data.find(len(key).to_bytes(8, "little") + key + (8).to_bytes(4, "little") + (5).to_bytes(8, "little"))
+    bloom = os.path.join(D, "bloom.gguf")
+    with open(bloom, "wb") as f:
+        f.write(data[:at + 8 + len(key) + 12] + b"bloom" + data[at + 8 + len(key) + 17:])
+    out = os.path.join(D, "bloom-again.gguf")
+    r = run(["convert", "-m", bloom, "-o", out, "--type", "f32"])
+    meta = tokenizer_meta(out) if r.returncode == 0 else {}
+    check(at > 0 and meta.get("tokenizer.ggml.pre") == "bloom" and meta == tokenizer_meta(bloom),
+          f"a GGUF with a pre-tokenizer Ascent does not run converts with its keys unchanged ({r.stderr.strip()[:160]})")
     # A split regex llama.cpp has no name for: refused, naming the file, and nothing written.
     with open(os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json"), encoding="utf-8") as f:
         tj = json.load(f)

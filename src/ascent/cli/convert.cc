@@ -29,7 +29,7 @@ void run(const std::string& in, const std::string& out, const std::string& type,
                                                      .vocab_size = cfg.vocab,
                                                      .gguf = gguf.get(),
                                                      .embedded = &embedded},
-                                                    tokenizer);
+                                                    tokenizer, /*parse_gguf=*/false);
   model::write_gguf_model(cfg, w, dtype, out, &vocab);
   std::printf("wrote %s (%s)\n", out.c_str(), std::string(dtype_name(dtype)).c_str());
   if (vocab.from.empty()) {

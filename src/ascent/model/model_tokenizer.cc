@@ -143,13 +143,14 @@ tokenizer::Vocab load_vocab(const std::string& path, int64_t vocab_size) {
 
 namespace {
 
-// Reads a vocabulary file or folder into out; a GGUF's tokenizer.* keys are kept as stored too.
-void read_vocab_into(const std::string& path, int64_t vocab_size, FoundVocab& out) {
+// Reads a vocabulary file or folder into out; a GGUF's tokenizer.* keys are kept as stored too (and, unless
+// parse_gguf, only they).
+void read_vocab_into(const std::string& path, int64_t vocab_size, bool parse_gguf, FoundVocab& out) {
   out.from = path;
   std::error_code ec;
   if (!fs::is_directory(path, ec) && has_gguf_magic(path)) {
     const GgufFile f(path);
-    out.vocab = vocab_from_gguf(f);
+    if (parse_gguf) out.vocab = vocab_from_gguf(f);
     for (const auto& [key, v] : f.metadata()) {
       if (key.starts_with("tokenizer.")) out.gguf_keys.emplace_back(key, v);
     }
@@ -160,15 +161,15 @@ void read_vocab_into(const std::string& path, int64_t vocab_size, FoundVocab& ou
 
 }  // namespace
 
-FoundVocab find_vocab(const VocabPlace& m, const std::string& explicit_path) {
+FoundVocab find_vocab(const VocabPlace& m, const std::string& explicit_path, bool parse_gguf) {
   FoundVocab found;
   if (!explicit_path.empty()) {
-    read_vocab_into(explicit_path, m.vocab_size, found);
+    read_vocab_into(explicit_path, m.vocab_size, parse_gguf, found);
   } else if (m.gguf != nullptr) {
     if (m.gguf->find("tokenizer.ggml.model") == nullptr) {
       found.missing = fmt::format("{}: the file holds no vocabulary; pass --tokenizer", m.path);
     } else {
-      read_vocab_into(m.path, m.vocab_size, found);
+      read_vocab_into(m.path, m.vocab_size, parse_gguf, found);
     }
   } else if (m.format == Format::Ascent) {
     if (m.embedded == nullptr || m.embedded->bytes.empty()) {
@@ -196,7 +197,7 @@ FoundVocab find_vocab(const VocabPlace& m, const std::string& explicit_path) {
       fail("{}: cannot write its tokenizer to {}", m.path, tmp.string());
     }
     try {
-      read_vocab_into(tmp.string(), m.vocab_size, found);
+      read_vocab_into(tmp.string(), m.vocab_size, parse_gguf, found);
     } catch (...) {
       fs::remove(tmp);
       throw;
@@ -216,7 +217,7 @@ FoundVocab find_vocab(const VocabPlace& m, const std::string& explicit_path) {
   } else {
     const fs::path guess = fs::path(m.path).parent_path() / "tokenizer.bin";
     if (fs::exists(guess)) {
-      read_vocab_into(guess.string(), m.vocab_size, found);
+      read_vocab_into(guess.string(), m.vocab_size, parse_gguf, found);
     } else {
       found.missing = fmt::format("{}: no tokenizer found next to the model; pass --tokenizer", m.path);
     }
@@ -284,12 +285,20 @@ bool spans_spaces(const tokenizer::Vocab& v) {
 void add_gguf_vocab(GgufWriter& out, const FoundVocab& found, int64_t n_vocab, const std::string& path) {
   using tokenizer::TokenType;
   using tokenizer::VocabKind;
+  const std::string& from = found.from;
   if (!found.gguf_keys.empty()) {
-    for (const auto& [key, v] : found.gguf_keys) out.set_value(key, v);
+    // Copied as stored, which llama.cpp read as written; the vocabulary need not be one Ascent's encoder runs.
+    for (const auto& [key, v] : found.gguf_keys) {
+      if (key == "tokenizer.ggml.tokens") {
+        ASCENT_CHECK(static_cast<int64_t>(v.strings.size()) <= n_vocab,
+                     "{}: the tokenizer has {} tokens but the model has a vocabulary of {}", from, v.strings.size(),
+                     n_vocab);
+      }
+      out.set_value(key, v);
+    }
     return;
   }
   const tokenizer::Vocab& v = found.vocab;
-  const std::string& from = found.from;
   const size_t n = v.pieces.size();
   ASCENT_CHECK(static_cast<int64_t>(n) <= n_vocab,
                "{}: the tokenizer has {} tokens but the model has a vocabulary of {}", from, n, n_vocab);

@@ -38,7 +38,9 @@ struct FoundVocab {
   // A GGUF source's tokenizer.* keys as stored: a GGUF written from it carries them over unchanged.
   std::vector<std::pair<std::string, GgufValue>> gguf_keys;
 };
-FoundVocab find_vocab(const VocabPlace& place, const std::string& explicit_path);
+// parse_gguf false: a GGUF source gives only its keys, so one whose vocabulary Ascent's encoder does not run (another
+// tokenizer.ggml.pre) still converts.
+FoundVocab find_vocab(const VocabPlace& place, const std::string& explicit_path, bool parse_gguf = true);
 
 // Adds the vocabulary to a GGUF being written, in the keys llama.cpp reads (tokenizer.ggml.*), padded with unused
 // tokens to n_vocab as llama.cpp's converter pads. `path` is the file written, for messages. A vocabulary whose
