@@ -12,8 +12,10 @@ and q4_0. gguf-py reads each back: the metadata must give the source's shape, an
 weight (Q and K rows permuted for interleaved RoPE where the source is a Hugging Face Llama, as llama.cpp's converter
 does) as the type stores it: f32 exact, f16 and bf16 the source rounded to nearest even, q8_0 and q4_0 within half a
 quantization step of the source in every element, with how many blocks match gguf-py's own quantizer byte for byte.
-Then llama-server runs each file greedily (temperature 0, top-k 1) from fixed prompt ids and must produce the ids
-`ascent generate --temp 0 --prompt-ids` produces on the same file.
+The file carries the source's vocabulary (stories260K's is tok512.bin, passed with --tokenizer): its tokens and token
+types must be the source's, and llama-tokenize must give `ascent tokenize --add-special`'s ids for a few sentences.
+Then llama-server runs each file, as written, greedily (temperature 0, top-k 1) from fixed prompt ids and must produce
+the ids `ascent generate --temp 0 --prompt-ids` produces on the same file.
 
 (b) bench/make_model.py writes a random model of the "k256" shape (every matrix row whole 256-value super-blocks)
 with Llama-2's vocabulary in F16; llama-quantize makes it Q4_K_M. llama-perplexity scores a text with it (its
@@ -157,7 +159,8 @@ def llama2c_source(path):
 
 def tokenizer_json_vocab(path):
     """(pieces, GGUF token types) of a tokenizer.json: byte-fallback pieces <0xNN> are BYTE, added special tokens
-    CONTROL, the unknown token UNKNOWN, the rest NORMAL."""
+    (the unknown token among them) CONTROL, other added tokens USER_DEFINED, the rest NORMAL, as llama.cpp's
+    converter types them."""
     t = json.load(open(path))
     m = t["model"]
     n = max(list(m["vocab"].values()) + [a["id"] for a in t.get("added_tokens", [])]) + 1
@@ -169,50 +172,23 @@ def tokenizer_json_vocab(path):
     for a in t.get("added_tokens", []):
         pieces[a["id"]] = a["content"]
         types[a["id"]] = 3 if a.get("special") else 4
-        if a["content"] == m.get("unk_token"):
-            types[a["id"]] = 2
     return pieces, types
 
 
 def llama2c_vocab(path, n):
     """(pieces, types) of a llama2.c tokenizer.bin: an int32 max length, then per token a float32 score, an int32
-    length and the bytes. Ids 0-2 are <unk>, <s>, </s>."""
+    length and the bytes. Ids 0-2 are <unk>, <s>, </s>. Pieces are given as SentencePiece spells them, as a GGUF holds
+    them: llama2.c's export writes "▁" as a space and BOS and EOS as "\\n<s>\\n" and "\\n</s>\\n"."""
     with open(path, "rb") as f:
         raw = f.read()
     pos, pieces = 4, []
     for _ in range(n):
         _, length = struct.unpack_from("<fi", raw, pos)
-        pieces.append(raw[pos + 8:pos + 8 + length].decode("utf-8", "replace"))
+        pieces.append(raw[pos + 8:pos + 8 + length].decode("utf-8", "replace").replace(" ", "\u2581"))
         pos += 8 + length
+    pieces[1:3] = [p.strip("\n") for p in pieces[1:3]]
     types = [2, 3, 3] + [6 if p.startswith("<0x") and p.endswith(">") and len(p) == 6 else 1 for p in pieces[3:]]
     return pieces, types
-
-
-def copy_with_vocab(gguf, src, dst, pieces, types):
-    """src's metadata and tensors (the same bytes) plus a vocabulary, written by gguf-py's GGUFWriter: llama.cpp will
-    not load a model file without tokenizer.ggml.model and its tokens, and `ascent convert` writes none."""
-    r = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
-    vt = gguf.GGUFValueType
-    for key, f in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        main = f.types[0]
-        if main == vt.ARRAY:
-            w.add_key_value(key, f.contents(), main, sub_type=f.types[-1])
-        else:
-            w.add_key_value(key, f.contents(), main)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(pieces)
-    w.add_token_types(types)
-    w.add_token_scores([0.0] * len(pieces))
-    w.add_add_bos_token(False)  # the prompt ids given carry their BOS
-    for t in r.tensors:
-        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)  # the stored bytes, their shape from them
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 # --- (a) -------------------------------------------------------------------------------------------------------------
@@ -337,33 +313,41 @@ def part_a(args, gguf):
     print("(a) GGUF files written by ascent convert, read by gguf-py and run by llama.cpp")
     s656 = os.path.join(SHARED, "models", "story-656K")
     s260 = os.path.join(SHARED, "models", "stories260K")
-    sources = [("story-656K", s656, hf_source, lambda: tokenizer_json_vocab(os.path.join(s656, "tokenizer.json"))),
-               ("stories260K", os.path.join(s260, "stories260K.bin"), llama2c_source,
-                lambda: llama2c_vocab(os.path.join(s260, "tok512.bin"), 512))]
-    for name, src_path, reader, vocab in sources:
+    tok512 = os.path.join(s260, "tok512.bin")
+    sources = [("story-656K", s656, [], hf_source, lambda: tokenizer_json_vocab(os.path.join(s656, "tokenizer.json"))),
+               ("stories260K", os.path.join(s260, "stories260K.bin"), ["--tokenizer", tok512], llama2c_source,
+                lambda: llama2c_vocab(tok512, 512))]
+    sentences = os.path.join(args.work, "sentences.txt")
+    with open(sentences, "w") as f:
+        f.write("Once upon a time, there was a little girl named Lily. She loved to play outside in the park.\n"
+                "One day, she saw a big, red ball! The cat sat on the mat; the dog did not.")
+    for name, src_path, extra, reader, vocab in sources:
         src, meta = reader(src_path)
         pieces, types = vocab()
         for kind in TYPES:
             out = os.path.join(args.work, f"{name}-{kind}.gguf")
-            r = run([args.ascent, "convert", "-m", src_path, "-o", out, "--type", kind])
+            r = run([args.ascent, "convert", "-m", src_path, "-o", out, "--type", kind] + extra)
             if not check(r.returncode == 0, f"ascent convert -m {name} --type {kind}"
                          + (f": {r.stderr.strip()[-200:]}" if r.returncode else "")):
                 continue
             check_gguf(gguf, out, kind, src, meta)
+            fields = {k: v.contents() for k, v in gguf.GGUFReader(out).fields.items() if k.startswith("tokenizer.")}
+            check(fields.get("tokenizer.ggml.tokens") == pieces and fields.get("tokenizer.ggml.token_type") == types,
+                  f"{os.path.basename(out)}: gguf-py reads the source's {len(pieces)} tokens and their types")
+            r = run([os.path.join(args.llama_bin, "llama-tokenize"), "-m", out, "-f", sentences, "--ids",
+                     "--log-disable"])
+            theirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else r.stderr.strip()[-200:]
+            r = run([args.ascent, "tokenize", "-m", out, "--text-file", sentences, "--add-special"])
+            ours = [int(x) for x in r.stdout.split()] if r.returncode == 0 else r.stderr.strip()[-200:]
+            check(theirs == ours, f"{os.path.basename(out)}: llama-tokenize gives ascent tokenize's {len(ours)} ids"
+                  + ("" if theirs == ours else f": {theirs} vs {ours}"))
             ours, err = ascent_greedy(args.ascent, out, PROMPT_IDS, N_GEN)
             if not check(ours is not None, f"{os.path.basename(out)}: ascent generate runs" + (f" ({err})" if err else "")):
                 continue
             theirs, err = llama_greedy(args.llama_bin, out, PROMPT_IDS, N_GEN)
-            check(theirs is not None, f"{os.path.basename(out)}: llama-server loads it as written"
-                  + (f" ({err})" if err else ""))
-            if theirs is None:
-                # The same metadata and tensor bytes with a vocabulary added, so that what Ascent wrote still runs.
-                vout = out.replace(".gguf", "-vocab.gguf")
-                copy_with_vocab(gguf, out, vout, pieces, types)
-                theirs, err = llama_greedy(args.llama_bin, vout, PROMPT_IDS, N_GEN)
-                if not check(theirs is not None, f"{os.path.basename(vout)} (its bytes plus a vocabulary): "
-                             "llama-server loads it" + (f" ({err})" if err else "")):
-                    continue
+            if not check(theirs is not None, f"{os.path.basename(out)}: llama-server loads it as written"
+                         + (f" ({err})" if err else "")):
+                continue
             name_out = os.path.basename(out)
             if theirs == ours or kind not in ("q8_0", "q4_0"):
                 check(theirs == ours, f"{name_out}: greedy ids from {PROMPT_IDS}, {len(ours)} tokens: "

@@ -128,7 +128,7 @@ def main():
               f"int8 file from a config listing [2, {q_stop}] stops before {q_stop} ({got})")
 
     # GGUF: llama.cpp's tokenizer.ggml.eot_token_id (Llama 3 Instruct's <|eot_id|>) and eom_token_id end it too.
-    # (ascent convert writes no vocabulary: the prompt goes in as ids.)
+    # (The prompt goes in as the ids the folder gave it.)
     gguf = os.path.join(DIR, "plain.gguf")
     ok = run(["convert", "-m", folder("g_plain"), "-o", gguf, "--type", "f32"]).returncode == 0
     ids_g = greedy(gguf, prompt_ids=prompt) if ok else None

@@ -134,7 +134,9 @@ def main():
                             f"{d:.1e} < 1e-4; {r.stderr.strip()[:100]})")
             if qtype != "bf16":  # rounding a quantized matrix again is said, once (llama.cpp asks --allow-requantize)
                 r = run(["convert", "-m", path, "-o", os.path.join(ROOT, "requantized.gguf"), "--type", "q4_0"])
-                check(r.returncode == 0 and r.stderr.strip().splitlines() == [
+                # Besides it, only the embedded vocabulary's note on what GGUF's keys cannot describe.
+                lines = [x for x in r.stderr.strip().splitlines() if "may tokenize some text otherwise" not in x]
+                check(r.returncode == 0 and lines == [
                     f"ascent: warn: {ROOT}/requantized.gguf: {qtype} matrices requantized to q4_0: their rounding "
                     "compounds; convert the original model for the best copy"],
                     f"{label} converted to GGUF q4_0: one warning ({r.stderr.strip()[:120]!r})")

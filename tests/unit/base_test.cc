@@ -273,6 +273,40 @@ TEST(Gguf, WriterOutputReadsBack) {
   std::filesystem::remove(path);
 }
 
+TEST(Gguf, SetValueKeepsTypesAndReplacesKeys) {
+  const std::string path = (std::filesystem::temp_directory_path() / "ascent_gguf_values.gguf").string();
+  model::GgufWriter w;
+  w.set_u32("a", 1);
+  model::GgufValue i16, f64, u8s, f32s;
+  i16.type = model::GgufType::I16;
+  i16.i = -7;
+  f64.type = model::GgufType::F64;
+  f64.f = 0.1;
+  u8s.type = f32s.type = model::GgufType::Array;
+  u8s.elem_type = model::GgufType::U8;
+  u8s.ints = {0, 200, 255};
+  f32s.elem_type = model::GgufType::F32;
+  f32s.floats = {-1967.0, 0.5};
+  w.set_value("b", i16);
+  w.set_value("c", f64);
+  w.set_value("d", u8s);
+  w.set_value("e", f32s);
+  w.set_string("a", "again");  // replaces the u32: a key written twice would make the file unreadable
+  w.write(path);
+  model::GgufFile f(path);
+  EXPECT_EQ(f.metadata().size(), 5u);
+  EXPECT_EQ(f.get_string("a"), "again");
+  EXPECT_EQ(f.find("b")->type, model::GgufType::I16);
+  EXPECT_EQ(f.get_int("b"), -7);
+  EXPECT_EQ(f.find("c")->type, model::GgufType::F64);
+  EXPECT_EQ(f.find("c")->f, 0.1);
+  EXPECT_EQ(f.find("d")->elem_type, model::GgufType::U8);
+  EXPECT_EQ(f.find("d")->ints, (std::vector<int64_t>{0, 200, 255}));
+  EXPECT_EQ(f.find("e")->elem_type, model::GgufType::F32);
+  EXPECT_EQ(f.find("e")->floats, (std::vector<double>{-1967.0, 0.5}));
+  std::filesystem::remove(path);
+}
+
 TEST(Sampler, GreedyAndSeededAreReproducible) {
   std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 2.0f};
   engine::Sampler greedy({.temperature = 0.0f});

@@ -87,12 +87,17 @@ class GgufWriter {
   void set_strings(const std::string& key, const std::vector<std::string>& v);
   void set_f32s(const std::string& key, const std::vector<float>& v);
   void set_i32s(const std::string& key, const std::vector<int32_t>& v);
+  // A value as a GgufFile read it, in its own type (a copied key is stored as it was).
+  void set_value(const std::string& key, const GgufValue& v);
   // The tensor is written as stored (dtype and bytes); shape is outermost first.
   void add_tensor(const std::string& name, const Tensor& t);
   // Writes PATH.tmp then renames it to PATH, so a failed write never leaves a half-written model behind.
   void write(const std::string& path) const;
 
  private:
+  // Setting a key again replaces its value in place: GGUF readers refuse a file that names a key twice.
+  void put_kv(const std::string& key, std::string encoded);
+
   std::vector<std::pair<std::string, std::string>> kv_;  // key -> encoded type + value
   std::vector<std::pair<std::string, Tensor>> tensors_;
 };

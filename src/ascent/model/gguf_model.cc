@@ -10,6 +10,7 @@
 #include "ascent/base/log.h"
 #include "ascent/model/check_weights.h"
 #include "ascent/model/loaders.h"
+#include "ascent/model/model_tokenizer.h"
 
 namespace ascent::model {
 namespace {
@@ -177,7 +178,8 @@ void finalize_weights(const ModelConfig& cfg, WeightSet& w) {
   }
 }
 
-void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, const std::string& path) {
+void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, const std::string& path,
+                      const FoundVocab* vocab) {
   GgufWriter out;
   const std::string arch = gguf_arch(cfg.arch);
   const std::string p = arch + ".";
@@ -207,6 +209,8 @@ void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, c
                "would apply it to every layer",
                path, cfg.sliding_from_layer);
   if (cfg.sliding_window > 0) out.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(cfg.sliding_window));
+  // The vocabulary first: the model's own end and start ids below replace any it names, as generation stops on them.
+  if (vocab != nullptr && !vocab->from.empty()) add_gguf_vocab(out, *vocab, cfg.vocab, path);
   // Only ids the vocabulary holds (a GGUF's are checked when it loads): a small GPT-2 whose config names none has
   // the default 50256, past its vocabulary, and the file then names none either.
   for (const auto& [key, id] :

@@ -40,35 +40,45 @@ uint32_t ggml_type(DType t) {
 
 }  // namespace
 
+void GgufWriter::put_kv(const std::string& key, std::string encoded) {
+  for (auto& [k, e] : kv_) {
+    if (k == key) {
+      e = std::move(encoded);
+      return;
+    }
+  }
+  kv_.emplace_back(key, std::move(encoded));
+}
+
 void GgufWriter::set_string(const std::string& key, const std::string& v) {
   std::string e;
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::String));
   put_str(e, v);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_u32(const std::string& key, uint32_t v) {
   std::string e;
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::U32));
   put<uint32_t>(e, v);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_i32(const std::string& key, int32_t v) {
   std::string e;
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::I32));
   put<int32_t>(e, v);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_f32(const std::string& key, float v) {
   std::string e;
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::F32));
   put<float>(e, v);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_bool(const std::string& key, bool v) {
   std::string e;
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::Bool));
   put<uint8_t>(e, v ? 1 : 0);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_strings(const std::string& key, const std::vector<std::string>& v) {
   std::string e;
@@ -76,7 +86,7 @@ void GgufWriter::set_strings(const std::string& key, const std::vector<std::stri
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::String));
   put<uint64_t>(e, v.size());
   for (const auto& s : v) put_str(e, s);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_f32s(const std::string& key, const std::vector<float>& v) {
   std::string e;
@@ -84,7 +94,7 @@ void GgufWriter::set_f32s(const std::string& key, const std::vector<float>& v) {
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::F32));
   put<uint64_t>(e, v.size());
   for (float f : v) put<float>(e, f);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
 }
 void GgufWriter::set_i32s(const std::string& key, const std::vector<int32_t>& v) {
   std::string e;
@@ -92,7 +102,60 @@ void GgufWriter::set_i32s(const std::string& key, const std::vector<int32_t>& v)
   put<uint32_t>(e, static_cast<uint32_t>(GgufType::I32));
   put<uint64_t>(e, v.size());
   for (int32_t i : v) put<int32_t>(e, i);
-  kv_.emplace_back(key, e);
+  put_kv(key, std::move(e));
+}
+
+void GgufWriter::set_value(const std::string& key, const GgufValue& v) {
+  // One element (or scalar) in type t; integers and bools come as v.ints / v.i, floats as v.floats / v.f.
+  auto number = [](std::string& e, GgufType t, int64_t i, double f) {
+    switch (t) {
+      case GgufType::U8:
+      case GgufType::Bool:
+        return put<uint8_t>(e, static_cast<uint8_t>(i));
+      case GgufType::I8:
+        return put<int8_t>(e, static_cast<int8_t>(i));
+      case GgufType::U16:
+        return put<uint16_t>(e, static_cast<uint16_t>(i));
+      case GgufType::I16:
+        return put<int16_t>(e, static_cast<int16_t>(i));
+      case GgufType::U32:
+        return put<uint32_t>(e, static_cast<uint32_t>(i));
+      case GgufType::I32:
+        return put<int32_t>(e, static_cast<int32_t>(i));
+      case GgufType::U64:
+        return put<uint64_t>(e, static_cast<uint64_t>(i));
+      case GgufType::I64:
+        return put<int64_t>(e, i);
+      case GgufType::F32:
+        return put<float>(e, static_cast<float>(f));
+      case GgufType::F64:
+        return put<double>(e, f);
+      case GgufType::String:
+      case GgufType::Array:
+        break;
+    }
+    fail("GGUF metadata: value type {} is not a number", static_cast<uint32_t>(t));
+  };
+  std::string e;
+  put<uint32_t>(e, static_cast<uint32_t>(v.type));
+  if (v.type == GgufType::String) {
+    put_str(e, v.s);
+  } else if (v.type != GgufType::Array) {
+    number(e, v.type, v.i, v.f);
+  } else {
+    put<uint32_t>(e, static_cast<uint32_t>(v.elem_type));
+    if (v.elem_type == GgufType::String) {
+      put<uint64_t>(e, v.strings.size());
+      for (const auto& s : v.strings) put_str(e, s);
+    } else if (v.elem_type == GgufType::F32 || v.elem_type == GgufType::F64) {
+      put<uint64_t>(e, v.floats.size());
+      for (double f : v.floats) number(e, v.elem_type, 0, f);
+    } else {
+      put<uint64_t>(e, v.ints.size());
+      for (int64_t i : v.ints) number(e, v.elem_type, i, 0.0);
+    }
+  }
+  put_kv(key, std::move(e));
 }
 
 void GgufWriter::add_tensor(const std::string& name, const Tensor& t) {

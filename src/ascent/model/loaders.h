@@ -32,8 +32,11 @@ std::string read_checkpoint(const std::string& path, Format& format, ModelConfig
 // to f32 (they are small and the kernels read them as f32).
 void finalize_weights(const ModelConfig& cfg, WeightSet& w);
 
-// Writes cfg and w as a GGUF file llama.cpp can load, with matrices stored as `dtype` (1-D tensors stay f32).
-// Llama and Mistral Q/K rows are permuted to GGUF's interleaved RoPE layout, as llama.cpp's converter does.
-void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, const std::string& path);
+struct FoundVocab;
+// Writes cfg and w as a GGUF file llama.cpp can load, with matrices stored as `dtype` (1-D tensors stay f32), and the
+// vocabulary when one was found (model_tokenizer.h: add_gguf_vocab). Llama and Mistral Q/K rows are permuted to
+// GGUF's interleaved RoPE layout, as llama.cpp's converter does.
+void write_gguf_model(const ModelConfig& cfg, const WeightSet& w, DType dtype, const std::string& path,
+                      const FoundVocab* vocab = nullptr);
 
 }  // namespace ascent::model

@@ -70,29 +70,7 @@ std::pair<std::string, std::string> tokenizer_blob(const Model& m, const std::st
     GgufWriter vw;
     for (const auto& [key, v] : m.gguf()->metadata()) {
       if (key.rfind("tokenizer.", 0) != 0) continue;
-      switch (v.type) {
-        case GgufType::String:
-          vw.set_string(key, v.s);
-          break;
-        case GgufType::Bool:
-          vw.set_bool(key, v.i != 0);
-          break;
-        case GgufType::F32:
-        case GgufType::F64:
-          vw.set_f32(key, static_cast<float>(v.f));
-          break;
-        case GgufType::Array:
-          if (v.elem_type == GgufType::String) {
-            vw.set_strings(key, v.strings);
-          } else if (v.elem_type == GgufType::F32 || v.elem_type == GgufType::F64) {
-            vw.set_f32s(key, std::vector<float>(v.floats.begin(), v.floats.end()));
-          } else {
-            vw.set_i32s(key, std::vector<int32_t>(v.ints.begin(), v.ints.end()));
-          }
-          break;
-        default:
-          vw.set_u32(key, static_cast<uint32_t>(v.i));
-      }
+      vw.set_value(key, v);  // in its own type, as stored
     }
     const std::string tmp = out + ".vocab.gguf";
     vw.write(tmp);
