@@ -46,7 +46,8 @@ void add_no_thread_layout_flag(CLI::App* c, bool& no_thread_layout) {
 void add_no_repack_flag(CLI::App* c, bool& no_repack) {
   c->add_flag("--no-repack", no_repack,
               "keep q8_0/q4_0/q4_k/q6_k matrices in the file's layout, used in place (no copy) with the slower "
-              "kernels, instead of repacking them for the SIMD (AVX2, AVX-512) ones");
+              "kernels, instead of repacking them for the SIMD (AVX2, AVX-512) ones; f16/bf16 matrices off cache "
+              "lines are used in place too");
 }
 
 void add_no_mmap_flag(CLI::App* c, bool& no_mmap) {
