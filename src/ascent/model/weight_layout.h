@@ -3,11 +3,10 @@
 // Three reasons to copy a matrix. Q8_0, Q4_0, Q4_K and Q6_K are repacked into the layouts the SIMD kernels read
 // faster (kernels/cpu/packed_formats.h), where a kernel for the repacked layout runs (kernels::repacked_kernel_runs).
 // An f16 or bf16 matmul matrix whose rows do not start on cache lines (GGUF aligns to 32 bytes) is copied onto them.
-// And with --no-mmap every weight is a private copy already. A copied matrix that a decode matmul streams is then placed by
-// thread: on T threads, thread t's rows of every matmul call (kernels::decode_row_shares) lie one after another in
-// the order the calls run. Each thread then reads one sequential run through a token's weights instead of starting a
-// new one per call (bench/RESULTS.md, decode table). Placement changes no result: every row keeps its codes, and a
-// row's result does not depend on where the row lies.
+// And with --no-mmap every weight is a private copy already. A copied matrix that a decode matmul streams is then
+// placed by thread: on T threads, thread t's rows of every matmul call (kernels::decode_row_shares) lie one after
+// another in the order the calls run, so each thread reads one run through a token's weights (bench/RESULTS.md, decode
+// table). Placement changes no result: a row keeps its codes, and its result does not depend on where it lies.
 #pragma once
 
 #include <span>
