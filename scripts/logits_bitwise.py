@@ -25,8 +25,9 @@ def run(b, args, env=None):
     return subprocess.run([b] + args, capture_output=True, text=True, env=env)
 
 
-files = [f"{S}/stories260K/stories260K.bin", f"{S}/story-656K"]
-for src, tag in [(f"{S}/stories260K/stories260K.bin", "s260"), (f"{S}/story-656K", "s656")]:
+sources = [(f"{S}/stories260K/stories260K.bin", "s260"), (f"{S}/story-656K", "s656")]
+files = [src for src, _ in sources]
+for src, tag in sources:
     for t in ["f16", "bf16", "q8_0", "q4_0"]:
         p = f"{work}/{tag}-{t}.gguf"
         if not os.path.exists(p):

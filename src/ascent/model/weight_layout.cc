@@ -102,13 +102,14 @@ void place_weights(WeightSet& w, std::span<const std::vector<const Tensor*>> cal
     const WeightFormat f = kernels::format_of(t.dtype), to = kernels::repacked_format(f);
     return to != f && kernels::repacked_kernel_runs(to);
   };
-  // A 16-bit float matrix (f16, bf16) whose rows do not all start on a cache line is copied as it is, onto lines: GGUF
-  // aligns tensors to 32 bytes only, and decode then streams such a matrix markedly slower than the same bytes
-  // aligned (bench/RESULTS.md, decode table).
+  // A 16-bit float matrix (f16, bf16) whose rows are whole cache lines but start off them is copied as it is, onto
+  // lines: GGUF aligns tensors to 32 bytes only, and decode then streams such a matrix markedly slower than the same
+  // bytes aligned (bench/RESULTS.md, decode table). Rows of another length would stay off lines in the copy too.
   auto realigns = [&](const Tensor& t) {
-    const bool half = t.dtype == DType::F16 || t.dtype == DType::BF16;
-    return o.repack && half && t.shape.size() == 2 && t.data != nullptr &&
-           (reinterpret_cast<uintptr_t>(t.data) % kAlignment != 0 || (t.shape[1] * 2) % kAlignment != 0);
+    if (!o.repack || (t.dtype != DType::F16 && t.dtype != DType::BF16) || t.shape.size() != 2 || t.data == nullptr)
+      return false;
+    const int64_t row = kernels::row_bytes(kernels::format_of(t.dtype), t.shape[1]);
+    return reinterpret_cast<uintptr_t>(t.data) % kAlignment != 0 && row % static_cast<int64_t>(kAlignment) == 0;
   };
   // Float matrices (f32, f16, bf16) stay whole: placed, bf16 decode read less of the bandwidth, where the integer and
   // GGUF formats gained or measured the same.
