@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace ascent::engine {
@@ -24,6 +25,25 @@ struct SamplingParams {
   float repeat_penalty = 1.0f;
   int repeat_last_n = 64;  // -1: the whole history; 0: off
   uint64_t seed = 0;
+  // OpenAI's penalties, after the repetition penalty, over the generated tokens only (generated_from in sample()):
+  // each id's logit loses presence_penalty once if it occurs and frequency_penalty times its count. In [-2, 2].
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to the named ids' logits after the penalties (OpenAI's logit_bias, each in [-100, 100]).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  // log-softmax of the logits after penalties and logit_bias, at temperature 1: the model's own view of the token,
+  // whatever the sampling settings (as vLLM reports it).
+  float logprob = 0;
+};
+
+struct SampledToken {
+  int32_t id = 0;
+  float logprob = 0;              // filled when top_logprobs >= 0
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely ids, most likely first (ties: lower id)
 };
 
 // Fails, naming the first token id whose logit is a NaN or an infinity. Such logits come from a damaged weight or
@@ -36,6 +56,10 @@ class Sampler {
   explicit Sampler(SamplingParams p);
   // history: tokens seen so far (prompt and generated), for the repetition penalty. Logits must pass check_logits.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The same draw; history[generated_from..] are the generated tokens the presence and frequency penalties count.
+  // top_logprobs >= 0 also fills the chosen token's log-probability and that many most likely ids.
+  SampledToken sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated_from,
+                      int top_logprobs);
 
  private:
   double uniform();  // [0, 1)
