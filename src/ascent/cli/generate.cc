@@ -7,6 +7,7 @@
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/engine/generator.h"
 #include "ascent/model/model_tokenizer.h"
+#include "ascent/model/session.h"
 
 namespace ascent::cli {
 namespace {
@@ -33,6 +34,7 @@ void run(Options& o) {
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) prompt = parse_ids(o.prompt_ids, "--prompt-ids");
   auto m = model::Model::load(o.model, o.runtime.load_options());
+  model::Session s(*m);
   if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
   check_ids_in_vocab(prompt, m->config().vocab, "--prompt-ids");
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -48,9 +50,9 @@ void run(Options& o) {
   const int64_t want = !o.ctx_given ? static_cast<int64_t>(prompt.size()) + o.n_predict
                        : o.ctx == 0 ? m->config().max_seq
                                     : o.ctx;
-  m->set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));
+  s.set_context(std::min<int64_t>(std::max<int64_t>(want, 1), m->config().max_seq));
 
-  o.runtime.after_load(*m);
+  o.runtime.after_load(s);
   tokenizer::Utf8Stream stream;
   int32_t prev = prompt.back();
   // The tokenizer's eos, and every end id the model's files list (Llama 3.x Instruct ends turns with <|eot_id|>).
@@ -58,7 +60,7 @@ void run(Options& o) {
   stop.insert(stop.end(), m->config().end_ids.begin(), m->config().end_ids.end());
   engine::GenerateStats stats;
   auto out = engine::generate(
-      *m, prompt, o.n_predict, sampler, stop,
+      s, prompt, o.n_predict, sampler, stop,
       [&](int32_t id) {
         if (o.print_ids || !tok) return;
         const bool strip = prev == tok->bos() && tok->vocab().kind == tokenizer::VocabKind::Spm;
@@ -87,7 +89,7 @@ void run(Options& o) {
                stats.generate_seconds > 0 ? stats.generated_tokens / stats.generate_seconds : 0.0);
   // Fewer tokens than -n asked for, and not for an end of text: say so rather than stop without a word.
   if (stats.context_full) {
-    log::warn("stopped at the context length of {} positions: {} of the {} tokens -n asked for", m->context(),
+    log::warn("stopped at the context length of {} positions: {} of the {} tokens -n asked for", s.context(),
               stats.generated_tokens, o.n_predict);
   }
 }

@@ -7,7 +7,7 @@
 
 namespace ascent::engine {
 
-std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
+std::vector<int32_t> generate(model::Session& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
                               std::span<const int32_t> stop_ids, const std::function<void(int32_t)>& on_token,
                               GenerateStats* stats) {
   using Clock = std::chrono::steady_clock;

@@ -30,7 +30,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   // Added to the named ids' logits after the penalties (OpenAI's logit_bias, each in [-100, 100]).
-  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::pair<int32_t, float>> logit_bias{};
 };
 
 struct TokenLogprob {
