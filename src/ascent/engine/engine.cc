@@ -38,18 +38,18 @@ struct Request;
 struct Sequence {
   Request* req = nullptr;
   int index = 0;
-  uint64_t order = 0;            // admission order: preemption takes the newest first
-  std::vector<int32_t> tokens;   // prompt, then generated
-  int64_t computed = 0;          // positions whose K and V are in the pool
-  std::vector<int32_t> blocks;   // block table
-  int64_t published = 0;         // full blocks offered to the prefix cache
-  uint64_t chain = 0;            // prefix hash of the published blocks
+  uint64_t order = 0;           // admission order: preemption takes the newest first
+  std::vector<int32_t> tokens;  // prompt, then generated
+  int64_t computed = 0;         // positions whose K and V are in the pool
+  std::vector<int32_t> blocks;  // block table
+  int64_t published = 0;        // full blocks offered to the prefix cache
+  uint64_t chain = 0;           // prefix hash of the published blocks
   Sampler sampler;
   int64_t generated = 0;
-  bool running = false;          // holds blocks and takes part in steps; else waits for admission
+  bool running = false;  // holds blocks and takes part in steps; else waits for admission
   bool done = false;
-  bool forked = false;           // n > 1: the other choices were made from this one
-  uint64_t epoch = 0;            // counts preemptions: a step's plan drops entries made before one
+  bool forked = false;  // n > 1: the other choices were made from this one
+  uint64_t epoch = 0;   // counts preemptions: a step's plan drops entries made before one
 
   Sequence(Request* r, int i, SamplingParams p) : req(r), index(i), sampler(std::move(p)) {}
 };
@@ -103,7 +103,9 @@ struct Engine::Impl {
   uint64_t next_order = 1;
 
   Impl(const model::Model& m, EngineOptions o, int64_t n_blocks)
-      : model(m), opt(o), pool(m, n_blocks, o.kv_block, o.kv_type, o.prefix_caching),
+      : model(m),
+        opt(o),
+        pool(m, n_blocks, o.kv_block, o.kv_type, o.prefix_caching),
         exec(m.generation_graph(), m.passes()) {}
 
   void loop();
@@ -142,8 +144,7 @@ Engine::Engine(const model::Model& model, EngineOptions options) : model_(model)
   const int64_t blocks_per_seq = (opt_.ctx_size + opt_.kv_block - 1) / opt_.kv_block;
   ASCENT_CHECK(opt_.kv_memory_bytes >= 0, "--kv-memory: must be 0 (--ctx-size x --max-seqs) or more, got {}",
                opt_.kv_memory_bytes);
-  const int64_t n_blocks =
-      opt_.kv_memory_bytes > 0 ? opt_.kv_memory_bytes / per_block : blocks_per_seq * opt_.max_seqs;
+  const int64_t n_blocks = opt_.kv_memory_bytes > 0 ? opt_.kv_memory_bytes / per_block : blocks_per_seq * opt_.max_seqs;
   ASCENT_CHECK(n_blocks >= 2, "--kv-memory: {} bytes hold {} KV blocks of {} bytes; at least 2 are needed",
                opt_.kv_memory_bytes, n_blocks, per_block);
   impl_ = std::make_unique<Impl>(model, opt_, n_blocks);
