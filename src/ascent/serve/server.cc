@@ -298,18 +298,21 @@ Server::Server(engine::Engine& engine, tokenizer::Tokenizer& tok, tokenizer::Cha
 }
 
 Server::~Server() {
+  // The engine's sinks post to the HTTP server's thread: no request may outlive it.
+  engine_.stop(0);
   http_->stop();
 }
 
 void Server::run() {
   http_->start([this](int sig) {
+    int seen = 0;
     {
       std::lock_guard lock(mu_);
-      ++signals_;
+      seen = ++signals_;
     }
     cv_.notify_all();
     // A second signal while draining: stop now.
-    if (signals_ > 1) {
+    if (seen > 1) {
       std::fprintf(stderr, "ascent serve: signal %d again: exiting without waiting for running requests\n", sig);
       std::_Exit(1);
     }
