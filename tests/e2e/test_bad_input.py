@@ -379,6 +379,14 @@ def main():
                                  ("--min-p", "1.5", "--min-p must be in [0, 1], got 1.5"),
                                  ("--repeat-penalty", "inf", "--repeat-penalty must be positive, got inf"),
                                  ("--repeat-last-n", "-2", "--repeat-last-n must be -1 (the whole history) or more"),
+                                 ("--presence-penalty", "2.5", "--presence-penalty must be in [-2, 2], got 2.5"),
+                                 ("--frequency-penalty", "nan", "--frequency-penalty must be in [-2, 2], got nan"),
+                                 ("--logit-bias", "5:101", "--logit-bias: the bias of token 5 must be in [-100, 100]"),
+                                 ("--logit-bias", "5:1,5:2", "--logit-bias: token id 5 is given twice"),
+                                 ("--logit-bias", "-1:2", "--logit-bias: token id -1 is negative"),
+                                 ("--logit-bias", "5:1,x:2", "--logit-bias: 'x:2' is not ID:BIAS"),
+                                 ("--logit-bias", "5", "--logit-bias: '5' is not ID:BIAS"),
+                                 ("--logit-bias", "5:1,", "--logit-bias: '' is not ID:BIAS"),
                                  ("-c", "-1", "-c: must be 0 (the model's context) or more, got -1")]:
         expect_error(f"generate {flag} {value}", ["generate", "-m", os.path.join(ROOT, "nope.gguf"), "--prompt-ids",
                                                   "1 2 3", flag, value], [message])
@@ -386,6 +394,9 @@ def main():
                                           "--warmup", "-1"], ["--warmup: must be >= 0, got -1"])
     expect_error("generate -c past the context", ["generate", "-m", s656, "--prompt-ids", "1 2 3", "-c", "513"],
                  ["-c 513: more than the model's context of 512 tokens"])
+    expect_error("generate --logit-bias past the vocabulary", ["generate", "-m", s656, "--prompt-ids", "1 2 3",
+                                                               "--logit-bias", "2048:1"],
+                 ["--logit-bias: token id 2048 is outside the vocabulary of 2048 ids"])
     # A context that fills before -n tokens stops the run with a warning that says how many were made (5 positions
     # hold the 3 prompt tokens and 2 generated ones; the third generated one needs no position).
     r = run(["generate", "-m", s656, "--prompt-ids", "1 2 3", "-c", "5", "-n", "10", "--temp", "0", "--print-ids"],

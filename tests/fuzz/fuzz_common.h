@@ -18,6 +18,7 @@
 #include "ascent/base/mapped_file.h"
 #include "ascent/model/model.h"
 #include "ascent/model/model_tokenizer.h"
+#include "ascent/model/session.h"
 #include "ascent/tokenizer/tokenizer.h"
 
 namespace ascent::fuzz {
@@ -108,7 +109,8 @@ inline void load_and_run(const std::string& path, bool with_tokenizer) {
   }
   const model::ModelConfig& c = m->config();
   const int32_t token = c.bos_id >= 0 && c.bos_id < c.vocab ? c.bos_id : 0;
-  (void)m->forward(std::span(&token, 1), /*all_logits=*/false);
+  model::Session s(*m);
+  (void)s.forward(std::span(&token, 1), /*all_logits=*/false);
 }
 
 }  // namespace ascent::fuzz

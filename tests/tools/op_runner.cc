@@ -13,6 +13,7 @@
 // awq W.npy X.npy group=G: activation-aware int4 (quant/awq.h) of weight W (N, K) calibrated on the rows of X (R, K);
 // writes (N + 1, K + G) values: per row its K codes (-8..7) then its G group scales, then the input_scale (K; 1s when
 // none was chosen) padded with zeros; prints the chosen alpha and the three relative output errors.
+// sample LOGITS.npy [key=value...]: the sampler (engine/sampler.h) over rows of logits, for tests/e2e/test_sampling.py.
 // Prints "variant NAME": the kernel variant that ran (a matmul's: the one gemm_rows dispatched for its weight type),
 // so a test knows what it checked, not only what it asked for.
 #include <cmath>
@@ -23,6 +24,7 @@
 
 #include "ascent/base/cpu_features.h"
 #include "ascent/base/error.h"
+#include "ascent/engine/sampler.h"
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
@@ -246,6 +248,62 @@ int run(int argc, char** argv) {
     if (op == "swiglu") kernels::swiglu_forward(a.data(), b.data(), x.numel(), y.data());
     if (op == "add") kernels::add_forward(a.data(), b.data(), x.numel(), y.data());
     if (op == "mul") kernels::mul_forward(a.data(), b.data(), x.numel(), y.data());
+  } else if (op == "sample") {
+    // Row t of x is step t's logits: one Sampler draws a token per row, and each drawn id joins the history, as in
+    // generation. history=ID,ID (the prompt), generated_from=N (default: the prompt's length), logit_bias=ID:B,ID:B,
+    // top_logprobs=N, and the sampling fields by their SamplingParams names. Row t of the output: the id, its
+    // logprob, then N top ids and their N logprobs.
+    auto ints = [&](const char* k) {
+      std::vector<int32_t> v;
+      std::string text = attr.count(k) != 0 ? attr.at(k) : "";
+      for (size_t pos = 0; pos < text.size();) {
+        size_t used = 0;
+        v.push_back(std::stoi(text.substr(pos), &used));
+        pos += used + 1;  // the comma
+      }
+      return v;
+    };
+    auto get = [&](const char* k, double fallback) { return attr.count(k) != 0 ? num(k) : fallback; };
+    engine::SamplingParams p;
+    p.temperature = static_cast<float>(get("temperature", p.temperature));
+    p.top_k = static_cast<int>(get("top_k", p.top_k));
+    p.top_p = static_cast<float>(get("top_p", p.top_p));
+    p.min_p = static_cast<float>(get("min_p", p.min_p));
+    p.repeat_penalty = static_cast<float>(get("repeat_penalty", p.repeat_penalty));
+    p.repeat_last_n = static_cast<int>(get("repeat_last_n", p.repeat_last_n));
+    p.seed = attr.count("seed") != 0 ? std::stoull(attr.at("seed")) : 0;
+    p.presence_penalty = static_cast<float>(get("presence_penalty", 0));
+    p.frequency_penalty = static_cast<float>(get("frequency_penalty", 0));
+    if (attr.count("logit_bias") != 0) {
+      const std::string text = attr.at("logit_bias");
+      for (size_t pos = 0; pos < text.size();) {
+        size_t used = 0, colon = text.find(':', pos);
+        const int32_t id = std::stoi(text.substr(pos, colon - pos));
+        p.logit_bias.emplace_back(id, std::stof(text.substr(colon + 1), &used));
+        pos = colon + 1 + used + 1;
+      }
+    }
+    engine::check_sampling(p, cols);
+    std::vector<int32_t> history = ints("history");
+    const auto generated_from = static_cast<size_t>(get("generated_from", static_cast<double>(history.size())));
+    const int n_top = static_cast<int>(get("top_logprobs", -1));
+    const auto logits = as_f32(x);
+    const int64_t width = 2 + 2 * std::max(n_top, 0);
+    y.assign(static_cast<size_t>(rows * width), 0.0f);
+    engine::Sampler sampler(p);
+    for (int64_t t = 0; t < rows; ++t) {
+      const std::span<const float> row(logits.data() + t * cols, static_cast<size_t>(cols));
+      const engine::SampledToken s = sampler.sample(row, history, generated_from, n_top);
+      float* out = y.data() + t * width;
+      out[0] = static_cast<float>(s.id);
+      out[1] = s.logprob;
+      for (size_t i = 0; i < s.top.size(); ++i) {
+        out[2 + i] = static_cast<float>(s.top[i].id);
+        out[2 + static_cast<size_t>(n_top) + i] = s.top[i].logprob;
+      }
+      history.push_back(s.id);
+    }
+    yshape = {rows, width};
   } else {
     fail("unknown op {}", op);
   }

@@ -119,13 +119,14 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
   Group& g = out.group;
   RooflineFlags roofline = o.roofline;  // measured per thread count: a peak on one thread is not one on two
   auto m = model::Model::load(o.model, o.runtime.load_options());
+  model::Session s(*m);
   const auto& cfg = m->config();
   out.cfg = cfg;
   const int64_t ctx = *std::ranges::max_element(o.depth) +
                       std::max(*std::ranges::max_element(o.prefill), *std::ranges::max_element(o.decode) + 1);
   ASCENT_CHECK(ctx <= cfg.max_seq, "-d/-p/-n need {} positions, more than the model's context {}", ctx, cfg.max_seq);
-  m->set_context(ctx);
-  o.runtime.after_load(*m);
+  s.set_context(ctx);
+  o.runtime.after_load(s);
   roofline.resolve();  // and again after the runs
   const WeightTraffic traffic = weight_traffic(*m);
   out.wbytes = traffic.bytes;
@@ -146,8 +147,8 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
   for (const int64_t depth : o.depth) {
     // Starts a run: an empty cache, then `depth` tokens in it (untimed).
     auto fill_depth = [&] {
-      m->reset();
-      if (depth > 0) m->forward(random_ids(depth), /*all_logits=*/false);
+      s.reset();
+      if (depth > 0) s.forward(random_ids(depth), /*all_logits=*/false);
     };
     for (const int64_t prefill : o.prefill) {
       if (prefill == 0) continue;
@@ -157,7 +158,7 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
         const auto ids = random_ids(prefill);
         fill_depth();
         const auto t0 = Clock::now();
-        m->forward(ids, /*all_logits=*/false);
+        s.forward(ids, /*all_logits=*/false);
         if (r >= 0)
           t.tps.push_back(static_cast<double>(prefill) / std::chrono::duration<double>(Clock::now() - t0).count());
       }
@@ -190,11 +191,11 @@ ThreadsRun run_threads(Options& o, int threads, prof::ReadProbe* probe) {
             // The probe just read 192 MiB through every cache, which slows the token right after it by several
             // percent: the probe's cost, not decode's. So the step first runs untimed and the cache is rewound. The
             // timed step then follows a token, as in a continuous decode (and llama-bench's tg).
-            m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
-            m->rewind(m->n_past() - 1);
+            s.forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
+            s.rewind(s.n_past() - 1);
           }
           const auto t0 = Clock::now();
-          auto logits = m->forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
+          auto logits = s.forward(std::span<const int32_t>(&tok, 1), /*all_logits=*/false);
           tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
           const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
           seconds += dt;

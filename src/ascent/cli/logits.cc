@@ -31,8 +31,9 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
   set_threads(threads);
   runtime.before_load();
   auto m = model::Model::load(model_path, runtime.load_options());
-  runtime.after_load(*m);
-  m->set_context(static_cast<int64_t>(ids.size()));
+  model::Session s(*m);
+  runtime.after_load(s);
+  s.set_context(static_cast<int64_t>(ids.size()));
   const int64_t V = m->config().vocab, T = static_cast<int64_t>(ids.size());
   check_ids_in_vocab(ids, V, "--prompt-ids");
   Tensor all = make_owned(DType::F32, {T, V});  // (T, V)
@@ -56,22 +57,22 @@ void run(const std::string& model_path, const std::string& ids_text, const std::
       longest = std::max<int64_t>(longest, static_cast<int64_t>(seqs[i].size()));
       if (i < at) first_row += static_cast<int64_t>(seqs[i].size());
     }
-    m->set_context(longest);
-    auto logits = m->forward_batch(seqs);
+    s.set_context(longest);
+    auto logits = s.forward_batch(seqs);
     std::copy(logits.begin() + first_row * V, logits.begin() + (first_row + T) * V, dst);
     write_npy(out, all);
     runtime.finish();
     return;
   }
-  const int64_t s = step > 0 ? step : T;
-  for (int64_t i = 0; i < T; i += s) {
-    const int64_t n = std::min(s, T - i);
+  const int64_t stride = step > 0 ? step : T;
+  for (int64_t i = 0; i < T; i += stride) {
+    const int64_t n = std::min(stride, T - i);
     const std::span<const int32_t> piece(ids.data() + i, static_cast<size_t>(n));
     if (twice) {
-      m->forward(piece, /*all_logits=*/true);
-      m->rewind(i);
+      s.forward(piece, /*all_logits=*/true);
+      s.rewind(i);
     }
-    auto logits = m->forward(piece, /*all_logits=*/true);
+    auto logits = s.forward(piece, /*all_logits=*/true);
     std::copy(logits.begin(), logits.end(), dst + i * V);
   }
   write_npy(out, all);

@@ -9,6 +9,7 @@
 #include "ascent/cli/runtime_flags.h"
 #include "ascent/engine/sampler.h"
 #include "ascent/model/model_tokenizer.h"
+#include "ascent/model/session.h"
 
 namespace ascent::cli {
 namespace {
@@ -30,13 +31,14 @@ void run(Options& o) {
   set_threads(o.threads);
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
+  model::Session s(*m);
   if (o.ctx_given) check_ctx_flag(o.ctx, m->config().max_seq);
   auto tok = model::load_tokenizer(*m, o.tokenizer);
   const std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false);
   const int64_t ctx = std::min(o.ctx, m->config().max_seq);
   ASCENT_CHECK(static_cast<int64_t>(ids.size()) >= 2, "{}: the text has fewer than 2 tokens", o.file);
-  m->set_context(ctx);
-  o.runtime.after_load(*m);
+  s.set_context(ctx);
+  o.runtime.after_load(s);
   int64_t n_windows = std::max<int64_t>(1, static_cast<int64_t>(ids.size()) / ctx);
   if (o.chunks > 0) n_windows = std::min(n_windows, o.chunks);
   const int64_t V = m->config().vocab;
@@ -46,8 +48,8 @@ void run(Options& o) {
     const int64_t begin = w * ctx;
     const int64_t len = std::min<int64_t>(ctx, static_cast<int64_t>(ids.size()) - begin);
     std::span<const int32_t> window(ids.data() + begin, static_cast<size_t>(len));
-    m->reset();
-    auto logits = m->forward(window, /*all_logits=*/true);
+    s.reset();
+    auto logits = s.forward(window, /*all_logits=*/true);
     for (int64_t t = 0; t + 1 < len; ++t) {
       const float* row = logits.data() + t * V;
       with_context(fmt::format("{}: window {}, position {}", o.file, w + 1, t), [&] {

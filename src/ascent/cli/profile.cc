@@ -75,10 +75,11 @@ void run(Options& o) {
   ASCENT_CHECK(o.decode >= 0, "-n: must be >= 0, got {}", o.decode);
   o.runtime.before_load();
   auto m = model::Model::load(o.model, o.runtime.load_options());
+  model::Session s(*m);
   const auto& cfg = m->config();
   ASCENT_CHECK(o.prefill + o.decode <= cfg.max_seq, "-p + -n = {} exceeds the model's context {}", o.prefill + o.decode,
                cfg.max_seq);
-  m->set_context(o.prefill + o.decode);
+  s.set_context(o.prefill + o.decode);
 
   const graph::Graph& raw = m->unoptimized_graph();
   const graph::Graph& opt = m->generation_graph();
@@ -98,22 +99,22 @@ void run(Options& o) {
 
   o.roofline.resolve();
   prof::Tracer tracer;
-  const int64_t before = m->plans_compiled();
-  o.runtime.after_load(*m);
-  const int64_t warm = m->plans_compiled() - before;
-  m->set_tracer(&tracer);
+  const int64_t before = s.plans_compiled();
+  o.runtime.after_load(s);
+  const int64_t warm = s.plans_compiled() - before;
+  s.set_tracer(&tracer);
   std::mt19937 rng(1);
   std::vector<int32_t> ids(static_cast<size_t>(o.prefill));
   for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab));
   ids[0] = cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : 0;
-  auto logits = m->forward(ids, /*all_logits=*/false);
+  auto logits = s.forward(ids, /*all_logits=*/false);
   const double decode_t0 = tracer.now_us();
   for (int64_t i = 0; i < o.decode; ++i) {
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    logits = m->forward(std::span<const int32_t>(&next, 1), /*all_logits=*/false);
+    logits = s.forward(std::span<const int32_t>(&next, 1), /*all_logits=*/false);
   }
   const double decode_us = tracer.now_us() - decode_t0;
-  m->set_tracer(nullptr);
+  s.set_tracer(nullptr);
 
   struct Agg {
     int64_t calls = 0, bytes = 0, flops = 0;
@@ -147,7 +148,7 @@ void run(Options& o) {
   std::printf("\nnodes_executed = %zu (%zu per run)\n", tracer.events().size(),
               tracer.events().size() / static_cast<size_t>(1 + o.decode));
   std::printf("plans_compiled = %lld (%lld at warm-up, %lld during the run)\n",
-              static_cast<long long>(m->plans_compiled()), static_cast<long long>(warm),
+              static_cast<long long>(s.plans_compiled()), static_cast<long long>(warm),
               static_cast<long long>(tracer.plans_compiled()));
   if (!o.runtime.profile.empty()) tracer.write_chrome_trace(o.runtime.profile);
   if (!o.runtime.memory_csv.empty()) tracer.write_memory_csv(o.runtime.memory_csv);

@@ -62,12 +62,12 @@ void RuntimeFlags::before_load() const {
   MappedFile::set_copy_files(no_mmap);
 }
 
-void RuntimeFlags::after_load(model::Model& m) {
+void RuntimeFlags::after_load(model::Session& s) {
   if (!profile.empty() || !memory_csv.empty()) {
     tracer = std::make_unique<prof::Tracer>();
-    m.set_tracer(tracer.get());
+    s.set_tracer(tracer.get());
   }
-  if (warmup > 0) m.warm_up(warmup);
+  if (warmup > 0) s.warm_up(warmup);
 }
 
 void RuntimeFlags::finish() const {

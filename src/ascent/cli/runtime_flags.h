@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ascent/model/model.h"
+#include "ascent/model/session.h"
 #include "ascent/prof/tracer.h"
 
 namespace ascent::cli {
@@ -34,7 +35,7 @@ struct RuntimeFlags {
             .check_tensors = check_tensors};
   }
   // After load: attaches the tracer when a profile is asked for, and warms up.
-  void after_load(model::Model& m);
+  void after_load(model::Session& s);
   // At the end: writes the requested files.
   void finish() const;
 

@@ -7,7 +7,7 @@
 
 namespace ascent::engine {
 
-std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
+std::vector<int32_t> generate(model::Session& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
                               std::span<const int32_t> stop_ids, const std::function<void(int32_t)>& on_token,
                               GenerateStats* stats) {
   using Clock = std::chrono::steady_clock;
@@ -22,8 +22,9 @@ std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, 
   auto t1 = Clock::now();
   bool context_full = false;
   for (int64_t i = 0; i < n_predict; ++i) {
-    const int32_t tok =
-        with_context(fmt::format("position {}", m.n_past() - 1), [&] { return sampler.sample(logits, history); });
+    const int32_t tok = with_context(fmt::format("position {}", m.n_past() - 1), [&] {
+      return sampler.sample(logits, history, /*generated_from=*/prompt.size(), /*top_logprobs=*/-1).id;
+    });
     if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) break;
     out.push_back(tok);
     history.push_back(tok);

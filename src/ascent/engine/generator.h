@@ -1,5 +1,5 @@
 // The single-sequence generation loop: prefill the prompt, then sample and feed back one token at a time until
-// n tokens or end-of-sequence. The multi-sequence, continuously batched engine is the serving issue's.
+// n tokens or end-of-sequence. Many sequences at once go through the serving engine (engine.h).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ascent/engine/sampler.h"
-#include "ascent/model/model.h"
+#include "ascent/model/session.h"
 
 namespace ascent::engine {
 
@@ -20,7 +20,7 @@ struct GenerateStats {
 
 // Calls on_token for each generated id as soon as it is sampled, and stops before any of stop_ids (the end-of-text
 // ids: eos and the model's other end ids, none of them passed on). Returns the generated ids.
-std::vector<int32_t> generate(model::Model& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
+std::vector<int32_t> generate(model::Session& m, std::span<const int32_t> prompt, int64_t n_predict, Sampler& sampler,
                               std::span<const int32_t> stop_ids, const std::function<void(int32_t)>& on_token,
                               GenerateStats* stats);
 

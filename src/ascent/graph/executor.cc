@@ -15,8 +15,8 @@ int64_t shape_bucket(int64_t n_tokens) {
   return b;
 }
 
-const MemoryPlan& Executor::plan_for(int64_t n_tokens) {
-  const int64_t bucket = shape_bucket(n_tokens);
+const MemoryPlan& Executor::plan_for(int64_t n_tokens, int64_t n_out) {
+  const ShapeBucket bucket(shape_bucket(n_tokens), std::min(shape_bucket(n_out), shape_bucket(n_tokens)));
   auto it = plans_.find(bucket);
   if (it == plans_.end()) {
     it = plans_.emplace(bucket, plan_memory(graph_, bucket, options_.plan, options_.plan && options_.inplace)).first;
@@ -26,15 +26,17 @@ const MemoryPlan& Executor::plan_for(int64_t n_tokens) {
   return it->second;
 }
 
-void Executor::warm_up(int64_t max_tokens) {
-  for (int64_t b = 1; b <= shape_bucket(max_tokens); b *= 2) plan_for(b);
+void Executor::warm_up(int64_t max_tokens, int64_t max_out) {
+  for (int64_t b = 1; b <= shape_bucket(max_tokens); b *= 2) {
+    for (int64_t o = 1; o <= std::min(b, shape_bucket(max_out)); o *= 2) plan_for(b, o);
+  }
   std::size_t largest = 0;
   for (const auto& [b, p] : plans_) largest = std::max(largest, static_cast<size_t>(p.arena_bytes));
   arena_.reserve(largest);
 }
 
-std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv) {
-  const Segment one{tokens, n_past, &kv};
+std::span<const float> Executor::run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv, bool all_rows) {
+  const Segment one{tokens, n_past, &kv, {}, all_rows};
   return run_batch(std::span<const Segment>(&one, 1));
 }
 
@@ -51,20 +53,29 @@ Batch Executor::describe(std::span<const Segment> segments) {
   b.T = static_cast<int64_t>(b.tokens.size());
   positions_.resize(static_cast<size_t>(b.T));
   rows_.assign(segments.size() + 1, 0);
+  out_rows_.clear();
   b.decode = true;
   for (size_t s = 0; s < segments.size(); ++s) {
     const Segment& g = segments[s];
     const auto n = static_cast<int64_t>(g.tokens.size());
     ASCENT_CHECK(n > 0, "nothing to run: sequence {} has no tokens", s);
-    ASCENT_CHECK(g.kv != nullptr && g.n_past >= 0 && g.n_past + n <= g.kv->max_seq(),
-                 "sequence of {} tokens exceeds the context length {} of the KV cache", g.n_past + n,
-                 g.kv != nullptr ? g.kv->max_seq() : 0);
+    ASCENT_CHECK(g.kv != nullptr, "sequence {} has no KV cache", s);
+    const int64_t room = g.blocks.empty() ? g.kv->capacity() : static_cast<int64_t>(g.blocks.size()) * g.kv->block();
+    ASCENT_CHECK(g.n_past >= 0 && g.n_past + n <= room,
+                 "sequence of {} tokens exceeds the {} positions of its KV cache", g.n_past + n, room);
+    for (const int32_t blk : g.blocks) {
+      ASCENT_CHECK(blk >= 0 && blk < g.kv->n_blocks(), "sequence {}: block {} is outside the cache's {} blocks", s, blk,
+                   g.kv->n_blocks());
+    }
     rows_[s + 1] = rows_[s] + n;
+    for (int64_t r = g.all_rows ? rows_[s] : rows_[s + 1] - 1; r < rows_[s + 1]; ++r) out_rows_.push_back(r);
     for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(rows_[s] + t)] = static_cast<int32_t>(g.n_past + t);
     b.decode = b.decode && n == 1;
   }
   b.positions = positions_;
   b.first_row = rows_;
+  b.out_rows = out_rows_;
+  b.n_out = static_cast<int64_t>(out_rows_.size());
   return b;
 }
 
@@ -76,7 +87,7 @@ void Executor::run_node(size_t i, const Batch& b, const MemoryPlan& plan) {
   c.out = buf(static_cast<int>(i));
   ASCENT_CHECK(n.inputs.size() <= NodeCall::kMaxInputs, "{}: {} inputs", n.name, n.inputs.size());
   for (size_t k = 0; k < n.inputs.size(); ++k) c.in[k] = buf(n.inputs[k]);
-  c.rows = n.single_row ? 1 : b.T;
+  c.rows = n.selected ? b.n_out : b.T;
   c.observer = &observer_;
   switch (n.op) {
     case Op::Tokens:
@@ -118,7 +129,7 @@ void Executor::run_node(size_t i, const Batch& b, const MemoryPlan& plan) {
 
 std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
   const Batch b = describe(segments);
-  const MemoryPlan& plan = plan_for(b.T);
+  const MemoryPlan& plan = plan_for(b.T, b.n_out);
   if (static_cast<size_t>(plan.arena_bytes) > arena_.capacity()) arena_.reserve(static_cast<size_t>(plan.arena_bytes));
   // Per cached K or V value, for the profile (a segment without a cache runs no attention).
   const int64_t kv_bytes = segments[0].kv != nullptr ? block_bytes(segments[0].kv->dtype()) : 4;
@@ -137,8 +148,8 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
       prof::TraceEvent e;
       e.name = n.name;
       e.op = op_name(n.op);
-      e.shapes = node_shapes(n, nodes, b.T);
-      const NodeCost cost = node_cost(n, nodes, b.T, segments[0].n_past, kv_bytes);
+      e.shapes = node_shapes(n, nodes, b.T, b.n_out);
+      const NodeCost cost = node_cost(n, nodes, b.T, b.n_out, segments[0].n_past, kv_bytes);
       e.bytes = cost.bytes;
       e.flops = cost.flops;
       e.ts_us = t0;
@@ -150,7 +161,7 @@ std::span<const float> Executor::run_batch(std::span<const Segment> segments) {
   if (tracer_ != nullptr) tracer_->sample_memory(plan.arena_bytes);
   const Node& o = nodes[static_cast<size_t>(graph_.output())];
   const float* out = reinterpret_cast<const float*>(arena_.data() + plan.offsets[static_cast<size_t>(graph_.output())]);
-  return {out, static_cast<size_t>((o.single_row ? 1 : b.T) * o.cols)};
+  return {out, static_cast<size_t>((o.selected ? b.n_out : b.T) * o.cols)};
 }
 
 }  // namespace ascent::graph

@@ -1,6 +1,8 @@
-// Runs a Graph. Plans (memory offsets) are compiled once per shape bucket of T — the next power of two — and
-// cached, the CPU counterpart of a CUDA-graph pool; every call then runs the nodes in order over one arena, each
-// through its op's function (node_calls.h). With a tracer attached, each node's time, bytes and FLOPs are recorded.
+// Runs a Graph over a batch of sequences' segments (node_calls.h: Segment). Plans (memory offsets) are compiled once
+// per shape bucket — T and the output rows, each rounded up to a power of two — and cached, the CPU counterpart of a
+// CUDA-graph pool; every call then runs the nodes in order over one arena, each through its op's function
+// (node_calls.h). With a tracer attached, each node's time, bytes and FLOPs are recorded.
+// An Executor holds its arena and plans: one per thread that runs the graph; the graph (and model) are shared.
 #pragma once
 
 #include <cstdint>
@@ -24,19 +26,21 @@ class Executor {
  public:
   explicit Executor(const Graph& g, PassOptions options = default_passes()) : graph_(g), options_(options) {}
 
-  // Runs the graph for tokens at positions n_past.. n_past + T - 1, appending to `kv`. Returns the output rows
-  // ((T or 1) x output cols), valid until the next run.
-  std::span<const float> run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv);
+  // Runs one sequence's tokens at positions n_past.. n_past + T - 1, appending to `kv` (no block table). Returns the
+  // output rows (T, or past a LastRow 1 unless all_rows, x output cols), valid until the next run.
+  std::span<const float> run(std::span<const int32_t> tokens, int64_t n_past, KvCache& kv, bool all_rows = false);
 
-  // Several sequences in one run: their rows are stacked (matmuls and norms see them all at once) and each
-  // attends over its own cache. Needs a graph that keeps every row (no LastRow). Returns (sum of T, cols).
+  // Several sequences in one run: their rows are stacked (matmuls and norms see them all at once) and each attends
+  // over its own positions of the cache. Returns the output rows each segment asks for, stacked in segment order:
+  // (n_out, cols). Each row has the bits it has when its sequence runs alone (the kernels' batch invariance).
   using Segment = graph::Segment;
   std::span<const float> run_batch(std::span<const Segment> segments);
 
   int64_t plans_compiled() const { return plans_compiled_; }
-  const MemoryPlan& plan_for(int64_t n_tokens);
-  // Compiles the plans of every bucket up to max_tokens now, so first requests do not pay for them.
-  void warm_up(int64_t max_tokens);
+  const MemoryPlan& plan_for(int64_t n_tokens, int64_t n_out = 1);
+  // Compiles the plans of every bucket up to max_tokens rows and max_out output rows now, so first requests do not
+  // pay for them.
+  void warm_up(int64_t max_tokens, int64_t max_out = 1);
   void set_tracer(prof::Tracer* t) { tracer_ = t; }
   using MatmulObserver = graph::MatmulObserver;
   void set_matmul_observer(MatmulObserver f) { observer_ = std::move(f); }
@@ -49,12 +53,13 @@ class Executor {
 
   const Graph& graph_;
   PassOptions options_;
-  std::map<int64_t, MemoryPlan> plans_;
+  std::map<ShapeBucket, MemoryPlan> plans_;
   int64_t plans_compiled_ = 0;
   Arena arena_;
   std::vector<int32_t> positions_;
-  std::vector<int32_t> tokens_;  // the batch's tokens, stacked
-  std::vector<int64_t> rows_;    // the batch's first row of each segment, then T
+  std::vector<int32_t> tokens_;    // the batch's tokens, stacked
+  std::vector<int64_t> rows_;      // the batch's first row of each segment, then T
+  std::vector<int64_t> out_rows_;  // the rows whose outputs the run returns
   prof::Tracer* tracer_ = nullptr;
   MatmulObserver observer_;
 };

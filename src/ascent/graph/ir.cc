@@ -118,7 +118,7 @@ Value Graph::matmul(Value x, const Tensor& w, const Tensor* bias, std::string na
   n.inputs = {x.id};
   n.weights = {&w, bias};
   n.cols = w.shape[0];
-  n.single_row = in.single_row;
+  n.selected = in.selected;
   return push(std::move(n));
 }
 
@@ -136,7 +136,7 @@ Value Graph::rms_norm_grouped(Value x, const Tensor& w, float eps, int64_t group
   n.inputs = {x.id};
   n.weights = {&w};
   n.cols = in.cols;
-  n.single_row = in.single_row;
+  n.selected = in.selected;
   n.eps = eps;
   n.group = group;
   return push(std::move(n));
@@ -151,7 +151,7 @@ Value Graph::rms_norm_bare(Value x, float eps, int64_t group, std::string name) 
   n.inputs = {x.id};
   n.weights = {nullptr};
   n.cols = in.cols;
-  n.single_row = in.single_row;
+  n.selected = in.selected;
   n.eps = eps;
   n.group = group;
   return push(std::move(n));
@@ -168,7 +168,7 @@ Value Graph::mul_vec(Value x, const Tensor& w, std::string name) {
   n.inputs = {x.id};
   n.weights = {&w};
   n.cols = in.cols;
-  n.single_row = in.single_row;
+  n.selected = in.selected;
   return push(std::move(n));
 }
 
@@ -182,7 +182,7 @@ Value Graph::layer_norm(Value x, const Tensor& w, const Tensor* b, float eps, st
   n.inputs = {x.id};
   n.weights = {&w, b};
   n.cols = in.cols;
-  n.single_row = in.single_row;
+  n.selected = in.selected;
   n.eps = eps;
   return push(std::move(n));
 }
@@ -236,7 +236,7 @@ Node unary(Op op, const Node& in, int id, std::string name) {
   n.name = std::move(name);
   n.inputs = {id};
   n.cols = in.cols;
-  n.single_row = in.single_row;
+  n.selected = in.selected;
   return n;
 }
 
@@ -254,21 +254,21 @@ Value Graph::softmax(Value x, std::string name) {
 
 Value Graph::last_row(Value x, std::string name) {
   Node n = unary(Op::LastRow, get(x, name), x.id, std::move(name));
-  n.single_row = true;
+  n.selected = true;
   return push(std::move(n));
 }
 
 namespace {
 
 Node binary(Op op, const Node& a, const Node& b, int ia, int ib, std::string name) {
-  ASCENT_CHECK(a.cols == b.cols && a.single_row == b.single_row, "{}: operand shapes differ ({} vs {} columns)", name,
+  ASCENT_CHECK(a.cols == b.cols && a.selected == b.selected, "{}: operand shapes differ ({} vs {} columns)", name,
                a.cols, b.cols);
   Node n;
   n.op = op;
   n.name = std::move(name);
   n.inputs = {ia, ib};
   n.cols = a.cols;
-  n.single_row = a.single_row;
+  n.selected = a.selected;
   return n;
 }
 

@@ -1,8 +1,9 @@
 // The graph IR and its builder. A model is a function that builds a Graph: nodes in topological order (the
 // builder only appends), each with an op, activation inputs, constant weights, attributes, an output width and a
 // name such as "blk.3.attn_q" for profiles and errors. Every activation is f32 with shape (rows, cols) where rows
-// is the token count T of the call (symbolic: fixed when the graph runs) or 1 for last-row outputs, so a single
-// graph serves every sequence length and plans are compiled per shape bucket of T.
+// is the token count T of the call (symbolic: fixed when the graph runs) or, past a LastRow node, the count of rows
+// whose outputs the call asks for, so a single graph serves every sequence length and batch, and plans are compiled
+// per shape bucket.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ enum class Op {
   Add,
   Mul,
   Softmax,  // row-wise
-  LastRow,  // (T, C) -> (1, C)
+  LastRow,  // (T, C) -> (n_out, C): each segment's last row, or all its rows (Segment::all_rows)
   MulVec,   // inputs[0] * weights[0] (P elements, repeated along the row): a norm's scale
   // Made by fusion passes, never by model builders:
   MatMulSwiGLU,    // silu(x @ weights[0]^T) * (x @ weights[1]^T)
@@ -55,8 +56,8 @@ struct Node {
   std::vector<int> inputs;             // ids of earlier nodes (MatMul: x [, residual added to the result])
   std::vector<const Tensor*> weights;  // constants, owned by the model; may hold nullptr for an absent bias
   int64_t cols = 0;                    // output row width
-  bool single_row = false;             // output has one row instead of T
-  bool is_int = false;                 // output holds i32 (tokens, positions)
+  bool selected = false;  // past a LastRow: one row per output row the batch asks for (Batch::n_out), not T
+  bool is_int = false;    // output holds i32 (tokens, positions)
   // Attributes; which are used depends on op.
   float eps = 0.0f;
   int64_t group = 0;  // RmsNorm group width

@@ -8,8 +8,8 @@
 
 namespace ascent::graph {
 
-int64_t node_bytes(const Node& n, int64_t bucket) {
-  const int64_t rows = n.single_row ? 1 : bucket;
+int64_t node_bytes(const Node& n, ShapeBucket bucket) {
+  const int64_t rows = n.selected ? bucket.out : bucket.rows;
   return static_cast<int64_t>(align_up(static_cast<size_t>(rows * (n.cols + n.scratch_floats_per_row) * 4)));
 }
 
@@ -33,12 +33,13 @@ int inplace_input(const Node& n) {
   }
 }
 
-MemoryPlan plan_memory(const Graph& g, int64_t bucket, bool reuse, bool inplace) {
+MemoryPlan plan_memory(const Graph& g, ShapeBucket bucket, bool reuse, bool inplace) {
   ASCENT_CHECK(g.output() >= 0, "graph has no output");
   const auto& nodes = g.nodes();
   const int n = static_cast<int>(nodes.size());
   MemoryPlan plan;
-  plan.bucket = bucket;
+  plan.bucket = bucket.rows;
+  plan.out_bucket = bucket.out;
   plan.offsets.assign(static_cast<size_t>(n), 0);
 
   std::vector<int> last_use(static_cast<size_t>(n));

@@ -63,7 +63,8 @@ void attend_segment(const NodeCall& c, size_t s, const NewRows& r, Elem* kc, Ele
                                  n.scale,
                                  n.window,
                                  seg.kv->block(),
-                                 /*k_tiles=*/seg.kv->k_tiles(n.head_dim)};
+                                 /*k_tiles=*/seg.kv->k_tiles(n.head_dim),
+                                 seg.blocks.empty() ? nullptr : seg.blocks.data()};
   float* out = c.out + r0 * qw;
   if (c.batch.decode) {
     const int64_t group = n.heads / n.kv_heads;
@@ -174,11 +175,13 @@ void softmax_call(const NodeCall& c) {
 }
 
 void last_row_call(const NodeCall& c) {
-  ASCENT_CHECK(c.batch.segments.size() == 1, "a batch of {} sequences needs the graph that keeps every row",
-               c.batch.segments.size());
   const Node& src = c.nodes[static_cast<size_t>(c.node.inputs[0])];
-  const int64_t src_rows = src.single_row ? 1 : c.batch.T;
-  std::memmove(c.out, c.in[0] + (src_rows - 1) * c.node.cols, static_cast<size_t>(c.node.cols) * sizeof(float));
+  ASCENT_CHECK(!src.selected, "{}: its input has already been cut to the output rows", c.node.name);
+  const auto cols = static_cast<size_t>(c.node.cols);
+  for (int64_t i = 0; i < c.batch.n_out; ++i) {  // ascending rows: a copy never overwrites a row yet to be read
+    std::memmove(c.out + i * c.node.cols, c.in[0] + c.batch.out_rows[static_cast<size_t>(i)] * c.node.cols,
+                 cols * sizeof(float));
+  }
 }
 
 }  // namespace ascent::graph

@@ -14,11 +14,17 @@
 
 namespace ascent::graph {
 
-// One sequence's part of a batch: its new tokens, the positions already in its cache, and the cache.
+// One sequence's part of a batch: its new tokens, the positions already in its cache, the cache, where in the cache
+// its positions lie, and which of its rows' outputs the run returns.
 struct Segment {
   std::span<const int32_t> tokens;
   int64_t n_past = 0;
   KvCache* kv = nullptr;
+  // Position j lies in cache block blocks[j / kv->block()]; empty: block j / kv->block() (the cache is the sequence's).
+  std::span<const int32_t> blocks;
+  // Every row's output (prompt scoring, perplexity) rather than the last row's alone (generation). Output rows past a
+  // LastRow node exist only for the rows asked for, stacked in segment order (llama.cpp's per-token logits flags).
+  bool all_rows = false;
 };
 
 // The rows one run computes: every segment's tokens stacked, in segment order.
@@ -28,6 +34,8 @@ struct Batch {
   std::span<const int32_t> tokens;     // (T,)
   std::span<const int32_t> positions;  // (T,): n_past + t within each segment
   int64_t T = 0;
+  std::span<const int64_t> out_rows;  // (n_out,): the rows whose outputs the run returns, ascending
+  int64_t n_out = 0;
   // Every segment runs one token (a decode step). Attention then runs each kv head's RoPE and KV append inside the
   // attention call, on the thread that attends over that head, instead of on the calling thread before it.
   bool decode = false;
@@ -44,7 +52,7 @@ struct NodeCall {
   const Batch& batch;
   float* out = nullptr;                      // (rows, node.cols), then the node's scratch
   std::array<float*, kMaxInputs> in{};       // inputs' rows, in node.inputs order
-  int64_t rows = 0;                          // T, or 1 for a single-row node
+  int64_t rows = 0;                          // T, or n_out for a node past LastRow
   const MatmulObserver* observer = nullptr;  // null when none is set
 
   int64_t count() const { return rows * node.cols; }

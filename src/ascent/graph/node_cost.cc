@@ -2,13 +2,14 @@
 
 namespace ascent::graph {
 
-NodeCost node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_past, int64_t kv_bytes) {
+NodeCost node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_out, int64_t n_past,
+                   int64_t kv_bytes) {
   int64_t bytes = 0, flops = 0;
-  const int64_t rows = n.single_row ? 1 : T;
+  const int64_t rows = n.selected ? n_out : T;
   const int64_t out = rows * n.cols * 4;
   auto in_bytes = [&](size_t k) {
     const Node& src = nodes[static_cast<size_t>(n.inputs[k])];
-    return (src.single_row ? 1 : T) * src.cols * 4;  // f32 activations and i32 ids alike
+    return (src.selected ? n_out : T) * src.cols * 4;  // f32 activations and i32 ids alike
   };
   auto attention_flops = [&](int64_t heads, int64_t d) { return 4 * rows * (n_past + (rows + 1) / 2) * heads * d; };
   bytes = out;
@@ -45,16 +46,16 @@ NodeCost node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int
   return {bytes, flops};
 }
 
-std::string node_shapes(const Node& n, const std::vector<Node>& nodes, int64_t T) {
+std::string node_shapes(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_out) {
   std::string s;
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     const Node& src = nodes[static_cast<size_t>(n.inputs[k])];
-    s += (k ? ", " : "") + shape_str({src.single_row ? 1 : T, src.cols});
+    s += (k ? ", " : "") + shape_str({src.selected ? n_out : T, src.cols});
   }
   for (const Tensor* w : n.weights) {
     if (w != nullptr && w->shape.size() == 2) s += ", " + shape_str(w->shape) + " " + std::string(dtype_name(w->dtype));
   }
-  return s + " -> " + shape_str({n.single_row ? 1 : T, n.cols});
+  return s + " -> " + shape_str({n.selected ? n_out : T, n.cols});
 }
 
 }  // namespace ascent::graph

@@ -1,5 +1,5 @@
-// What a node moves and computes, for profiles: bytes and FLOPs of one run of T rows after n_past cached positions,
-// and the shapes it took.
+// What a node moves and computes, for profiles: bytes and FLOPs of one run of T rows (n_out of them past a LastRow)
+// after n_past cached positions, and the shapes it took.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,9 @@ struct NodeCost {
 };
 
 // Weights count once per call; attention reads kv_bytes per cached K or V value.
-NodeCost node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_past, int64_t kv_bytes);
+NodeCost node_cost(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_out, int64_t n_past,
+                   int64_t kv_bytes);
 // "(T, K), (N, K) q4_0 -> (T, N)": the node's inputs, its matrices and its output.
-std::string node_shapes(const Node& n, const std::vector<Node>& nodes, int64_t T);
+std::string node_shapes(const Node& n, const std::vector<Node>& nodes, int64_t T, int64_t n_out);
 
 }  // namespace ascent::graph

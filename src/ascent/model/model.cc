@@ -4,6 +4,7 @@
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/graph/kv_cache.h"
 #include "ascent/graph/passes.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/model/ascent_file.h"
@@ -97,16 +98,16 @@ std::unique_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   // Build the generation graph now so that missing or mis-shaped tensors are reported at load time; it names the
   // order in which a decode step's matmuls read their weights, in which the load then repacks and places them. The
   // graph holds pointers to the WeightSet's tensors, which place_weights replaces in place.
-  m->graph_raw_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_, /*all_logits=*/false));
-  m->graph_last_.emplace(graph::optimize(*m->graph_raw_, m->passes_));
+  m->graph_raw_.emplace(build_transformer(m->cfg_, m->weights_, m->inv_freq_));
+  m->graph_.emplace(graph::optimize(*m->graph_raw_, m->passes_));
   const PlaceOptions place{.repack = options.repack,
                            .copied = MappedFile::copies_files(),
                            .by_thread = options.thread_layout,
                            .threads = ThreadPool::global().size()};
-  place_weights(m->weights_, graph::matmul_calls(*m->graph_last_), place);
-  m->exec_last_ = std::make_unique<graph::Executor>(*m->graph_last_, m->passes_);
-  m->kv_type_ = options.kv_type;  // set_context's KvCache refuses any type but f32 and f16
-  m->set_context(std::min<int64_t>(m->cfg_.max_seq, 4096));
+  place_weights(m->weights_, graph::matmul_calls(*m->graph_), place);
+  ASCENT_CHECK(options.kv_type == DType::F32 || options.kv_type == DType::F16, "{}: a KV cache of {} is not f32 or f16",
+               path, dtype_name(options.kv_type));
+  m->kv_type_ = options.kv_type;
   return m;
 }
 
@@ -121,70 +122,16 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
-void Model::set_context(int64_t n_ctx) {
-  ASCENT_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
+int64_t Model::default_context() const {
+  return std::min<int64_t>(cfg_.max_seq, 4096);
+}
+
+void Model::check_context(int64_t n_ctx, const char* what) const {
+  ASCENT_CHECK(n_ctx > 0, "{}: the context length must be positive, got {}", what, n_ctx);
   if (cfg_.arch == Arch::Gpt2) {
-    ASCENT_CHECK(n_ctx <= cfg_.max_seq, "context length {} exceeds the model's {} learned positions", n_ctx,
+    ASCENT_CHECK(n_ctx <= cfg_.max_seq, "{}: context length {} exceeds the model's {} learned positions", what, n_ctx,
                  cfg_.max_seq);
   }
-  n_ctx_ = n_ctx;
-  kv_ = std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx, cfg_.n_kv_heads * cfg_.head_dim,
-                                         kv_type_);
-  batch_kv_.clear();  // forward_batch makes new ones of the new length
-  n_past_ = 0;
-}
-
-std::span<const float> Model::forward_batch(std::span<const std::vector<int32_t>> sequences) {
-  graph::Executor& ex = all_rows_executor();
-  while (batch_kv_.size() < sequences.size()) {
-    batch_kv_.push_back(std::make_unique<graph::KvCache>(static_cast<int>(cfg_.n_layers), n_ctx_,
-                                                         cfg_.n_kv_heads * cfg_.head_dim, kv_type_));
-  }
-  std::vector<graph::Executor::Segment> segs;
-  for (size_t i = 0; i < sequences.size(); ++i) segs.push_back({sequences[i], 0, batch_kv_[i].get()});
-  return ex.run_batch(segs);
-}
-
-graph::Executor& Model::all_rows_executor() {
-  if (!graph_all_) {
-    graph_all_.emplace(graph::optimize(build_transformer(cfg_, weights_, inv_freq_, /*all_logits=*/true), passes_));
-    exec_all_ = std::make_unique<graph::Executor>(*graph_all_, passes_);
-    exec_all_->set_tracer(tracer_);
-    exec_all_->set_matmul_observer(observer_);
-  }
-  return *exec_all_;
-}
-
-std::span<const float> Model::forward(std::span<const int32_t> tokens, bool all_logits) {
-  graph::Executor& ex = all_logits ? all_rows_executor() : *exec_last_;
-  auto out = ex.run(tokens, n_past_, *kv_);
-  n_past_ += static_cast<int64_t>(tokens.size());
-  return out;
-}
-
-void Model::rewind(int64_t n) {
-  ASCENT_CHECK(n >= 0 && n <= n_past_, "rewind to position {}: only {} positions are cached", n, n_past_);
-  n_past_ = n;
-}
-
-void Model::set_matmul_observer(graph::Executor::MatmulObserver f) {
-  observer_ = std::move(f);
-  exec_last_->set_matmul_observer(observer_);
-  if (exec_all_) exec_all_->set_matmul_observer(observer_);
-}
-
-void Model::set_tracer(prof::Tracer* t) {
-  tracer_ = t;
-  exec_last_->set_tracer(t);
-  if (exec_all_) exec_all_->set_tracer(t);
-}
-
-void Model::warm_up(int64_t max_tokens) {
-  exec_last_->warm_up(std::min(max_tokens, n_ctx_));
-}
-
-int64_t Model::plans_compiled() const {
-  return exec_last_->plans_compiled() + (exec_all_ ? exec_all_->plans_compiled() : 0);
 }
 
 }  // namespace ascent::model

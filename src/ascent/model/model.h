@@ -1,5 +1,7 @@
-// Model: a loaded checkpoint (any supported format), its graphs and the KV cache of one sequence. forward() runs
-// new tokens after those already cached and returns their logits.
+// Model: a loaded checkpoint (any supported format) and its generation graph. Immutable once loaded, so any number
+// of sequences and threads share it: what belongs to a sequence (its KV cache, positions, sampler) and what belongs to
+// a thread running the graph (an executor's arena and plans) lives outside, in a Session (session.h) for one
+// sequence or in the serving engine (engine/engine.h) for many.
 #pragma once
 
 #include <memory>
@@ -8,12 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "ascent/graph/executor.h"
+#include "ascent/graph/ir.h"
 #include "ascent/graph/passes.h"
 #include "ascent/model/config.h"
 #include "ascent/model/gguf.h"
 #include "ascent/model/weights.h"
-#include "ascent/prof/tracer.h"
 
 namespace ascent::model {
 
@@ -38,8 +39,9 @@ struct LoadOptions {
   // thread (weight_layout.h): each decode thread's rows of every matmul one after another, for the thread count the
   // global pool has at load. false (`--no-thread-layout`) keeps each matrix in one piece.
   bool thread_layout = true;
-  // The KV cache's element type: DType::F32, or DType::F16 (`--kv-type f16`: half the cache's memory and the bytes a
-  // decode step's attention reads, each K and V value rounded to f16 as it is stored; needs an even head size).
+  // The KV cache's element type sessions and the engine use unless told otherwise: DType::F32, or DType::F16
+  // (`--kv-type f16`: half the cache's memory and the bytes a decode step's attention reads, each K and V value rounded
+  // to f16 as it is stored; needs an even head size).
   DType kv_type = DType::F32;
   // Every weight's values are read once before the load goes on, and one that is not finite (check_weights.h) fails
   // it, naming the tensor and the position (`--check-tensors`). Reads the whole file: off by default, as in llama.cpp.
@@ -61,37 +63,21 @@ class Model {
   const EmbeddedTokenizer& embedded_tokenizer() const { return embedded_tokenizer_; }
   int64_t parameter_count() const;
 
-  // Context length of the KV cache (default min(max_seq, 4096)); resets the sequence.
-  void set_context(int64_t n_ctx);
-  int64_t context() const { return n_ctx_; }
+  // The context a session gets unless told otherwise: the model's positions, at most 4096.
+  int64_t default_context() const;
+  // Refuses a context of n_ctx positions (not positive, or past GPT-2's learned positions), naming `what`.
+  void check_context(int64_t n_ctx, const char* what) const;
+  DType kv_type() const { return kv_type_; }
+  // K and V values per position per layer (n_kv_heads x head_dim).
+  int64_t kv_width() const { return cfg_.n_kv_heads * cfg_.head_dim; }
 
-  // Runs tokens at positions n_past()..; returns logits (T, vocab) or, unless all_logits, (1, vocab) for the last.
-  std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
-  int64_t n_past() const { return n_past_; }
-  // Runs several new sequences (each from position 0, in caches of its own) as one batch, and returns every
-  // row's logits (sum of lengths, vocab), sequence after sequence. The single-sequence cache is untouched.
-  std::span<const float> forward_batch(std::span<const std::vector<int32_t>> sequences);
-  void reset() { n_past_ = 0; }
-  // Keeps the cache's first n positions (0 <= n <= n_past()): the next forward runs at position n and overwrites
-  // what followed, as after a rejected draft or an edited turn (ascent bench re-runs a decode step so).
-  void rewind(int64_t n);
-  int64_t plans_compiled() const;
-
-  // The generation graph before and after the passes (node counts for profiles and tests).
+  // The generation graph before and after the passes (node counts for profiles and tests). Executors run the latter.
   const graph::Graph& unoptimized_graph() const { return *graph_raw_; }
-  const graph::Graph& generation_graph() const { return *graph_last_; }
+  const graph::Graph& generation_graph() const { return *graph_; }
   const graph::PassOptions& passes() const { return passes_; }
-  // Records every executed node from now on (null to stop).
-  void set_tracer(prof::Tracer* t);
-  // Sees every matmul's weight and input before it runs (quantization calibration); empty to stop.
-  void set_matmul_observer(graph::Executor::MatmulObserver f);
-  // Compiles the plans of every shape bucket up to max_tokens now (first-token latency moves to start-up).
-  void warm_up(int64_t max_tokens);
 
  private:
   Model() = default;
-  // The executor of the graph that keeps every row's logits, built on first use.
-  graph::Executor& all_rows_executor();
 
   std::string path_;
   Format format_ = Format::HuggingFace;
@@ -101,14 +87,7 @@ class Model {
   EmbeddedTokenizer embedded_tokenizer_;
   std::vector<float> inv_freq_;
   graph::PassOptions passes_;
-  prof::Tracer* tracer_ = nullptr;
-  graph::Executor::MatmulObserver observer_;
-  std::optional<graph::Graph> graph_raw_, graph_last_, graph_all_;
-  std::unique_ptr<graph::Executor> exec_last_, exec_all_;
-  std::unique_ptr<graph::KvCache> kv_;
-  std::vector<std::unique_ptr<graph::KvCache>> batch_kv_;
-  int64_t n_ctx_ = 0;
-  int64_t n_past_ = 0;
+  std::optional<graph::Graph> graph_raw_, graph_;
   DType kv_type_ = DType::F32;
 };
 

@@ -13,6 +13,7 @@
 #include "ascent/model/ascent_file.h"
 #include "ascent/model/check_weights.h"
 #include "ascent/model/model_tokenizer.h"
+#include "ascent/model/session.h"
 #include "ascent/quant/awq.h"
 #include "ascent/tensor/quantize.h"
 
@@ -121,16 +122,15 @@ void quantize_model(Model& m, const QuantizeOptions& opt, const std::string& out
     std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false);
     ASCENT_CHECK(!ids.empty(), "{}: calibration text is empty", opt.calib_path);
     if (static_cast<int64_t>(ids.size()) > opt.calib_tokens) ids.resize(static_cast<size_t>(opt.calib_tokens));
-    m.set_matmul_observer(
+    Session s(m);
+    s.set_matmul_observer(
         [&](const Tensor& w, const float* x, int64_t rows) { calib[matrix_key(w)].add(x, rows, w.shape[1]); });
-    const int64_t chunk = std::min<int64_t>(m.context(), 256);
+    const int64_t chunk = std::min<int64_t>(s.context(), 256);
     for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(chunk)) {
-      m.reset();
+      s.reset();
       const size_t n = std::min(ids.size() - i, static_cast<size_t>(chunk));
-      m.forward(std::span<const int32_t>(ids.data() + i, n), /*all_logits=*/true);
+      s.forward(std::span<const int32_t>(ids.data() + i, n), /*all_logits=*/true);
     }
-    m.set_matmul_observer(nullptr);
-    m.reset();
   }
 
   WeightSet q(m.weights().source());

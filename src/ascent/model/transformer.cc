@@ -4,8 +4,7 @@
 
 namespace ascent::model {
 
-graph::Graph build_transformer(const ModelConfig& c, const WeightSet& w, const std::vector<float>& inv_freq,
-                               bool all_logits) {
+graph::Graph build_transformer(const ModelConfig& c, const WeightSet& w, const std::vector<float>& inv_freq) {
   graph::Graph g;
   const int64_t C = c.dim, D = c.head_dim, qd = c.n_heads * D, kvd = c.n_kv_heads * D, F = c.ffn_dim;
   const bool ln = c.uses_layer_norm();
@@ -62,7 +61,7 @@ graph::Graph build_transformer(const ModelConfig& c, const WeightSet& w, const s
     }
     x = g.add(x, m, b + "ffn_residual");
   }
-  if (!all_logits) x = g.last_row(x, "last_row");
+  x = g.last_row(x, "last_row");
   x = norm(x, "output_norm", "output_norm");
   x = g.matmul(x, w.get("output.weight", {c.vocab, C}), nullptr, "output");
   g.set_output(x);

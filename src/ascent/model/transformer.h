@@ -11,9 +11,8 @@
 
 namespace ascent::model {
 
-// all_logits=false emits logits for the last row only (generation); true for every row (perplexity, tests).
-// inv_freq must outlive the graph.
-graph::Graph build_transformer(const ModelConfig& cfg, const WeightSet& w, const std::vector<float>& inv_freq,
-                               bool all_logits);
+// The logits come from a LastRow node: each sequence of a batch gets its last row's, or every row's where it asks
+// (graph::Segment::all_rows), and the output norm and matrix run on those rows alone. inv_freq must outlive the graph.
+graph::Graph build_transformer(const ModelConfig& cfg, const WeightSet& w, const std::vector<float>& inv_freq);
 
 }  // namespace ascent::model

@@ -9,7 +9,7 @@ namespace {
 
 bool same(const Node& a, const Node& b) {
   return a.op == b.op && a.inputs == b.inputs && a.weights == b.weights && a.cols == b.cols &&
-         a.single_row == b.single_row && a.is_int == b.is_int && a.eps == b.eps && a.group == b.group &&
+         a.selected == b.selected && a.is_int == b.is_int && a.eps == b.eps && a.group == b.group &&
          a.heads == b.heads && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim && a.scale == b.scale &&
          a.window == b.window && a.layer == b.layer && a.rope_style == b.rope_style && a.inv_freq == b.inv_freq;
 }

@@ -22,7 +22,7 @@ Graph fuse_swiglu(const Graph& g) {
     fused.inputs = {gate.inputs[0]};
     fused.weights = {gate.weights[0], up.weights[0]};
     fused.cols = n.cols;
-    fused.single_row = n.single_row;
+    fused.selected = n.selected;
     n = fused;
   }
   return eliminate_dead_nodes(Graph::from_nodes(std::move(nodes), g.output()));

@@ -32,6 +32,7 @@ void check_dims(const AttentionDims& d, const HeadPrepare& prepare) {
   ASCENT_CHECK(!d.k_tiles || (d.kv_block > 0 && d.head_dim % 2 == 0),
                "attention: K in key tiles needs blocks (kv_block {}) and an even head size (D {})", d.kv_block,
                d.head_dim);
+  ASCENT_CHECK(d.blocks == nullptr || d.kv_block > 0, "attention: a block table needs a cache in blocks");
 }
 
 inline float widen(float x) {

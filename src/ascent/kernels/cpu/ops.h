@@ -66,14 +66,21 @@ struct AttentionDims {
   int64_t window;      // sliding window in positions (0: unlimited)
   int64_t kv_block;    // the caches' layout: 0, rows (positions, Hkv*D); B > 0 (a multiple of 16), kv_offset's blocks
   bool k_tiles;        // K's blocks hold key tiles (k_offset); needs kv_block > 0 and an even D
+  // The sequence's block table (paged caches): position j lies in cache block blocks[j / kv_block]. Null: block
+  // j / kv_block, one sequence's cache from its start.
+  const int32_t* blocks = nullptr;
 };
+// The cache block holding position j (kv_block > 0).
+inline int64_t kv_block_of(const AttentionDims& d, int64_t j) {
+  return d.blocks != nullptr ? d.blocks[j / d.kv_block] : j / d.kv_block;
+}
 // Where position j of kv head h lies in a K or V cache (floats from its start). kv_block = B > 0 stores B positions
 // per block, each block (Hkv, B, D). One head's rows of a block are then one contiguous run, which a decode step's
 // thread (one kv head at a time) streams. In rows (positions, Hkv*D) they would be D floats every Hkv*D, a stride
 // the hardware prefetchers do not follow.
 inline int64_t kv_offset(const AttentionDims& d, int64_t j, int64_t h) {
   if (d.kv_block == 0) return (j * d.n_kv_heads + h) * d.head_dim;
-  return ((j / d.kv_block * d.n_kv_heads + h) * d.kv_block + j % d.kv_block) * d.head_dim;
+  return ((kv_block_of(d, j) * d.n_kv_heads + h) * d.kv_block + j % d.kv_block) * d.head_dim;
 }
 // Floats between positions j and j + 1 of one head within a block (for kv_block = 0, anywhere): key tiles of up to
 // 16 positions starting at a multiple of their size never cross a block.
@@ -87,7 +94,7 @@ inline int64_t kv_row_stride(const AttentionDims& d) {
 constexpr int64_t kKeyGroup = 16;
 inline int64_t k_offset(const AttentionDims& d, int64_t j, int64_t h) {
   if (!d.k_tiles) return kv_offset(d, j, h);
-  return ((j / d.kv_block * d.n_kv_heads + h) * d.kv_block + j % d.kv_block / kKeyGroup * kKeyGroup) * d.head_dim +
+  return ((kv_block_of(d, j) * d.n_kv_heads + h) * d.kv_block + j % d.kv_block / kKeyGroup * kKeyGroup) * d.head_dim +
          j % kKeyGroup;
 }
 inline int64_t k_dim_stride(const AttentionDims& d) {
