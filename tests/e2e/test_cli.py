@@ -6,13 +6,13 @@ import re
 from common import check, finish, run
 
 COMMANDS = ["generate", "info", "perplexity", "doctor", "convert", "tokenize", "logits", "chat-template", "profile",
-            "bench", "quantize"]
+            "bench", "quantize", "serve"]
 
 
 def main():
     listed = "(commands: " + ", ".join(COMMANDS) + ")"
     for args in (["train"], ["train", "--help"], ["train", "-h"], ["generat", "-m", "x"], ["--help", "train"],
-                 ["serve", "--port", "8080"]):
+                 ["server", "--port", "8080"]):
         r = run(args, timeout=60)
         want = f"ascent: error: unknown command '{args[0] if args[0] != '--help' else args[1]}' {listed}"
         check(r.returncode == 2 and r.stderr.splitlines() == [want] and r.stdout == "",
