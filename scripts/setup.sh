@@ -7,7 +7,7 @@ set -euo pipefail
 
 BUILD_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config make git
-  libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libboost1.81-dev
 )
 # The tests' oracles (PyTorch, jinja2, libsentencepiece, NumPy) and frameworks, and the formatter.
 TEST_PACKAGES=(
