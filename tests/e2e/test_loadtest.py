@@ -1,6 +1,6 @@
 """ascent loadtest against a server written here with Python's http.server, which speaks the OpenAI streaming
 protocol with known delays and token counts. Checked: the requests it sends (fields, prompt lengths, distinct prompts,
-the shared prefix, the seed), the counts it reports (from usage, else from chunks), that its TTFT, inter-token and
+the shared prefix, the seed, words of one Llama 2 token each by libsentencepiece), the counts it reports (from usage, else from chunks), that its TTFT, inter-token and
 end-to-end figures agree with the server's delays (loose bounds: the delays are hundreds of milliseconds), that its
 percentiles are NumPy's over its own per-request records, and its errors: failed requests, a stream cut short, a
 timeout, bad flags and a refused connection."""
@@ -12,8 +12,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
+import sentencepiece
 
-from common import check, finish, run, tmpdir
+from common import SHARED, check, finish, run, tmpdir
 
 TTFT = 0.4  # seconds the server waits before the first token
 GAP = 0.2  # seconds between tokens
@@ -192,6 +193,15 @@ def main():
     r = loadtest(url, "--clients", 2, "--requests", 4, "--prompt-tokens", 30, "--max-tokens", 1, "--seed", 8)
     check(r.returncode == 0 and not set(q["prompt"] for q in Handler.requests) & set(prompts),
           "seed 8: other prompts")
+
+    # The words are one token each: checked with libsentencepiece on Llama 2's vocabulary, over the words of many prompts.
+    r = loadtest(url, "--clients", 10, "--requests", 20, "--prompt-tokens", 60, "--max-tokens", 1, "--seed", 3)
+    words = sorted({w for q in Handler.requests for w in q["prompt"].split()})
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(SHARED, "tokenizers", "llama2-spm",
+                                                                      "tokenizer.model"))
+    pieces = sp.encode(" ".join(words))
+    check(r.returncode == 0 and len(words) > 150 and len(pieces) == len(words),
+          f"{len(words)} distinct prompt words are {len(pieces)} Llama 2 tokens")
 
     # A shared prefix: the first 12 words of every prompt are the same, and no two prompts share more.
     r = loadtest(url, "--clients", 3, "--requests", 6, "--prompt-tokens", 20, "--shared-prefix", 12, "--max-tokens",

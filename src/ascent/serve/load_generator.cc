@@ -21,8 +21,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Common English words, each one token after a space in the Llama and GPT-2 vocabularies, so a prompt of P words is
-// about P tokens. 200 of them: 40,000 distinct leading pairs.
+// Common English words, each one token after a space in the Llama 2, Llama 3, Qwen3 and GPT-2 vocabularies (those in
+// ../shared/tokenizers), so a prompt of P words is about P tokens. 200 of them: 40,000 distinct leading pairs.
 constexpr const char* kWords[] = {
     "the",     "of",    "and",    "to",      "in",      "is",     "was",    "that",  "for",    "on",     "with",
     "as",      "by",    "at",     "from",    "his",     "her",    "they",   "we",    "you",    "this",   "but",
