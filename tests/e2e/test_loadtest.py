@@ -1,9 +1,9 @@
 """ascent loadtest against a server written here with Python's http.server, which speaks the OpenAI streaming
 protocol with known delays and token counts. Checked: the requests it sends (fields, prompt lengths, distinct prompts,
-the shared prefix, the seed, words of one Llama 2 token each by libsentencepiece), the counts it reports (from usage, else from chunks), that its TTFT, inter-token and
-end-to-end figures agree with the server's delays (loose bounds: the delays are hundreds of milliseconds), that its
-percentiles are NumPy's over its own per-request records, and its errors: failed requests, a stream cut short, a
-timeout, bad flags and a refused connection."""
+the shared prefix, the seed, words of one Llama 2 token each by libsentencepiece), the counts it reports (from
+usage, else from chunks), that its TTFT, inter-token and end-to-end figures agree with the server's delays (loose
+bounds: the delays are hundreds of milliseconds), that its percentiles are NumPy's over its own per-request records,
+and its errors: failed requests, a stream cut short, a timeout, bad flags and a refused connection."""
 import json
 import os
 import socket
