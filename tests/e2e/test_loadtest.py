@@ -262,6 +262,8 @@ def main():
             (["--prompt-tokens", 5, "--max-tokens", 0], "--max-tokens: at least 1"),
             (["--shared-prefix", 6] + base, "--shared-prefix 6: must be from 0 to --prompt-tokens 5"),
             (["--temperature", -1] + base, "--temperature: must be >= 0"),
+            (["--timeout", 0] + base, "--timeout: must be > 0"),
+            (["--api-key", "a\nb"] + base, "--api-key: holds a control character"),
             (["--jsonl", os.path.join(out, "no", "such.jsonl")] + base, "--jsonl: "),
     ):
         r = loadtest(url, *args)

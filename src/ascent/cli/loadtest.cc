@@ -43,7 +43,11 @@ void run(const Options& f) {
   ASCENT_CHECK(f.shared_prefix >= 0 && f.shared_prefix <= f.prompt_tokens,
                "--shared-prefix {}: must be from 0 to --prompt-tokens {}", f.shared_prefix, f.prompt_tokens);
   ASCENT_CHECK(f.temperature >= 0, "--temperature: must be >= 0, got {}", f.temperature);
-  ASCENT_CHECK(f.timeout_s > 0, "--timeout: must be > 0 seconds, got {}", f.timeout_s);
+  ASCENT_CHECK(
+      std::ranges::none_of(f.api_key, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }),
+      "--api-key: holds a control character, which cannot go in an HTTP header");
+  ASCENT_CHECK(f.timeout_s > 0 && f.timeout_s <= 1e6, "--timeout: must be > 0 and at most 1e6 seconds, got {}",
+               f.timeout_s);
   // Each running request holds a socket; past the descriptor limit every one of them would fail on its own.
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {

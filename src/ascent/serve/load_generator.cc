@@ -124,16 +124,27 @@ T run_one(asio::awaitable<T> task) {
   return value;
 }
 
+// Text from the server, cut to `most` bytes and on one line, for an error message.
+std::string quote(std::string_view text, size_t most) {
+  std::string out(text.substr(0, most));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text.size() > most ? out + "..." : out;
+}
+
 // What an error response said: its JSON error message where it has one (OpenAI's {"error": {"message"}}, or a
 // plain string), else the start of its body.
 std::string error_text(const std::string& body) {
   const auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("error")) {
     const auto& e = j["error"];
-    if (e.is_string()) return e.get<std::string>();
-    if (e.is_object() && e.contains("message") && e["message"].is_string()) return e["message"].get<std::string>();
+    if (e.is_string()) return quote(e.get_ref<const std::string&>(), 300);
+    if (e.is_object() && e.contains("message") && e["message"].is_string()) {
+      return quote(e["message"].get_ref<const std::string&>(), 300);
+    }
   }
-  return body.size() > 200 ? body.substr(0, 200) + "..." : body;
+  return quote(body, 200);
 }
 
 }  // namespace
@@ -284,7 +295,7 @@ class Run {
         }
         const auto j = nlohmann::json::parse(e.data, nullptr, /*allow_exceptions=*/false);
         if (j.is_discarded()) {
-          if (r.error.empty()) r.error = "bad JSON in the stream: " + e.data.substr(0, 100);
+          if (r.error.empty()) r.error = "bad JSON in the stream: " + quote(e.data, 100);
           continue;
         }
         if (e.name == "error" && r.error.empty()) r.error = "the server reported: " + error_text(e.data);
@@ -304,7 +315,7 @@ class Run {
     } else if (!o_.stream) {
       const auto j = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded()) {
-        r.error = "the response is not JSON: " + raw.substr(0, 100);
+        r.error = "the response is not JSON: " + quote(raw, 100);
       } else {
         chunk(r, j, r.start_s + r.e2e_s, last_text);
         tokens_ += r.usage ? r.completion_tokens : r.text_chunks;
