@@ -8,7 +8,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config make git
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev
-  libboost1.81-dev  # Beast and Asio: ascent serve's HTTP server
+  libboost1.81-dev  # Beast and Asio: ascent serve's HTTP server and ascent loadtest's client
 )
 # The tests' oracles (PyTorch, jinja2, libsentencepiece, NumPy) and frameworks, and the formatter.
 TEST_PACKAGES=(
