@@ -4,8 +4,8 @@
 // each piece, rewinds the cache and runs it again, writing the second run's logits (ascent bench re-runs its decode
 // steps so). --beside N runs the ids as one sequence of a batch with N others (of other lengths and contents), to check
 // batch invariance.
-// --paged runs them as the serving engine does: in a pool of KV blocks of --paged positions shared with the --beside
-// others, through a block table in scrambled order, a few tokens per step beside the others' steps.
+// --paged runs them as the serving engine does: a pool of KV blocks shared with the --beside others, a scrambled block
+// table, a few tokens per step.
 // The runtime flags (--no-mmap, --passes, --profile, ...) are generate's, so a difference can be
 // narrowed down to a load mode or pass.
 #include <algorithm>
