@@ -12,7 +12,9 @@ Ratios are ascent over llama-server: generated tok/s (higher is better for ascen
 Each row's inter-token p99/p50 says how even its token stream is: a prefill batched beside decodes stalls them.
 
 llama-server: -m MODEL -np C -c C*SLOT -t T --host 127.0.0.1 --port PORT (its -c is split evenly over its slots).
-ascent serve: -m MODEL --port PORT -t T --max-seqs C --ctx-size C*SLOT (the same total as llama-server's -c).
+ascent serve: -m MODEL --port PORT -t T --max-seqs C --ctx-size SLOT (per sequence: the same total as llama-server's
+-c). A third server, ascent with --no-prefix-caching, runs the prefix scenario alone: prefix caching's TTFT gain is
+ascent's TTFT p50 without it over with it.
 Ready means GET /health answers 200. Needs build.sh's llama-server unless --llama-server names one; --no-ascent runs
 llama-server alone. On a shared or busy host the figures are indicative only.
 
@@ -37,6 +39,7 @@ from datetime import datetime
 from peer_table import BUILD_SH, ROOT, git_commit, lscpu_model
 
 MODEL_PLACES = [os.path.join(ROOT, "bench", "models", "tl16-q4_0.gguf"), "/work/models/tl16-q4_0.gguf"]
+NO_CACHE = "ascent-no-prefix-caching"
 PREFIX_TAIL = 100  # words after the shared prefix in the prefix scenario
 SLOT_MARGIN = 64  # positions past prompt + tokens in each slot: a prompt's BOS, and words of two tokens
 
@@ -82,8 +85,9 @@ def server_cmd(args, tool, port):
     if tool == "llama-server":
         return [args.llama_server, "-m", args.model, "-np", str(args.clients), "-c", str(total), "-t",
                 str(args.threads), "--host", "127.0.0.1", "--port", str(port)]
+    extra = ["--no-prefix-caching"] if tool == NO_CACHE else []
     return [args.ascent, "serve", "-m", args.model, "--port", str(port), "-t", str(args.threads), "--max-seqs",
-            str(args.clients), "--ctx-size", str(total)]
+            str(args.clients), "--ctx-size", str(slot_size(args))] + args.ascent_flags.split() + extra
 
 
 def loadtest_cmd(args, port, flags, jsonl):
@@ -135,6 +139,8 @@ def run_tool(args, tool, work):
                        capture_output=True, text=True)
         out = {}
         for name, flags in scenarios(args):
+            if tool == NO_CACHE and name != "prefix":
+                continue
             jsonl = os.path.join(work, f"{tool}-{name}.jsonl")
             cmd = loadtest_cmd(args, port, flags, jsonl)
             print(f"{tool} {name} {datetime.now():%H:%M:%S}: {shlex.join(cmd)}", flush=True)
@@ -177,6 +183,7 @@ def main():
     ap.add_argument("--shared-prefix", type=int, default=1000)
     ap.add_argument("--scenarios", default="decode,prefix", help="comma-separated, of decode, prefix")
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--ascent-flags", default="", help="more flags for ascent serve, e.g. '--max-batch-tokens 128'")
     ap.add_argument("--jsonl", help="append each run's loadtest summary to this file")
     ap.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
     args = ap.parse_args()
@@ -185,6 +192,8 @@ def main():
                  "positive")
     plan = scenarios(args)
     tools = ["llama-server"] + ([] if args.no_ascent else ["ascent"])
+    if not args.no_ascent and any(n == "prefix" for n, _ in plan):
+        tools.append(NO_CACHE)
     if args.model is None:
         args.model = next((p for p in MODEL_PLACES if os.path.exists(p)), MODEL_PLACES[0])
     if args.dry_run:
@@ -192,6 +201,8 @@ def main():
         for tool in tools:
             print(f"{tool}: {shlex.join(server_cmd(args, tool, 'PORT'))}")
             for name, flags in plan:
+                if tool == NO_CACHE and name != "prefix":
+                    continue
                 print(f"  {name}: {shlex.join(loadtest_cmd(args, 'PORT', flags, f'{tool}-{name}.jsonl'))}")
         return
     if not os.path.exists(args.model):
@@ -217,6 +228,8 @@ def main():
     failed = False
     for name, _ in plan:
         for tool in tools:
+            if name not in results[tool]:
+                continue
             s = results[tool][name]
             failed |= s["exit"] != 0 or s["errors"] > 0
             i50, i99 = pct(s, "itl_ms", "p50"), pct(s, "itl_ms", "p99")
@@ -234,6 +247,11 @@ def main():
             tps = a["generated_tok_per_s"] / b["generated_tok_per_s"] if b["generated_tok_per_s"] else None
             ta, tb = pct(a, "ttft_ms", "p50"), pct(b, "ttft_ms", "p50")
             print(f"| {name} | {fmt(tps, 2)} | {fmt(ta / tb if ta and tb else None, 2)} |")
+    if NO_CACHE in results and "prefix" in results[NO_CACHE]:
+        a, b = pct(results["ascent"]["prefix"], "ttft_ms", "p50"), pct(results[NO_CACHE]["prefix"], "ttft_ms", "p50")
+        print()
+        print(f"prefix caching: ascent's TTFT p50 {fmt(a)} ms with it, {fmt(b)} ms without: "
+              f"{fmt(a / b if a and b else None, 3)} of it")
     if failed:
         sys.exit("serve_table: some requests failed (the errors column); the figures above leave them out")
 
