@@ -113,6 +113,14 @@ def main():
         r = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", b, "--beside", str(n)])
         same = same and r.returncode == 0 and np.array_equal(np.load(alone), np.load(b))
     check(same, "K-quant logits alone == beside 1, 3 and 7 other sequences (bitwise)")
+    for kv in ("f32", "f16"):
+        want = os.path.join(ROOT, f"alone-{kv}.npy")
+        r0 = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", want, "--kv-type", kv])
+        p = os.path.join(ROOT, f"paged-{kv}.npy")
+        r = run(["logits", "-m", path, "--prompt-ids", " ".join(map(str, ids)), "-o", p, "--kv-type", kv,
+                 "--paged", "16", "--beside", "3"])
+        check(r0.returncode == 0 and r.returncode == 0 and np.array_equal(np.load(want), np.load(p)),
+              f"K-quant logits alone == paged beside 3 others, {kv} KV cache (bitwise)")
     # Decode (one token per step, the kernels' single-token path) gives the prompt's logits bitwise.
     for isa in (i for i in isas if i != "ref"):
         env = dict(os.environ, ASCENT_ISA=isa)
