@@ -96,6 +96,7 @@ struct Engine::Impl {
   std::vector<std::pair<uint64_t, FinishReason>> cancels;
   EngineStats stats;
   bool stopping = false, quit = false;
+  int64_t live = 0;  // requests submitted and not yet done (on_done called): what stop() waits for
   uint64_t next_id = 1;
   std::thread thread;
 
@@ -205,6 +206,7 @@ uint64_t Engine::submit(RequestParams params, std::shared_ptr<RequestSink> sink)
     throw QueueFull(fmt::format("{} requests are waiting (--max-queued)", opt_.max_queued));
   }
   r->id = impl_->next_id++;
+  ++impl_->live;
   const uint64_t id = r->id;
   impl_->incoming.push_back(std::move(r));
   impl_->wake.notify_one();
@@ -228,9 +230,7 @@ void Engine::stop(double timeout_s) {
     std::unique_lock lock(impl_->mu);
     impl_->stopping = true;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    impl_->wake.wait_until(lock, deadline, [&] {
-      return impl_->incoming.empty() && impl_->stats.running == 0 && impl_->stats.waiting == 0;
-    });
+    impl_->wake.wait_until(lock, deadline, [&] { return impl_->live == 0; });
     impl_->quit = true;
     impl_->wake.notify_all();
   }
@@ -337,6 +337,9 @@ void Engine::Impl::finish(Sequence& s, FinishReason r) {
 void Engine::Impl::end_request(Request& r) {
   r.sink->on_done(r.usage, r.error);
   requests.erase(r.id);  // destroys r
+  std::lock_guard lock(mu);
+  --live;
+  wake.notify_all();
 }
 
 // Gives s blocks for positions [0, upto): a new block where a table ends, a private copy where a shared block will be
@@ -581,6 +584,7 @@ bool Engine::Impl::step() {
     ++stats.steps;
     stats.prompt_tokens += prompt_tokens;
     ++stats.batch_tokens_hist[static_cast<size_t>(bucket_of(tokens))];
+    stats.batch_tokens_sum += tokens;
   }
   const auto V = static_cast<size_t>(model.config().vocab);
   for (size_t i = 0; i < plan.size(); ++i) {

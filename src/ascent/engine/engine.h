@@ -44,7 +44,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed over the engine's life (recomputation counts again)
-  std::vector<int64_t> batch_tokens_hist;           // steps by tokens per step, buckets kBatchBuckets
+  std::vector<int64_t> batch_tokens_hist;  // steps by tokens per step, buckets kBatchBuckets (then +Inf)
+  int64_t batch_tokens_sum = 0;            // tokens over all steps
   static constexpr int64_t kBatchBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
 };
 
