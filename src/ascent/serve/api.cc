@@ -270,7 +270,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, std::string_view t
       r.max_tokens = integer_in(*v, "max_completion_tokens", 1, kMaxTokens);
     }
   }
-  if (const json* v = field(body, "temperature")) r.sampling.temperature = float(number_in(*v, "temperature", 0, 2));
+  if (const json* v = field(body, "temperature")) r.sampling.temperature = float(number_in(*v, "temperature", 0, 100));
   if (const json* v = field(body, "top_p")) r.sampling.top_p = float(number_in(*v, "top_p", 0, 1, /*lo_open=*/true));
   if (const json* v = field(body, "top_k")) {
     const int64_t k = integer_in(*v, "top_k", -1, std::numeric_limits<int32_t>::max());
