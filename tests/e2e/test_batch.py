@@ -1,6 +1,6 @@
 """Batch invariance: a sequence's logits are bitwise identical whether it runs alone or in one batch beside 1, 3 or 7
 other sequences. The others have other lengths and contents, so its rows land at other offsets and tile positions. This
-holds for every weight format and every ISA variant this CPU runs, whether the model is mapped or read into memory
+holds for every weight format and every ISA variant this CPU runs, in the serving engine's paged KV pool too, whether the model is mapped or read into memory
 (--no-mmap), and whether the copied matrices are placed by thread or kept whole (--no-thread-layout)."""
 import os
 import subprocess
@@ -40,6 +40,11 @@ def main():
                 b = logits(path, os.path.join(ROOT, f"b{n}.npy"), isa, n)
                 same = same and b is not None and np.array_equal(alone, b)
             check(same, f"{name:5s} {isa:6s}: logits alone == beside 1, 3 and 7 other sequences (bitwise)")
+            # The serving engine's path: blocks of a shared pool through a scrambled block table, in steps of a few
+            # tokens beside the others' steps.
+            paged = [logits(path, os.path.join(ROOT, f"p{blk}.npy"), isa, 3, ["--paged", str(blk)]) for blk in (16, 64)]
+            check(all(p is not None and alone is not None and np.array_equal(alone, p) for p in paged),
+                  f"{name:5s} {isa:6s}: logits alone == paged (blocks of 16 and 64) beside 3 others (bitwise)")
         # (alone: the last ISA's, from the loop above.) Read into memory, the weights sit elsewhere (huge pages; q4_0 repacked from a copy whose pages are then
         # given back) but the arithmetic is the same.
         copied = logits(path, os.path.join(ROOT, "copied.npy"), isas[-1], 0, ["--no-mmap"])
@@ -69,8 +74,10 @@ def main():
         for n in (1, 3, 7):
             b = logits(models["q4_0"], os.path.join(ROOT, f"b16-{n}.npy"), isa, n, ["--kv-type", "f16"])
             same = same and b is not None and np.array_equal(alone, b)
+        p = logits(models["q4_0"], os.path.join(ROOT, "p16.npy"), isa, 3, ["--kv-type", "f16", "--paged", "32"])
+        same = same and p is not None and np.array_equal(alone, p)
         check(same, f"q4_0  {isa:6s}: with an f16 KV cache, logits alone == beside 1, 3 and 7 other sequences "
-                    f"(bitwise)")
+                    f"and == paged beside 3 (bitwise)")
     # Under the AVX-512 and AVX2 kernels, Model::load runs q4_0 (q8_0) matrices as Q4_0R (Q8_0R); under the reference,
     # in place. The logits above covered each. Their values agree with the reference ISA's to rounding, amplified by
     # this small model's per-block activation quantization (a rounding flip moves a code). AVX2 is 3.8e-3 from the

@@ -183,6 +183,13 @@ def main():
                               extra=["--kv-type", "f16"])
         check(inc16 is not None and f16 is not None and torch.equal(inc16, f16),
               f"{name}: with an f16 KV cache, fed 1 token at a time, logits are bitwise identical")
+        # The serving engine's path (ascent logits --paged): a shared pool of KV blocks, the sequence's blocks
+        # scattered through it, a few tokens per step beside 3 other sequences. The same bits, f32 and f16 caches.
+        for kv, whole in (("f32", ours), ("f16", f16)):
+            paged = ascent_logits(folder, ids, os.path.join(root, f"{name}-paged-{kv}.npy"),
+                                  extra=["--paged", "16", "--beside", "3", "--kv-type", kv])
+            check(paged is not None and whole is not None and torch.equal(paged, whole),
+                  f"{name}: {kv} KV cache, paged among 3 other sequences, logits are bitwise identical")
         for qtype, bound in QUANT_BOUND.items():
             gguf = os.path.join(root, f"{name}-{qtype}.gguf")
             r = run(["convert", "-m", folder, "-o", gguf, "--type", qtype])

@@ -28,7 +28,7 @@ import tokenize
 WORKLOG = re.compile(r"\bsessions? [0-9]+", re.IGNORECASE)
 WORKLOG_DIRS = ("src", "docs", "bench", "tests")
 WORKLOG_FILES = ("README.md",)
-SKIPPED_DIRS = ("bench/models",)  # generated models (git-ignored), gigabytes of weights
+SKIPPED_DIRS = ("bench/models", "tests/serve/node_modules")  # generated models, npm packages (both git-ignored)
 CPP_EXTENSIONS = (".cc", ".h", ".cpp", ".hpp")
 
 BLOCK_WORDS = 150  # most words in one src comment block, one ARCHITECTURE.md paragraph or table cell

@@ -92,6 +92,7 @@ void run(Options& o) {
   auto m = model::Model::load(o.model, o.runtime.load_options());
   auto tok = model::load_tokenizer(*m, o.tokenizer);
   auto found = serve::find_chat_template(*m, *tok, o.tokenizer, o.chat_template);
+  // The engine compiles its own plans (every step shape) before the server reports ready.
   engine::Engine engine(*m, o.engine);
   serve::Server server(engine, *tok, std::move(found.tmpl), o.server);
   std::fprintf(stderr, "ascent serve: model %s as '%s', chat template: %s\n", o.model.c_str(),

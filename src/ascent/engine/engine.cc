@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "ascent/base/error.h"
 #include "ascent/base/log.h"
@@ -38,18 +39,20 @@ struct Request;
 struct Sequence {
   Request* req = nullptr;
   int index = 0;
-  uint64_t order = 0;            // admission order: preemption takes the newest first
-  std::vector<int32_t> tokens;   // prompt, then generated
-  int64_t computed = 0;          // positions whose K and V are in the pool
-  std::vector<int32_t> blocks;   // block table
-  int64_t published = 0;         // full blocks offered to the prefix cache
-  uint64_t chain = 0;            // prefix hash of the published blocks
+  uint64_t order = 0;           // admission order: preemption takes the newest first
+  std::vector<int32_t> tokens;  // prompt, then generated
+  int64_t computed = 0;         // positions whose K and V are in the pool
+  std::vector<int32_t> blocks;  // block table
+  int64_t published = 0;        // full blocks offered to the prefix cache
+  uint64_t chain = 0;           // prefix hash of the published blocks
   Sampler sampler;
   int64_t generated = 0;
-  bool running = false;          // holds blocks and takes part in steps; else waits for admission
+  bool running = false;  // holds blocks and takes part in steps; else waits for admission
   bool done = false;
   bool forked = false;           // n > 1: the other choices were made from this one
-  uint64_t epoch = 0;            // counts preemptions: a step's plan drops entries made before one
+  std::vector<uint64_t> hashes;  // prefix hashes of the prompt's full blocks (KvPool::chain), made at first need
+  bool hashed = false;
+  uint64_t epoch = 0;  // counts preemptions: a step's plan drops entries made before one
 
   Sequence(Request* r, int i, SamplingParams p) : req(r), index(i), sampler(std::move(p)) {}
 };
@@ -103,7 +106,9 @@ struct Engine::Impl {
   uint64_t next_order = 1;
 
   Impl(const model::Model& m, EngineOptions o, int64_t n_blocks)
-      : model(m), opt(o), pool(m, n_blocks, o.kv_block, o.kv_type, o.prefix_caching),
+      : model(m),
+        opt(o),
+        pool(m, n_blocks, o.kv_block, o.kv_type, o.prefix_caching),
         exec(m.generation_graph(), m.passes()) {}
 
   void loop();
@@ -117,6 +122,7 @@ struct Engine::Impl {
   bool preempt_newest(const Sequence* keep);
   void admit_prefix(Sequence& s);
   void publish_full(Sequence& s);
+  const std::vector<uint64_t>& prompt_hashes(Sequence& s);
   void fork(Sequence& s);
   void emit(Sequence& s, std::span<const float> logits);
 };
@@ -142,8 +148,7 @@ Engine::Engine(const model::Model& model, EngineOptions options) : model_(model)
   const int64_t blocks_per_seq = (opt_.ctx_size + opt_.kv_block - 1) / opt_.kv_block;
   ASCENT_CHECK(opt_.kv_memory_bytes >= 0, "--kv-memory: must be 0 (--ctx-size x --max-seqs) or more, got {}",
                opt_.kv_memory_bytes);
-  const int64_t n_blocks =
-      opt_.kv_memory_bytes > 0 ? opt_.kv_memory_bytes / per_block : blocks_per_seq * opt_.max_seqs;
+  const int64_t n_blocks = opt_.kv_memory_bytes > 0 ? opt_.kv_memory_bytes / per_block : blocks_per_seq * opt_.max_seqs;
   ASCENT_CHECK(n_blocks >= 2, "--kv-memory: {} bytes hold {} KV blocks of {} bytes; at least 2 are needed",
                opt_.kv_memory_bytes, n_blocks, per_block);
   impl_ = std::make_unique<Impl>(model, opt_, n_blocks);
@@ -405,6 +410,20 @@ void Engine::Impl::admit_prefix(Sequence& s) {
   if (s.index == 0 && s.generated == 0) s.req->usage.cached_prompt_tokens = s.computed;
 }
 
+const std::vector<uint64_t>& Engine::Impl::prompt_hashes(Sequence& s) {
+  if (!s.hashed) {
+    const int64_t B = pool.block();
+    const auto n = static_cast<int64_t>(s.req->params.prompt.size());
+    uint64_t h = 0;
+    for (int64_t i = 0; (i + 1) * B <= n; ++i) {
+      h = KvPool::chain(h, std::span<const int32_t>(s.tokens.data() + i * B, static_cast<size_t>(B)));
+      s.hashes.push_back(h);
+    }
+    s.hashed = true;
+  }
+  return s.hashes;
+}
+
 void Engine::Impl::publish_full(Sequence& s) {
   const int64_t B = pool.block();
   while ((s.published + 1) * B <= s.computed) {
@@ -500,10 +519,24 @@ bool Engine::Impl::step() {
     budget -= n;
   }
   // New sequences while there is room: a block for each running sequence's next token stays free (a watermark), so
-  // that admitting one rarely forces a preemption at the next step.
-  while (!waiting.empty() && budget > 0 && static_cast<int64_t>(running.size()) < opt.max_seqs) {
-    Sequence* s = waiting.front();
+  // that admitting one rarely forces a preemption at the next step. A sequence whose prompt shares a full block with a
+  // prompt still being computed waits for it, then takes it from the prefix cache: requests that arrive together with
+  // one system prompt compute it once, not once each.
+  std::unordered_set<uint64_t> in_flight;
+  if (opt.prefix_caching) {
+    for (Sequence* r : running) {
+      const std::vector<uint64_t>& h = prompt_hashes(*r);
+      for (size_t i = static_cast<size_t>(r->published); i < h.size(); ++i) in_flight.insert(h[i]);
+    }
+  }
+  for (size_t w = 0; w < waiting.size() && budget > 0 && static_cast<int64_t>(running.size()) < opt.max_seqs;) {
+    Sequence* s = waiting[w];
     if (s->index == 0 && !s->forked && s->req->params.n > static_cast<int>(opt.max_seqs - running.size())) break;
+    const auto shares = [&](uint64_t h) { return in_flight.contains(h); };
+    if (!in_flight.empty() && std::ranges::any_of(prompt_hashes(*s), shares)) {
+      ++w;
+      continue;
+    }
     admit_prefix(*s);
     const auto left = static_cast<int64_t>(s->tokens.size()) - s->computed;
     const int64_t n = std::min(left, budget);
@@ -516,7 +549,8 @@ bool Engine::Impl::step() {
       s->chain = 0;
       break;
     }
-    waiting.pop_front();
+    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(w));
+    if (opt.prefix_caching) in_flight.insert(prompt_hashes(*s).begin(), prompt_hashes(*s).end());
     s->running = true;
     s->order = next_order++;
     running.push_back(s);

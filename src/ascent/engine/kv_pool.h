@@ -57,8 +57,8 @@ class KvPool {
     bool published = false;
     uint64_t hash = 0;
     int32_t parent = -1;
-    std::vector<int32_t> tokens;        // a published block's tokens: a lookup compares them, never trusting the hash
-    std::list<int32_t>::iterator lru;   // its place in lru_ while nobody holds it
+    std::vector<int32_t> tokens;       // a published block's tokens: a lookup compares them, never trusting the hash
+    std::list<int32_t>::iterator lru;  // its place in lru_ while nobody holds it
   };
   void unpublish(int32_t b);
 

@@ -13,13 +13,13 @@
 namespace ascent::engine {
 
 struct RequestParams {
-  std::vector<int32_t> prompt;  // token ids, at least one
-  SamplingParams sampling;      // per request; each of its n sequences draws from its own generator
-  int64_t max_tokens = 16;      // generated tokens per sequence, at least 1
-  int n = 1;                    // sequences sampled from the prompt, sharing its KV blocks
-  bool ignore_eos = false;      // keep going past the end-of-text ids
-  std::vector<int32_t> end_ids;  // the end-of-text ids; empty: the model's (its eos_id and end_ids)
-  int top_logprobs = -1;        // -1: no logprobs; 0..20: the chosen token's log-probability and this many more
+  std::vector<int32_t> prompt{};   // token ids, at least one
+  SamplingParams sampling{};       // per request; each of its n sequences draws from its own generator
+  int64_t max_tokens = 16;         // generated tokens per sequence, at least 1
+  int n = 1;                       // sequences sampled from the prompt, sharing its KV blocks
+  bool ignore_eos = false;         // keep going past the end-of-text ids
+  std::vector<int32_t> end_ids{};  // the end-of-text ids; empty: the model's (its eos_id and end_ids)
+  int top_logprobs = -1;           // -1: no logprobs; 0..20: the chosen token's log-probability and this many more
 };
 
 enum class FinishReason {

@@ -6,7 +6,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <deque>
@@ -279,16 +278,9 @@ void Session::read_request() {
 void Session::on_header(beast::error_code ec) {
   reading_ = false;
   if (ec) return fail_read(ec);
-  // Content-Length as the header says it (the parser has checked it is a number). Read from the field rather than
-  // parser::content_length(), whose boost::optional GCC 12 misreads as uninitialized under the sanitizers.
-  const auto field = parser_->get().find(bhttp::field::content_length);
-  uint64_t length = 0;
-  if (field != parser_->get().end()) {
-    const std::string_view v = field->value();
-    std::from_chars(v.data(), v.data() + v.size(), length);
-  }
-  if (length > srv_.limits.max_body) {
-    return reject(413, fmt::format("the request body of {} bytes is over the limit of {} bytes (--max-body)", length,
+  const auto length = parser_->content_length();
+  if (length && *length > srv_.limits.max_body) {
+    return reject(413, fmt::format("the request body of {} bytes is over the limit of {} bytes (--max-body)", *length,
                                    srv_.limits.max_body));
   }
   if (iequals(std::string_view(parser_->get()[bhttp::field::expect]), "100-continue")) {
