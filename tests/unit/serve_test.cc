@@ -96,7 +96,7 @@ TEST(ServeApi, BadFieldsAreRefusedByName) {
       {refusal(c, R"({"prompt": "p", "max_tokens": 0})")},
       {refusal(c, R"({"prompt": "p", "max_tokens": 1.5})")},
       {refusal(c, R"({"prompt": "p", "max_tokens": "5"})")},
-      {refusal(c, R"({"prompt": "p", "temperature": 2.5})")},
+      {refusal(c, R"({"prompt": "p", "temperature": 100.5})")},
       {refusal(c, R"({"prompt": "p", "temperature": "hot"})")},
       {refusal(c, R"({"prompt": "p", "top_p": 0})")},
       {refusal(c, R"({"prompt": "p", "top_k": -2})")},
@@ -176,6 +176,10 @@ TEST(ServeApi, BadJsonIsA400WithoutParam) {
   // Nesting past the limit is refused before parsing; brackets inside strings do not count.
   const std::string deep = "{\"prompt\": \"p\", \"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_EQ(refusal(Endpoint::Completions, deep).first, 400);
+  // Invalid UTF-8 inside a field's string names that field.
+  EXPECT_EQ(refusal(Endpoint::Completions, "{\"model\": \"m\", \"prompt\": \"a \xff b\", \"n\": 1}").second, "prompt");
+  EXPECT_EQ(refusal(Endpoint::Chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"\xc0\xaf\"}]}").second,
+            "messages");
   const std::string quoted = "{\"prompt\": \"" + std::string(100, '[') + "\"}";
   EXPECT_EQ(completion(quoted).prompt_text, std::string(100, '['));
 }
@@ -202,6 +206,10 @@ TEST(ServeApi, ChatMessagesAndLogprobs) {
   EXPECT_EQ(refusal(c, R"({"messages": "hi"})").second, "messages");
   EXPECT_EQ(refusal(c, R"({"messages": [{"content": "x"}]})").second, "messages[0].role");
   EXPECT_EQ(refusal(c, R"({"messages": [{"role": "user", "content": 5}]})").second, "messages[0].content");
+  EXPECT_EQ(refusal(c, R"({"messages": [{"role": "robot", "content": "x"}]})").second, "messages[0].role");
+  EXPECT_EQ(refusal(c, R"({"messages": [{"role": "user", "content": "x"}, {"role": "user"}]})").second,
+            "messages[1].content");
+  EXPECT_EQ(refusal(c, R"({"messages": [{"role": "assistant", "content": null}]})").second, "messages[0].content");
   EXPECT_EQ(refusal(c, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})").second,
             "messages[0].content[0].type");
   EXPECT_EQ(refusal(c, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").second,

@@ -82,6 +82,10 @@ void run(Options& o) {
   o.server.http.write_timeout_s = o.idle_timeout;
   o.server.http.request_timeout_s = o.request_timeout;
   if (o.server.served_model_name.empty()) o.server.served_model_name = base_name(o.model);
+  // The engine compiles every plan it needs at start and runs no single-sequence Session to trace.
+  ASCENT_CHECK(o.runtime.profile.empty() && o.runtime.memory_csv.empty(),
+               "--profile and --memory-csv: not available in serve (ascent profile traces a run)");
+  ASCENT_CHECK(o.runtime.warmup == 0, "--warmup: serve compiles every plan the engine needs before it listens");
   set_threads(o.threads);
   o.runtime.before_load();
 
@@ -94,7 +98,6 @@ void run(Options& o) {
   std::fprintf(stderr, "ascent serve: model %s as '%s', chat template: %s\n", o.model.c_str(),
                o.server.served_model_name.c_str(), found.from.c_str());
   server.run();
-  o.runtime.finish();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -39,6 +40,40 @@ int json_depth(std::string_view s) {
     }
   }
   return most;
+}
+
+// The top-level key whose value holds byte `pos` of a JSON object text ("" when pos is not inside a value), found by
+// the same bracket scan as json_depth: a parse error there (invalid UTF-8 in a string) names that field.
+std::string top_level_key_at(std::string_view s, size_t pos) {
+  int depth = 0;
+  bool in_string = false, key_next = false, is_key = false;
+  size_t start = 0;
+  std::string key;
+  for (size_t i = 0; i < s.size() && i < pos; ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+        if (is_key) key = std::string(s.substr(start, i - start));
+      }
+    } else if (c == '"') {
+      in_string = true;
+      start = i + 1;
+      is_key = depth == 1 && key_next;
+    } else if (c == '{' || c == '[') {
+      key_next = ++depth == 1;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (depth == 1 && c == ':') {
+      key_next = false;
+    } else if (depth == 1 && c == ',') {
+      key_next = true;
+      key.clear();
+    }
+  }
+  return key_next ? std::string() : key;
 }
 
 const char* type_name(const json& j) {
@@ -163,6 +198,18 @@ void parse_messages(const json& body, GenerationRequest& r) {
     if (!msg.is_object()) wrong_type(param, msg, "an object");
     const json* role = field(msg, "role");
     if (!role || !role->is_string()) wrong_type(param + ".role", role ? *role : json(), "a string");
+    const std::string r_name = role->get<std::string>();
+    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+    if (std::find(std::begin(kRoles), std::end(kRoles), r_name) == std::end(kRoles)) {
+      bad_param(param + ".role", fmt::format("'{}.role': '{}' is not one of system, developer, user, assistant, tool, "
+                                             "function",
+                                             param, r_name));
+    }
+    // Only an assistant turn that calls tools may come without content.
+    const json* content = field(msg, "content");
+    if (!content && !(r_name == "assistant" && (field(msg, "tool_calls") || field(msg, "function_call")))) {
+      bad_param(param + ".content", fmt::format("'{}.content' is required for a {} message", param, r_name));
+    }
     // Every other key (name, tool_calls, tool_call_id, ...) reaches the template as sent.
     ojson out = ojson::parse(msg.dump());
     if (msg.contains("content")) out["content"] = message_content(msg["content"], param + ".content");
@@ -235,6 +282,11 @@ json parse_json_object(std::string_view body) {
   json j;
   try {
     j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // A body broken inside one field's value (invalid UTF-8 in a string, most often) names that field.
+    const std::string key = top_level_key_at(body, e.byte > 0 ? e.byte - 1 : 0);
+    throw ApiError(
+        400, (key.empty() ? "" : "'" + key + "': ") + "could not parse the JSON body of the request: " + e.what(), key);
   } catch (const json::exception& e) {
     throw ApiError(400, std::string("could not parse the JSON body of the request: ") + e.what());
   }
@@ -270,7 +322,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, std::string_view t
       r.max_tokens = integer_in(*v, "max_completion_tokens", 1, kMaxTokens);
     }
   }
-  if (const json* v = field(body, "temperature")) r.sampling.temperature = float(number_in(*v, "temperature", 0, 2));
+  if (const json* v = field(body, "temperature")) r.sampling.temperature = float(number_in(*v, "temperature", 0, 100));
   if (const json* v = field(body, "top_p")) r.sampling.top_p = float(number_in(*v, "top_p", 0, 1, /*lo_open=*/true));
   if (const json* v = field(body, "top_k")) {
     const int64_t k = integer_in(*v, "top_k", -1, std::numeric_limits<int32_t>::max());

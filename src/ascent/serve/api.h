@@ -50,7 +50,8 @@ inline constexpr size_t kMaxStops = 4;
 inline constexpr int kMaxJsonDepth = 64;
 
 // A completions or chat request, checked. Sampling defaults are OpenAI's (temperature 1, top_p 1) with every other
-// filter off, so a request that names nothing samples the model's plain distribution.
+// filter off, so a request that names nothing samples the model's plain distribution. Ranges are
+// engine::check_sampling's (temperature up to 100, as vLLM allows, where OpenAI stops at 2).
 struct GenerationRequest {
   Endpoint endpoint = Endpoint::Completions;
   std::string model;  // empty when the request names none

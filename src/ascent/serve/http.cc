@@ -146,6 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true, http10_ = false;
   bool timed_out_ = false, resume_pipelined_ = false;
   bool closed_ = false, lingering_ = false, gone_ = false;
+  bool peer_eof_ = false;  // the client shut its side; it may still read the response
 
   friend class ExchangeImpl;
 };
@@ -183,6 +184,7 @@ class ExchangeImpl : public Exchange {
 
   void on_gone(std::function<void()> fn) override { gone_fn_ = std::move(fn); }
   bool gone() const override { return gone_; }
+  bool streaming() const { return streaming_; }
   void post(std::function<void()> fn) override { s_->post(std::move(fn)); }
 
   // The session's side: the client left before the response ended.
@@ -248,12 +250,14 @@ void Session::on_read_some(beast::error_code ec, size_t n) {
     return;
   }
   if (ec) {
-    if (in_exchange_) {
-      client_gone();
-    } else {
-      close();
+    if (!in_exchange_) return close();
+    // An orderly close during a stream may be a half-close by a client still reading: the stream goes on, and a
+    // write to a client that closed altogether fails and ends it then. Whole responses are cancelled at once.
+    if (ec == net::error::eof && current_ && current_->streaming()) {
+      peer_eof_ = true;
+      return;
     }
-    return;
+    return client_gone();
   }
   buf_.commit(n);
   if (in_exchange_) {
@@ -382,6 +386,11 @@ void Session::on_write(beast::error_code ec) {
   writing_ = false;
   ++write_gen_;
   write_timer_.cancel();
+  // Closed while this write was in flight (the client left, a timeout): its buffer was kept until now.
+  if (closed_) {
+    out_.clear();
+    return;
+  }
   if (ec) return client_gone();
   out_.pop_front();
   if (!out_.empty()) return do_write();
@@ -399,7 +408,7 @@ void Session::after_response() {
   exchange_over_ = false;
   in_exchange_ = false;
   if (closed_) return;
-  if (!keep_alive_ || !srv_.accepting) return linger_close();
+  if (!keep_alive_ || !srv_.accepting || peer_eof_) return linger_close();
   if (buf_.size() > 0) {
     // A pipelined request is already here: read it, once the watching read (if any) stands down.
     if (reading_) {
@@ -442,7 +451,8 @@ void Session::close() {
   ++write_gen_;
   read_timer_.cancel();
   write_timer_.cancel();
-  out_.clear();
+  // A write in flight still reads its buffer (out_.front()) until its handler runs, which clears the queue then.
+  if (!writing_) out_.clear();
 }
 
 void HttpServer::Impl::accept() {

@@ -282,8 +282,8 @@ Server::Server(engine::Engine& engine, tokenizer::Tokenizer& tok, tokenizer::Cha
       tmpl_(std::move(tmpl)),
       opt_(std::move(options)),
       metrics_(std::make_unique<Metrics>()) {
-  const engine::EngineOptions& eo = engine_.options();
-  ctx_size_ = eo.ctx_size > 0 ? eo.ctx_size : std::min<int64_t>(engine_.model().config().max_seq, 4096);
+  const engine::EngineOptions& eo = engine_.options();  // ctx_size resolved by the engine
+  ctx_size_ = eo.ctx_size;
   limits_.vocab = engine_.model().config().vocab;
   limits_.max_n = static_cast<int>(std::min<int64_t>(kMaxChoices, eo.max_seqs));
   if (!opt_.http.error_body) {
@@ -528,6 +528,13 @@ void Server::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
                                ctx_size_, n_prompt + max_tokens, n_prompt, prompt_param, max_tokens, prompt_param),
                    "max_tokens", "context_length_exceeded");
   }
+  // The sampler's own check, after the parser's: a range the two disagree on still ends as a 400 naming the field.
+  try {
+    engine::check_sampling(r.sampling, limits_.vocab);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw ApiError(400, what, what.substr(0, what.find_first_not_of("abcdefghijklmnopqrstuvwxyz_")));
+  }
   if (!r.seed_given) r.sampling.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 
   auto job = std::make_shared<Job>(*this, ex);
@@ -553,6 +560,9 @@ void Server::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
   params.max_tokens = max_tokens;
   params.n = r.n;
   params.ignore_eos = r.ignore_eos;
+  // The tokenizer's EOS and every end id the model's files name, as `ascent generate` stops.
+  params.end_ids = {tok_.eos()};
+  for (int32_t e : engine_.model().config().end_ids) params.end_ids.push_back(e);
   params.top_logprobs = r.top_logprobs;
   job->r = std::move(r);
   // The response starts only once the engine took the request, so a refusal (503, 400) is still a plain error.
