@@ -2,7 +2,8 @@
 few chunks, before anything, some with a TCP reset), many at once. Afterwards the server's /metrics shows no KV block
 held by a sequence and no sequence running or waiting. Its resident memory is back within 10% of its level after a
 warm-up load of the same requests run to the end (which touches the KV pool the faults then reuse). A greedy request
-gives the same text as before the faults, and SIGTERM stops the server with exit 0 and no sanitizer report.
+gives the same text as before the faults, and SIGTERM stops the server with exit 0 and no sanitizer report (under
+ASan the resident memory is not compared: its quarantine holds freed memory).
 
 SERVE_FAULTS sets the number of dropped requests (default 1000; `make test` runs 200 under ASan, see
 tests/CMakeLists.txt)."""
@@ -156,7 +157,11 @@ def main():
     check(used == 0, f"/metrics: ascent_kv_blocks_used = {used} after the faults (no block held by a sequence)")
     check(metric(m, "ascent_num_requests_running") == 0 and metric(m, "ascent_num_requests_waiting") == 0,
           "/metrics: no sequence running or waiting")
-    if srv.proc:
+    if srv.proc and "ASAN_OPTIONS" in os.environ:
+        # AddressSanitizer keeps freed memory in quarantine (256 MiB by default), so resident memory says nothing of
+        # leaks there; LeakSanitizer's report at exit does (no_sanitizer_report below).
+        print("resident memory: not compared under AddressSanitizer (its quarantine holds freed memory)")
+    elif srv.proc:
         after = rss_kib(srv.proc.pid)
         check(after <= base * 1.10, f"resident memory {after / 1024:.1f} MiB is within 10% of "
                                     f"{base / 1024:.1f} MiB after the warm-up load")
