@@ -3,8 +3,8 @@
 `ascent loadtest`: generated tok/s, TTFT and inter-token percentiles, and the ratios, as a markdown table.
 
 Each server runs the same GGUF on the same threads (-t), with one slot (sequence) per client and room in each for the
-longest prompt plus its tokens. The servers take turns, one at a time: start, an untimed warm-up request (it pages the
-mapped weights in), the scenarios, SIGTERM. Scenarios, each a loadtest with its own seed:
+scenario's prompt plus its tokens. For each scenario the servers take turns, one at a time: start, an untimed warm-up
+request (it pages the mapped weights in), the scenario, SIGTERM. Scenarios, each a loadtest with its own seed:
   decode   --clients C --requests R --prompt-tokens P --max-tokens N  (16, 32, 300, 128): throughput under load
   prefix   the same clients and requests, prompts of K + 100 words whose first K (1000) are the same in all: TTFT,
            where a server that reuses a cached prefix computes ~100 prompt tokens per request instead of ~1100
@@ -126,7 +126,7 @@ def stop(proc):
 def run_tool(args, tool, work):
     """Starts the tool's server, warms it, runs every scenario's loadtest; {scenario: loadtest summary}."""
     port = free_port()
-    log_path = os.path.join(work, f"{tool}.log")
+    log_path = os.path.join(work, f"{tool}-{args.scenarios}.log")
     cmd = server_cmd(args, tool, port)
     print(f"{tool}: {shlex.join(cmd)}", flush=True)
     with open(log_path, "w") as log:
@@ -134,7 +134,7 @@ def run_tool(args, tool, work):
     try:
         ready = wait_ready(proc, port, log_path, tool)
         print(f"{tool}: ready after {ready:.1f} s", flush=True)
-        warm = os.path.join(work, f"{tool}-warm.jsonl")
+        warm = os.path.join(work, f"{tool}-{args.scenarios}-warm.jsonl")
         subprocess.run(loadtest_cmd(args, port, ["--prompt-tokens", "16", "--max-tokens", "4"], warm),
                        capture_output=True, text=True)
         out = {}
@@ -198,12 +198,13 @@ def main():
         args.model = next((p for p in MODEL_PLACES if os.path.exists(p)), MODEL_PLACES[0])
     if args.dry_run:
         args.llama_server = args.llama_server or "llama-server"
-        for tool in tools:
-            print(f"{tool}: {shlex.join(server_cmd(args, tool, 'PORT'))}")
-            for name, flags in plan:
+        for name, flags in plan:
+            one = argparse.Namespace(**{**vars(args), "scenarios": name})
+            for tool in tools:
                 if tool == NO_CACHE and name != "prefix":
                     continue
-                print(f"  {name}: {shlex.join(loadtest_cmd(args, 'PORT', flags, f'{tool}-{name}.jsonl'))}")
+                print(f"{tool}: {shlex.join(server_cmd(one, tool, 'PORT'))}")
+                print(f"  {name}: {shlex.join(loadtest_cmd(one, 'PORT', flags, f'{tool}-{name}.jsonl'))}")
         return
     if not os.path.exists(args.model):
         sys.exit(f"serve_table: no model at {args.model} (bench/make_model.py's docstring says how to make it)")
@@ -216,10 +217,15 @@ def main():
     print(f"command: {shlex.join([sys.argv[0]] + sys.argv[1:])}")
     print(f"date: {datetime.now():%Y-%m-%d %H:%M:%S}; machine: {lscpu_model()}, {os.cpu_count()} logical CPUs; "
           f"ascent {git_commit()}; model {args.model}", flush=True)
-    results = {}
+    results = {tool: {} for tool in tools}
     with tempfile.TemporaryDirectory(prefix="serve-table-") as work:
-        for tool in tools:
-            results[tool] = run_tool(args, tool, work)
+        for name, _ in plan:
+            # Each scenario on fresh servers sized for it: llama-server's attention grows with its whole -c.
+            one = argparse.Namespace(**{**vars(args), "scenarios": name})
+            for tool in tools:
+                if tool == NO_CACHE and name != "prefix":
+                    continue
+                results[tool].update(run_tool(one, tool, work))
 
     print()
     print("| server | scenario | clients | requests | prompt words | max tokens | errors | generated tok/s | "
