@@ -131,6 +131,10 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--max-seqs", o->engine.max_seqs, "sequences running at once")->capture_default_str();
   c->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "tokens per engine step")->capture_default_str();
+  c->add_option("--prefill-chunk", o->engine.prefill_chunk,
+                "prompt tokens per step while sequences decode (smaller: even gaps between tokens; larger: prompts "
+                "finish sooner)")
+      ->capture_default_str();
   c->add_option("--kv-memory", o->kv_memory,
                 "KV cache size, bytes with an optional K/M/G suffix (0: ctx-size x max-seqs positions)")
       ->capture_default_str();

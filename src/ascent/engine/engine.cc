@@ -136,6 +136,7 @@ Engine::Engine(const model::Model& model, EngineOptions options) : model_(model)
   ASCENT_CHECK(opt_.max_batch_tokens >= opt_.max_seqs,
                "--max-batch-tokens: {} cannot hold a decode step of --max-seqs {} sequences", opt_.max_batch_tokens,
                opt_.max_seqs);
+  ASCENT_CHECK(opt_.prefill_chunk >= 1, "--prefill-chunk: must be at least 1, got {}", opt_.prefill_chunk);
   ASCENT_CHECK(opt_.kv_block >= 16 && opt_.kv_block % 16 == 0, "--kv-block: must be a positive multiple of 16, got {}",
                opt_.kv_block);
   ASCENT_CHECK(opt_.kv_type == DType::F32 || opt_.kv_type == DType::F16, "--kv-type: {} is not f32 or f16",
@@ -510,6 +511,9 @@ bool Engine::Impl::step() {
     plan.push_back({s, 1, s->epoch});
     --budget;
   }
+  // While sequences decode, prompt chunks share the step up to prefill_chunk tokens: the step then takes a few times a
+  // decode step's time, so the streams' gaps between tokens stay even. With nothing decoding, the whole budget.
+  if (budget < opt.max_batch_tokens) budget = std::min(budget, opt.prefill_chunk);
   // Prefills of running sequences (admitted in an earlier step, their prompt not yet all computed).
   for (Sequence* s : order) {
     if (!s->running || budget <= 0) continue;

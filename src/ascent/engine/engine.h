@@ -21,6 +21,7 @@ namespace ascent::engine {
 struct EngineOptions {
   int64_t max_seqs = 16;           // sequences running at once (--max-seqs)
   int64_t max_batch_tokens = 256;  // tokens per step, decodes and prefill chunks together (--max-batch-tokens)
+  int64_t prefill_chunk = 32;      // prompt tokens per step while any sequence decodes (--prefill-chunk)
   int64_t ctx_size = 0;            // positions per sequence; 0: the model's, at most 4096 (--ctx-size)
   int64_t kv_memory_bytes = 0;     // the block pool's size; 0: ctx_size x max_seqs positions (--kv-memory)
   int64_t kv_block = 64;           // positions per KV block (--kv-block): a multiple of 16
@@ -44,8 +45,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed over the engine's life (recomputation counts again)
-  std::vector<int64_t> batch_tokens_hist;  // steps by tokens per step, buckets kBatchBuckets (then +Inf)
-  int64_t batch_tokens_sum = 0;            // tokens over all steps
+  std::vector<int64_t> batch_tokens_hist;           // steps by tokens per step, buckets kBatchBuckets (then +Inf)
+  int64_t batch_tokens_sum = 0;                     // tokens over all steps
   static constexpr int64_t kBatchBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
 };
 

@@ -615,8 +615,7 @@ std::string Server::metrics_text() {
   std::vector<uint64_t> counts(s.batch_tokens_hist.begin(), s.batch_tokens_hist.end());
   std::vector<double> bounds(std::begin(engine::EngineStats::kBatchBuckets),
                              std::end(engine::EngineStats::kBatchBuckets));
-  w.histogram("ascent_batch_tokens", "Engine steps by tokens per step", bounds, counts,
-              double(s.batch_tokens_sum));
+  w.histogram("ascent_batch_tokens", "Engine steps by tokens per step", bounds, counts, double(s.batch_tokens_sum));
   return w.text();
 }
 
