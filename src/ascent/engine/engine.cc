@@ -116,6 +116,7 @@ struct Engine::Impl {
   bool step();
   void take_incoming(std::unique_lock<std::mutex>& lock);
   void apply_cancels();
+  void publish_stats();
   void finish(Sequence& s, FinishReason r);
   void end_request(Request& r);
   bool ensure_blocks(Sequence& s, int64_t upto);
@@ -269,6 +270,7 @@ void Engine::Impl::loop() {
       }
     }
     apply_cancels();
+    publish_stats();  // a cancelled sequence's blocks show as free before the next step, or at exit
     if (quit && requests.empty()) break;
     bool progressed = false;
     try {
@@ -281,15 +283,7 @@ void Engine::Impl::loop() {
         finish(*s, FinishReason::Error);
       }
     }
-    {
-      std::lock_guard lock(mu);
-      stats.running = static_cast<int64_t>(running.size());
-      stats.waiting = static_cast<int64_t>(waiting.size());
-      stats.kv_blocks_used = pool.used();
-      stats.kv_blocks_cached = pool.cached();
-      stats.prefix_queries = pool.lookups();
-      stats.prefix_hits = pool.hits();
-    }
+    publish_stats();
     wake.notify_all();  // stop() waits for the queue to drain
     if (!progressed && !requests.empty()) {
       // Nothing could run (every block held by waiting work cannot happen: preemption frees them): wait for a cancel.
@@ -297,6 +291,16 @@ void Engine::Impl::loop() {
       wake.wait_for(lock, std::chrono::milliseconds(1));
     }
   }
+}
+
+void Engine::Impl::publish_stats() {
+  std::lock_guard lock(mu);
+  stats.running = static_cast<int64_t>(running.size());
+  stats.waiting = static_cast<int64_t>(waiting.size());
+  stats.kv_blocks_used = pool.used();
+  stats.kv_blocks_cached = pool.cached();
+  stats.prefix_queries = pool.lookups();
+  stats.prefix_hits = pool.hits();
 }
 
 void Engine::Impl::apply_cancels() {
@@ -336,6 +340,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason r) {
 }
 
 void Engine::Impl::end_request(Request& r) {
+  publish_stats();  // the request's blocks show as free before its client hears it is done
   r.sink->on_done(r.usage, r.error);
   requests.erase(r.id);  // destroys r
   std::lock_guard lock(mu);
