@@ -69,6 +69,7 @@ struct HttpServer::Impl {
   HttpHandler handler;
   std::thread thread;
   std::atomic<int64_t> busy{0};
+  std::atomic<int64_t> unflushed{0};           // connections whose finished response is still being written
   bool accepting = true;                       // I/O thread only
   std::list<std::weak_ptr<Session>> sessions;  // I/O thread only
   std::function<void(int)> on_signal;
@@ -120,6 +121,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void do_write();
   void on_write(beast::error_code ec);
   void after_response();
+  void flushed();  // the finished response is written (or the connection closed)
   void client_gone();
   void reject(int status, const std::string& message);
   void linger_close();
@@ -146,7 +148,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true, http10_ = false;
   bool timed_out_ = false, resume_pipelined_ = false;
   bool closed_ = false, lingering_ = false, gone_ = false;
-  bool peer_eof_ = false;  // the client shut its side; it may still read the response
+  bool flush_counted_ = false;  // counted in srv_.unflushed
+  bool peer_eof_ = false;       // the client shut its side; it may still read the response
 
   friend class ExchangeImpl;
 };
@@ -398,13 +401,25 @@ void Session::on_write(beast::error_code ec) {
 }
 
 void Session::end_exchange() {
+  // Until its last bytes are written the connection still counts for a shutdown waiting on busy().
+  if ((writing_ || !out_.empty()) && !closed_ && !flush_counted_) {
+    flush_counted_ = true;
+    srv_.unflushed.fetch_add(1);
+  }
   srv_.busy.fetch_sub(1);
   current_.reset();
   exchange_over_ = true;
   if (!writing_ && out_.empty()) after_response();
 }
 
+void Session::flushed() {
+  if (!flush_counted_) return;
+  flush_counted_ = false;
+  srv_.unflushed.fetch_sub(1);
+}
+
 void Session::after_response() {
+  flushed();
   exchange_over_ = false;
   in_exchange_ = false;
   if (closed_) return;
@@ -442,6 +457,7 @@ void Session::linger_close() {
 }
 
 void Session::close() {
+  flushed();
   if (closed_) return;
   closed_ = true;
   beast::error_code ignored;
@@ -536,7 +552,7 @@ void HttpServer::stop_accepting() {
 }
 
 int64_t HttpServer::busy() const {
-  return impl_->busy.load();
+  return impl_->busy.load() + impl_->unflushed.load();
 }
 
 void HttpServer::post(std::function<void()> fn) {

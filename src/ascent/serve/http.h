@@ -68,7 +68,7 @@ class HttpServer {
   void start(std::function<void(int)> on_signal);
   // Stops accepting; idle connections close now, busy ones after their response. Callable from any thread.
   void stop_accepting();
-  // Exchanges whose response has not ended yet.
+  // Exchanges whose response has not ended yet or is not yet written whole.
   int64_t busy() const;
   // Runs fn on the I/O thread; callable from any thread.
   void post(std::function<void()> fn);
