@@ -18,7 +18,8 @@ TEST(Isa, Avx512WithoutVnniOrBf16KeepsOnlyTheFloatKernels) {  // Skylake-SP
   const CpuFeatures f = avx512_base();
   EXPECT_TRUE(avx512_matmul_supports(WeightFormat::F32, f));
   EXPECT_TRUE(avx512_matmul_supports(WeightFormat::F16, f));
-  for (WeightFormat t : {WeightFormat::BF16, WeightFormat::I8, WeightFormat::I4, WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_K, WeightFormat::Q6_K}) {
+  for (WeightFormat t : {WeightFormat::BF16, WeightFormat::I8, WeightFormat::I4, WeightFormat::Q8_0, WeightFormat::Q4_0,
+                         WeightFormat::Q4_K, WeightFormat::Q6_K}) {
     EXPECT_FALSE(avx512_matmul_supports(t, f)) << format_name(t);
   }
 }
@@ -26,7 +27,8 @@ TEST(Isa, Avx512WithoutVnniOrBf16KeepsOnlyTheFloatKernels) {  // Skylake-SP
 TEST(Isa, VnniWithoutBf16RunsTheIntegerFormats) {  // Cascade Lake, Ice Lake
   CpuFeatures f = avx512_base();
   f.avx512_vnni = true;
-  for (WeightFormat t : {WeightFormat::I8, WeightFormat::I4, WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_K, WeightFormat::Q6_K}) {
+  for (WeightFormat t : {WeightFormat::I8, WeightFormat::I4, WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_K,
+                         WeightFormat::Q6_K}) {
     EXPECT_TRUE(avx512_matmul_supports(t, f)) << format_name(t);
   }
   EXPECT_FALSE(avx512_matmul_supports(WeightFormat::BF16, f));

@@ -7,9 +7,9 @@
 
 #include "ascent/base/mapped_file.h"
 #include "ascent/base/thread_pool.h"
-#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/cli/commands.h"
 #include "ascent/cli/runtime_flags.h"
+#include "ascent/kernels/cpu/packed_weight.h"
 #include "ascent/model/model.h"
 
 namespace ascent::cli {

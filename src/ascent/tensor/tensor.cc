@@ -35,8 +35,7 @@ Tensor make_owned(DType dtype, Shape shape) {
 }
 
 Tensor row_slice(const Tensor& t, int64_t r0, int64_t r1) {
-  ASCENT_CHECK(t.shape.size() == 2 && t.data != nullptr, "row_slice: {} is not a plain matrix",
-               shape_str(t.shape));
+  ASCENT_CHECK(t.shape.size() == 2 && t.data != nullptr, "row_slice: {} is not a plain matrix", shape_str(t.shape));
   ASCENT_CHECK(0 <= r0 && r0 < r1 && r1 <= t.rows(), "row_slice: rows [{}, {}) of a matrix of {} rows", r0, r1,
                t.rows());
   ASCENT_CHECK(t.dtype != DType::I4 || r0 % kInt4Rows == 0, "row_slice: I4 rows start at a block of {}, not {}",
