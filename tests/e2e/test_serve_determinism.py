@@ -6,12 +6,11 @@ the same sampler settings."""
 import json
 import os
 import random
-import socket
 import sys
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "serve"))
-from server import MODEL, Server  # noqa: E402
+from server import MODEL, Server, http  # noqa: E402
 
 from common import check, finish, run  # noqa: E402
 
@@ -21,37 +20,6 @@ PROMPT = "once upon a time there was a little dog named spot who liked to run"
 GREEDY = {"temperature": 0}
 SEEDED = {"temperature": 0.9, "top_k": 40, "top_p": 0.95, "min_p": 0.0, "seed": 1234}
 MAX_TOKENS = 48
-
-
-def host_port(url):
-    host, port = url.split("//", 1)[1].rsplit(":", 1)
-    return host, int(port)
-
-
-def http(url, method, path, body=None):
-    host, port = host_port(url)
-    data = json.dumps(body).encode() if body is not None else b""
-    with socket.create_connection((host, port), timeout=300) as s:
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
-        raw = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            raw += chunk
-    head, _, payload = raw.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in head.lower():
-        out, rest = b"", payload
-        while rest:
-            size, _, rest = rest.partition(b"\r\n")
-            n = int(size, 16)
-            if n == 0:
-                break
-            out += rest[:n]
-            rest = rest[n + 2:]
-        payload = out
-    return int(head.split()[1]), payload.decode()
 
 
 def completion_text(url, prompt, settings, stream):

@@ -17,7 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "serve"))
-from server import MODEL, Server  # noqa: E402
+from server import MODEL, Server, host_port, http  # noqa: E402
 
 from common import check, finish  # noqa: E402
 
@@ -26,46 +26,20 @@ WORKERS = 12
 WORDS = "once upon a time there was a little girl named lily she liked to play in the park with her dog".split()
 
 
-def host_port(url):
-    hp = url.split("//", 1)[1]
-    host, port = hp.rsplit(":", 1)
-    return host, int(port)
+def request(prompt, max_tokens, stream):
+    return {"model": "story-656K", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.8, "seed": 1,
+            "stream": stream, "ignore_eos": True}
 
 
 def request_bytes(prompt, max_tokens, stream):
-    body = json.dumps({"model": "story-656K", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.8,
-                       "seed": 1, "stream": stream, "ignore_eos": True}).encode()
+    body = json.dumps(request(prompt, max_tokens, stream)).encode()
     return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body)) + body
 
 
-def get(url, path):
-    host, port = host_port(url)
-    with socket.create_connection((host, port), timeout=60) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body.decode(errors="replace")
-
-
 def completion(url, prompt, max_tokens):
-    host, port = host_port(url)
-    with socket.create_connection((host, port), timeout=120) as s:
-        req = request_bytes(prompt, max_tokens, stream=False)
-        s.sendall(req.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n"))
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body)
+    status, payload = http(url, "POST", "/v1/completions", request(prompt, max_tokens, False), timeout=120)
+    return status, json.loads(payload)
 
 
 def metric(text, name):
@@ -149,7 +123,7 @@ def main():
     deadline = time.monotonic() + 120
     m = ""
     while time.monotonic() < deadline:
-        status, m = get(url, "/metrics")
+        status, m = http(url, "GET", "/metrics", timeout=60)
         if status == 200 and metric(m, "ascent_num_requests_running") == 0 and metric(m, "ascent_num_requests_waiting") == 0:
             break
         time.sleep(0.2)

@@ -5,9 +5,11 @@ A test starts the server with --port 0 and reads the port from the line it print
 ("ascent serve: listening on http://HOST:PORT"). With ASCENT_SERVE_URL set, the tests use the server already
 running there instead (another OpenAI-compatible server, say) and start and stop nothing; the checks of the start and
 the stop are then left out, and the run says so."""
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -93,3 +95,36 @@ class Server:
             code = None
         self.reader.join(10)
         return code
+
+
+def host_port(url):
+    """(host, port) of a base URL such as http://127.0.0.1:8080."""
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def http(url, method, path, body=None, timeout=300):
+    """One request on its own connection (Connection: close): (status, body text, a chunked body joined)."""
+    host, port = host_port(url)
+    data = json.dumps(body).encode() if body is not None else b""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        raw = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in head.lower():
+        out, rest = b"", payload
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size, 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        payload = out
+    return int(head.split()[1]), payload.decode()

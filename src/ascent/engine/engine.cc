@@ -114,7 +114,7 @@ struct Engine::Impl {
 
   void loop();
   bool step();
-  void take_incoming(std::unique_lock<std::mutex>& lock);
+  void take_incoming();  // with mu held
   void apply_cancels();
   void publish_stats();
   void finish(Sequence& s, FinishReason r);
@@ -240,7 +240,7 @@ void Engine::stop(double timeout_s) {
   ready_ = false;
 }
 
-void Engine::Impl::take_incoming(std::unique_lock<std::mutex>& lock) {
+void Engine::Impl::take_incoming() {
   while (!incoming.empty()) {
     std::unique_ptr<Request> r = std::move(incoming.front());
     incoming.pop_front();
@@ -248,7 +248,6 @@ void Engine::Impl::take_incoming(std::unique_lock<std::mutex>& lock) {
     const uint64_t id = r->id;
     requests.emplace(id, std::move(r));
   }
-  (void)lock;
 }
 
 void Engine::Impl::loop() {
@@ -263,7 +262,7 @@ void Engine::Impl::loop() {
           wake.wait_for(lock, std::chrono::microseconds(opt.max_queue_delay_us), [&] { return quit; });
         }
       }
-      take_incoming(lock);
+      take_incoming();
       if (quit) {
         cancels.clear();
         for (auto& [id, r] : requests) cancels.emplace_back(id, FinishReason::Cancelled);
@@ -523,8 +522,7 @@ bool Engine::Impl::step() {
   for (Sequence* s : order) {
     if (!s->running || budget <= 0) continue;
     const auto left = static_cast<int64_t>(s->tokens.size()) - s->computed;
-    if (left <= 1 && left != 0) continue;  // planned as a decode
-    if (left == 0) continue;
+    if (left <= 1) continue;  // planned as a decode, or waiting for its sample
     const int64_t n = std::min(left, budget);
     if (!ensure_blocks(*s, s->computed + n)) continue;
     plan.push_back({s, n, s->epoch});

@@ -22,8 +22,8 @@ int64_t checked(const Model& m, int64_t n_ctx) {
 Session::Session(const Model& model, int64_t n_ctx)
     : model_(model),
       exec_(model.generation_graph(), model.passes()),
-      kv_(cache_for(model, checked(model, n_ctx))),
-      n_ctx_(checked(model, n_ctx)) {}
+      n_ctx_(checked(model, n_ctx)),
+      kv_(cache_for(model, n_ctx_)) {}
 
 void Session::set_context(int64_t n_ctx) {
   model_.check_context(n_ctx, "context");

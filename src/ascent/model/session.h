@@ -47,9 +47,9 @@ class Session {
  private:
   const Model& model_;
   graph::Executor exec_;
+  int64_t n_ctx_ = 0;  // before kv_, which is sized from it
   graph::KvCache kv_;
   std::vector<graph::KvCache> batch_kv_;  // forward_batch's, one per sequence, of the session's context
-  int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
 };
 
