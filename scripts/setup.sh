@@ -9,6 +9,7 @@ BUILD_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config make git
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev
   libboost1.81-dev  # Beast and Asio: ascent serve's HTTP server and ascent loadtest's client
+  libyaml-cpp-dev   # ascent train's CONFIG.yaml
 )
 # The tests' oracles (PyTorch, jinja2, libsentencepiece, NumPy) and frameworks, and the formatter.
 TEST_PACKAGES=(
@@ -19,6 +20,8 @@ TEST_PACKAGES=(
   clang-14 libclang-rt-14-dev
   # tests/serve drives `ascent serve` through the official OpenAI client (the npm package openai) under Node.js.
   nodejs
+  # bench/train_table.py's peer: Debian's PyTorch falls back to the reference BLAS, ~10x slower, without OpenBLAS.
+  libopenblas0-pthread
 )
 
 PACKAGES=("${BUILD_PACKAGES[@]}")

@@ -146,6 +146,51 @@ void swiglu_forward(const float* gate, const float* up, int64_t n, float* y);
 void add_forward(const float* a, const float* b, int64_t n, float* y);
 void mul_forward(const float* a, const float* b, int64_t n, float* y);
 
+// ---- Training: each forward's backward, defined beside it (llm.c's pairing). d* are gradients of the loss. Input
+// gradients (dx, dq, ...) are written, replacing what was there; parameter gradients (dw, db, dtable) are added to, so
+// gradient accumulation and tied weights need no extra pass. Every weight here is an f32 array the trainer owns.
+
+// dtable (V, C) += dy (T, C) scattered by ids (T). Throws naming the id if out of range.
+void embedding_backward(std::span<const int32_t> ids, const float* dy, int64_t C, float* dtable, int64_t V);
+// dx (T, C) = dy * w[c % P]; dw (P) += sum over rows and repeats of dy * x.
+void mul_vec_backward(const float* x, int64_t T, int64_t C, const float* w, int64_t P, const float* dy, float* dx,
+                      float* dw);
+// rms_norm_forward's backward per `group` values (w null: the bare normalisation, dw unused). dx may alias dy.
+void rms_norm_backward(const float* x, int64_t T, int64_t C, const float* w, float eps, int64_t group, const float* dy,
+                       float* dx, float* dw);
+// layer_norm_forward's backward: dx (T, C) =; dw, db (C) +=. dx may alias dy.
+void layer_norm_backward(const float* x, int64_t T, int64_t C, const float* w, float eps, const float* dy, float* dx,
+                         float* dw, float* db);
+// rope_forward's backward in place: dx (T, H*D) holds dy on entry (rotation by the opposite angle).
+void rope_backward(float* dx, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
+                   std::span<const float> inv_freq, RopeStyle style);
+
+// Causal self-attention over a training batch: `batch` sequences of `seq` rows each, row b*seq + t at position t.
+// q (B*T, Hq*D), k and v (B*T, Hkv*D), out (B*T, Hq*D); grouped-query as attention_forward (Hq % Hkv == 0).
+struct AttentionTrainDims {
+  int64_t batch, seq, n_heads, n_kv_heads, head_dim;
+  float scale;
+  int64_t window;  // 0: unlimited
+};
+void attention_train_forward(const float* q, const float* k, const float* v, const AttentionTrainDims& d, float* out);
+// Flash-style: the softmax is recomputed from q and k, never stored; out is the forward's output. dq (B*T, Hq*D),
+// dk and dv (B*T, Hkv*D) are written.
+void attention_backward(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                        const AttentionTrainDims& d, float* dq, float* dk, float* dv);
+
+// dx (n) = dy * gelu_tanh'(x). dx may alias dy.
+void gelu_tanh_backward(const float* x, const float* dy, int64_t n, float* dx);
+// y = silu(gate) * up: dgate (n), dup (n) written. They may alias dy, not gate or up.
+void swiglu_backward(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup);
+
+// The language-model head and its loss in one: logits = x (R, C) @ w (V, C)^T, computed `chunk` rows at a time so the
+// (R, V) logits are never held whole. Rows whose target is negative are ignored. Returns the sum over counted rows of
+// -log softmax(logits)[target] (in double). With dx non-null also the gradient of loss_scale * that sum: dx (R, C)
+// written, dw (V, C) added to. Throws naming the row when a target is >= V.
+double lm_head_cross_entropy(const float* x, int64_t R, int64_t C, const float* w, int64_t V,
+                             std::span<const int32_t> targets, float loss_scale, float* dx, float* dw,
+                             int64_t chunk = 64);
+
 // f32 dot product with a fixed summation order (8 interleaved partial sums), shared by the kernels above.
 float dot_f32(const float* a, const float* b, int64_t n);
 
