@@ -28,6 +28,7 @@ void add_quantize(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_loadtest(CLI::App& app);
 void add_data(CLI::App& app);  // `data prepare`
+void add_train(CLI::App& app);
 
 // Parses "1 2 3" (spaces or commas) into ids; throws naming the flag on anything else.
 std::vector<int32_t> parse_ids(const std::string& text, const char* flag);

@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
   ascent::cli::add_serve(app);
   ascent::cli::add_loadtest(app);
   ascent::cli::add_data(app);
+  ascent::cli::add_train(app);
   // The first word that is not a flag names the subcommand (the app itself takes no option with a value). CLI11 reads
   // an unknown one as a stray argument: with --help it printed the general help and exited 0, without it said only
   // that a subcommand is required.

@@ -1,0 +1,58 @@
+// The parameters a run trains: every weight of a model as an owned f32 array (the master copy), its gradient, and
+// whether weight decay applies to it. A WeightSet view over the same arrays feeds the graph builder and the writers,
+// so the graph that trains is the one model/transformer.h builds for inference. Tied embeddings are one parameter
+// under two names ("token_embd.weight" and "output.weight" share an array and its gradient).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ascent/model/config.h"
+#include "ascent/model/weights.h"
+
+namespace ascent::train {
+
+struct Param {
+  std::string name;
+  Tensor value;             // f32, owned
+  std::vector<float> grad;  // same size as value
+  bool decay = true;        // false for norm weights and biases
+  float* data() { return static_cast<float*>(const_cast<void*>(value.data)); }
+  int64_t numel() const { return value.numel(); }
+};
+
+class ParamSet {
+ public:
+  // Fresh weights for an architecture and shape: normal(0, 0.02) for matrices and embeddings, the residual
+  // projections (attn_output, ffn_down) scaled by 1/sqrt(2 * layers) as GPT-2 does, norms 1, biases 0; drawn from a
+  // generator seeded by `seed`, in the parameters' name order, so a seed gives the same model everywhere.
+  static ParamSet init(const model::ModelConfig& c, uint64_t seed);
+  // f32 copies of loaded weights (fine-tuning): every tensor the graph uses, whatever its stored type.
+  static ParamSet from_weights(const model::ModelConfig& c, const model::WeightSet& w);
+
+  ParamSet() = default;
+  ParamSet(ParamSet&&) = default;
+  ParamSet& operator=(ParamSet&&) = default;
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  // The parameter whose value array starts at p (a graph node's weight), or null.
+  Param* find(const void* p);
+  Param* find(const std::string& name);
+  const model::WeightSet& weights() const { return view_; }
+  int64_t count() const;  // trainable values (tied ones once)
+  void zero_grad();
+
+ private:
+  void add(std::string name, Tensor value, bool decay);
+  void build_view(const model::ModelConfig& c);
+
+  std::vector<Param> params_;
+  model::WeightSet view_{"trainer"};
+};
+
+// The canonical names and shapes of an architecture's weights, in a fixed order (what init draws and writers write).
+std::vector<std::pair<std::string, Shape>> weight_shapes(const model::ModelConfig& c);
+
+}  // namespace ascent::train

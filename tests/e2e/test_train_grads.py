@@ -1,0 +1,147 @@
+"""Training's gradients against PyTorch autograd, and AdamW against torch.optim.AdamW. Three models: story-656K (Llama,
+GQA, tied embeddings), and random tiny GPT-2 and Qwen3 models of odd sizes. The reference forward is the test suite's
+own (common.reference_logits, written from the Hugging Face model definitions), in float64, with F.cross_entropy.
+tests/tools/train_runner runs Ascent's graph, autodiff pass and optimizer on the same batch; its gradients and
+parameters come back under Hugging Face names, so the checkpoint writer's renaming is checked on the way."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import torch
+
+from common import SHARED, check, finish, read_safetensors, reference_logits, tmpdir, write_safetensors
+
+TRAIN_RUNNER = os.environ.get("TRAIN_RUNNER", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "build", "release", "tests", "train_runner"))
+DIR = tmpdir()
+torch.manual_seed(0)
+
+
+def random_model(name, cfg, weights):
+    d = os.path.join(DIR, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    write_safetensors(os.path.join(d, "model.safetensors"), weights)
+    return d
+
+
+def gpt2_model():
+    C, L, V, P, F = 36, 2, 97, 32, 50
+    cfg = {"model_type": "gpt2", "vocab_size": V, "n_embd": C, "n_layer": L, "n_head": 3, "n_inner": F,
+           "n_positions": P, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
+    r = lambda *s: torch.randn(*s) * 0.2
+    w = {"wte.weight": r(V, C), "wpe.weight": r(P, C), "ln_f.weight": 1 + r(C), "ln_f.bias": r(C)}
+    for l in range(L):
+        p = f"h.{l}."
+        w.update({p + "ln_1.weight": 1 + r(C), p + "ln_1.bias": r(C), p + "attn.c_attn.weight": r(C, 3 * C),
+                  p + "attn.c_attn.bias": r(3 * C), p + "attn.c_proj.weight": r(C, C), p + "attn.c_proj.bias": r(C),
+                  p + "ln_2.weight": 1 + r(C), p + "ln_2.bias": r(C), p + "mlp.c_fc.weight": r(C, F),
+                  p + "mlp.c_fc.bias": r(F), p + "mlp.c_proj.weight": r(F, C), p + "mlp.c_proj.bias": r(C)})
+    return random_model("gpt2", cfg, w)
+
+
+def qwen3_model():
+    C, L, V, H, Hkv, D, F = 40, 2, 101, 4, 2, 10, 70
+    cfg = {"model_type": "qwen3", "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
+           "num_key_value_heads": Hkv, "head_dim": D, "intermediate_size": F, "max_position_embeddings": 64,
+           "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": False, "hidden_act": "silu"}
+    r = lambda *s: torch.randn(*s) * 0.2
+    w = {"model.embed_tokens.weight": r(V, C), "lm_head.weight": r(V, C), "model.norm.weight": 1 + r(C)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        w.update({p + "input_layernorm.weight": 1 + r(C), p + "self_attn.q_proj.weight": r(H * D, C),
+                  p + "self_attn.k_proj.weight": r(Hkv * D, C), p + "self_attn.v_proj.weight": r(Hkv * D, C),
+                  p + "self_attn.q_norm.weight": 1 + r(D), p + "self_attn.k_norm.weight": 1 + r(D),
+                  p + "self_attn.o_proj.weight": r(C, H * D), p + "post_attention_layernorm.weight": 1 + r(C),
+                  p + "mlp.gate_proj.weight": r(F, C), p + "mlp.up_proj.weight": r(F, C),
+                  p + "mlp.down_proj.weight": r(C, F)})
+    return random_model("qwen3", cfg, w)
+
+
+def batch(V, B, T):
+    tokens = torch.randint(0, V, (B, T), dtype=torch.int32)
+    targets = torch.randint(0, V, (B, T), dtype=torch.int32)
+    targets[0, 0] = -1  # rows without a target are not counted
+    targets[B - 1, T - 1] = -1
+    tp, gp = os.path.join(DIR, "tokens.npy"), os.path.join(DIR, "targets.npy")
+    np.save(tp, tokens.numpy())
+    np.save(gp, targets.numpy())
+    return tokens, targets, tp, gp
+
+
+def torch_loss(cfg, w, tokens, targets):
+    total, count = 0.0, int((targets >= 0).sum())
+    for b in range(tokens.shape[0]):
+        logits = reference_logits(cfg, w, tokens[b].tolist(), dtype=torch.float64).double()
+        total = total + torch.nn.functional.cross_entropy(logits, targets[b].long(), ignore_index=-1, reduction="sum")
+    return total / count
+
+
+def runner(*args):
+    r = subprocess.run([TRAIN_RUNNER] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr.strip())
+    return r
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).abs().max() / (b.double().abs().max() + 1e-30)).item()
+
+
+def check_model(name, folder, B, T):
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    w = {k: v.double().requires_grad_() for k, v in read_safetensors(os.path.join(folder, "model.safetensors")).items()}
+    tokens, targets, tp, gp = batch(cfg["vocab_size"], B, T)
+    loss = torch_loss(cfg, w, tokens, targets)
+    loss.backward()
+    outs = {}
+    for mode in ("none", "selective", "full"):
+        out = os.path.join(DIR, f"{name}-grads-{mode}.safetensors")
+        r = runner("grads", folder, out, tp, gp, f"recompute={mode}")
+        check(r.returncode == 0, f"{name}: train_runner grads recompute={mode} runs")
+        if r.returncode != 0:
+            return
+        outs[mode] = (read_safetensors(out), r.stdout)
+    got, stdout = outs["none"]
+    got_loss = float(stdout.split()[1])
+    check(abs(got_loss - loss.item()) <= 1e-5 * abs(loss.item()),
+          f"{name}: loss {got_loss:.7f} == PyTorch's {loss.item():.7f}")
+    names = sorted(w)
+    check(sorted(got) == names, f"{name}: a gradient for each of the {len(names)} tensors, under their HF names")
+    worst = max(((rel(got[n], w[n].grad), n) for n in names if n in got), default=(float("inf"), "-"))
+    check(worst[0] < 1e-4, f"{name}: every gradient matches autograd (worst {worst[1]}: rel {worst[0]:.1e} < 1e-4)")
+    for mode in ("selective", "full"):
+        same = all(torch.equal(outs[mode][0][n], got[n]) for n in got)
+        check(same, f"{name}: recompute={mode} gives bitwise the same gradients as none")
+    peaks = {m: int(o[1].split("planned")[1].split()[0]) for m, o in outs.items()}
+    measured = {m: int(o[1].split("peak_bytes")[1].split()[0]) for m, o in outs.items()}
+    check(all(measured[m] == peaks[m] for m in peaks), f"{name}: the planner's peak equals the step's ({peaks})")
+    check(peaks["full"] < peaks["selective"] <= peaks["none"], f"{name}: peak activations full < selective <= none")
+
+    # Three AdamW steps on the same batch against torch.optim.AdamW (no decay for vectors: norms and biases).
+    hp = dict(lr=3e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+    out = os.path.join(DIR, f"{name}-adamw.safetensors")
+    r = runner("adamw", folder, out, tp, gp, "steps=3", f"lr={hp['lr']}", f"wd={hp['weight_decay']}", "b1=0.9",
+               "b2=0.999", "eps=1e-8")
+    check(r.returncode == 0, f"{name}: train_runner adamw runs")
+    if r.returncode != 0:
+        return
+    p = {k: v.detach().clone().requires_grad_() for k, v in w.items()}
+    opt = torch.optim.AdamW([{"params": [p[n] for n in names if p[n].dim() >= 2]},
+                             {"params": [p[n] for n in names if p[n].dim() < 2], "weight_decay": 0.0}], **hp)
+    for _ in range(3):
+        opt.zero_grad()
+        torch_loss(cfg, p, tokens, targets).backward()
+        opt.step()
+    got = read_safetensors(out)
+    err = max(((got[n].double() - p[n].detach()).abs().max().item(), n) for n in names)
+    check(err[0] < 1e-5, f"{name}: parameters after 3 AdamW steps match torch.optim.AdamW's (worst {err[1]}: "
+          f"{err[0]:.1e} < 1e-5)")
+
+
+check_model("story-656K", os.path.join(SHARED, "models", "story-656K"), 3, 11)
+check_model("gpt2-tiny", gpt2_model(), 2, 13)
+check_model("qwen3-tiny", qwen3_model(), 3, 9)
+finish()
