@@ -427,7 +427,8 @@ int run(int argc, char** argv) {
   } else {
     fail("unknown op {}", op);
   }
-  if (op.ends_with("_backward") || op == "lm_head_cross_entropy") yshape = {static_cast<int64_t>(y.size())};
+  if (op.ends_with("_backward") || op == "lm_head_cross_entropy" || op == "attention_train_forward")
+    yshape = {static_cast<int64_t>(y.size())};
   write_npy(out_path, f32_tensor(std::move(y), yshape));
   std::printf("variant %s", kernels::isa_name(variant));
   if (variant != kernels::active_isa()) {
