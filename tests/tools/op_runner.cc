@@ -14,6 +14,20 @@
 // writes (N + 1, K + G) values: per row its K codes (-8..7) then its G group scales, then the input_scale (K; 1s when
 // none was chosen) padded with zeros; prints the chosen alpha and the three relative output errors.
 // sample LOGITS.npy [key=value...]: the sampler (engine/sampler.h) over rows of logits, for tests/e2e/test_sampling.py.
+// Training kernels (ops.h "Training"), for tests/e2e/test_backward_ops.py. Each writes its outputs flattened and
+// concatenated in the order listed, one 1-D array; a parameter gradient's input (DW0...) is its value before the +=.
+//   embedding_backward DY (T, C) IDS DTABLE0 (V, C): dtable
+//   mul_vec_backward X (T, C) W (P) DY DW0: dx, dw
+//   rms_norm_backward X W DY DW0 group=G eps=E (bare=1: X DY only, no weight): dx, dw
+//   layer_norm_backward X W DY DW0 DB0 eps=E: dx, dw, db
+//   rope_backward DY POS dim= theta= style=: dx
+//   attention_train_forward Q K V batch= heads= kv_heads= window=: out
+//   attention_backward Q K V DOUT batch= heads= kv_heads= window=: dq, dk, dv (out from attention_train_forward)
+//   gelu_tanh_backward X DY: dx; swiglu_backward GATE UP DY: dgate, dup
+//   lm_head_cross_entropy X (R, C) W (V, C) TARGETS DW0 loss_scale= chunk= (grad=0: the loss alone): dx, dw; prints
+//   "loss L" (the returned double).
+// alias=1 has dx written over dy's buffer (swiglu_backward: alias=gate|up names the output); threads=N runs on a pool
+// of N threads.
 // Prints "variant NAME": the kernel variant that ran (a matmul's: the one gemm_rows dispatched for its weight type),
 // so a test knows what it checked, not only what it asked for.
 #include <cmath>
@@ -24,6 +38,7 @@
 
 #include "ascent/base/cpu_features.h"
 #include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 #include "ascent/engine/sampler.h"
 #include "ascent/kernels/cpu/gemm.h"
 #include "ascent/kernels/cpu/isa.h"
@@ -55,6 +70,13 @@ Tensor f32_tensor(std::vector<float> v, Shape s) {
   return t;
 }
 
+// The arrays concatenated, flattened.
+std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
+  std::vector<float> all;
+  for (const auto* p : parts) all.insert(all.end(), p->begin(), p->end());
+  return all;
+}
+
 int run(int argc, char** argv) {
   ASCENT_CHECK(argc >= 3, "usage: op_runner OP OUT.npy IN.npy... [key=value...]");
   const std::string op = argv[1], out_path = argv[2];
@@ -71,6 +93,8 @@ int run(int argc, char** argv) {
   }
   auto num = [&](const char* k) { return std::stod(attr.at(k)); };
   auto inum = [&](const char* k) { return static_cast<int64_t>(std::stoll(attr.at(k))); };
+  if (attr.count("threads") != 0) ThreadPool::set_global_threads(static_cast<int>(inum("threads")));
+  const bool alias = attr.count("alias") != 0;
   const Tensor& x = in.at(0);
   const int64_t rows = x.rows(), cols = x.cols();
   std::vector<float> y;
@@ -248,6 +272,102 @@ int run(int argc, char** argv) {
     if (op == "swiglu") kernels::swiglu_forward(a.data(), b.data(), x.numel(), y.data());
     if (op == "add") kernels::add_forward(a.data(), b.data(), x.numel(), y.data());
     if (op == "mul") kernels::mul_forward(a.data(), b.data(), x.numel(), y.data());
+  } else if (op == "embedding_backward") {
+    const auto dy = as_f32(x);
+    const auto ids = as_i32(in.at(1));
+    y = as_f32(in.at(2));
+    kernels::embedding_backward(ids, dy.data(), cols, y.data(), in[2].rows());
+  } else if (op == "mul_vec_backward") {
+    const auto xv = as_f32(x), w = as_f32(in.at(1));
+    auto dy = as_f32(in.at(2)), dw = as_f32(in.at(3));
+    std::vector<float> dx(xv.size());
+    float* dxp = alias ? dy.data() : dx.data();
+    kernels::mul_vec_backward(xv.data(), rows, cols, w.data(), static_cast<int64_t>(w.size()), dy.data(), dxp,
+                              dw.data());
+    if (alias) dx = dy;
+    y = concat({&dx, &dw});
+  } else if (op == "rms_norm_backward") {
+    const bool bare = attr.count("bare") != 0;
+    const auto xv = as_f32(x);
+    std::vector<float> w, dw;
+    if (!bare) w = as_f32(in.at(1)), dw = as_f32(in.at(3));
+    auto dy = as_f32(in.at(bare ? 1 : 2));
+    std::vector<float> dx(xv.size());
+    float* dxp = alias ? dy.data() : dx.data();
+    kernels::rms_norm_backward(xv.data(), rows, cols, bare ? nullptr : w.data(), static_cast<float>(num("eps")),
+                               inum("group"), dy.data(), dxp, bare ? nullptr : dw.data());
+    if (alias) dx = dy;
+    y = concat({&dx, &dw});
+  } else if (op == "layer_norm_backward") {
+    const auto xv = as_f32(x), w = as_f32(in.at(1));
+    auto dy = as_f32(in.at(2)), dw = as_f32(in.at(3)), db = as_f32(in.at(4));
+    std::vector<float> dx(xv.size());
+    float* dxp = alias ? dy.data() : dx.data();
+    kernels::layer_norm_backward(xv.data(), rows, cols, w.data(), static_cast<float>(num("eps")), dy.data(), dxp,
+                                 dw.data(), db.data());
+    if (alias) dx = dy;
+    y = concat({&dx, &dw, &db});
+  } else if (op == "rope_backward") {
+    y = as_f32(x);
+    const auto pos = as_i32(in.at(1));
+    const int64_t D = inum("dim");
+    std::vector<float> inv(static_cast<size_t>(D / 2));
+    const auto theta = static_cast<float>(num("theta"));
+    for (int64_t i = 0; i < D / 2; ++i) {
+      inv[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    }
+    const auto style = attr.at("style") == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
+    kernels::rope_backward(y.data(), rows, cols / D, D, pos, inv, style);
+  } else if (op == "attention_train_forward" || op == "attention_backward") {
+    const auto q = as_f32(x), k = as_f32(in.at(1)), v = as_f32(in.at(2));
+    const int64_t H = inum("heads"), D = cols / H, B = inum("batch");
+    ASCENT_CHECK(B > 0 && rows % B == 0, "attention: {} rows do not split into batch {}", rows, B);
+    const kernels::AttentionTrainDims d{
+        B, rows / B, H, inum("kv_heads"), D, 1.0f / std::sqrt(static_cast<float>(D)), inum("window")};
+    ASCENT_CHECK(in[1].rows() == rows && in[1].cols() == d.n_kv_heads * D && v.size() == k.size(),
+                 "attention: k and v must be ({}, {})", rows, d.n_kv_heads * D);
+    std::vector<float> out(q.size());
+    kernels::attention_train_forward(q.data(), k.data(), v.data(), d, out.data());
+    if (op == "attention_backward") {
+      const auto dout = as_f32(in.at(3));
+      ASCENT_CHECK(dout.size() == q.size(), "attention_backward: dout must have q's shape");
+      std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+      kernels::attention_backward(q.data(), k.data(), v.data(), out.data(), dout.data(), d, dq.data(), dk.data(),
+                                  dv.data());
+      y = concat({&dq, &dk, &dv});
+    } else {
+      y = std::move(out);
+    }
+  } else if (op == "gelu_tanh_backward") {
+    const auto xv = as_f32(x);
+    auto dy = as_f32(in.at(1));
+    std::vector<float> dx(xv.size());
+    kernels::gelu_tanh_backward(xv.data(), dy.data(), x.numel(), alias ? dy.data() : dx.data());
+    y = alias ? dy : dx;
+  } else if (op == "swiglu_backward") {
+    const auto gate = as_f32(x), up = as_f32(in.at(1));
+    auto dy = as_f32(in.at(2));
+    std::vector<float> dgate(gate.size()), dup(gate.size());
+    const std::string to = attr.count("alias") != 0 ? attr.at("alias") : "";
+    float* dg = to == "gate" ? dy.data() : dgate.data();
+    float* du = to == "up" ? dy.data() : dup.data();
+    kernels::swiglu_backward(gate.data(), up.data(), dy.data(), x.numel(), dg, du);
+    if (to == "gate") dgate = dy;
+    if (to == "up") dup = dy;
+    y = concat({&dgate, &dup});
+  } else if (op == "lm_head_cross_entropy") {
+    const auto xv = as_f32(x), w = as_f32(in.at(1));
+    const auto targets = as_i32(in.at(2));
+    const int64_t V = in[1].rows();
+    ASCENT_CHECK(in[1].cols() == cols, "lm_head_cross_entropy: w must have {} columns", cols);
+    const bool grad = attr.count("grad") == 0 || inum("grad") != 0;
+    std::vector<float> dx(grad ? xv.size() : 0), dw;
+    if (grad) dw = as_f32(in.at(3));
+    const double loss = kernels::lm_head_cross_entropy(
+        xv.data(), rows, cols, w.data(), V, targets, static_cast<float>(num("loss_scale")), grad ? dx.data() : nullptr,
+        grad ? dw.data() : nullptr, inum("chunk"));
+    std::printf("loss %.17g\n", loss);
+    y = grad ? concat({&dx, &dw}) : std::vector<float>{static_cast<float>(loss)};
   } else if (op == "sample") {
     // Row t of x is step t's logits: one Sampler draws a token per row, and each drawn id joins the history, as in
     // generation. history=ID,ID (the prompt), generated_from=N (default: the prompt's length), logit_bias=ID:B,ID:B,
@@ -307,6 +427,8 @@ int run(int argc, char** argv) {
   } else {
     fail("unknown op {}", op);
   }
+  if (op.ends_with("_backward") || op == "lm_head_cross_entropy" || op == "attention_train_forward")
+    yshape = {static_cast<int64_t>(y.size())};
   write_npy(out_path, f32_tensor(std::move(y), yshape));
   std::printf("variant %s", kernels::isa_name(variant));
   if (variant != kernels::active_isa()) {

@@ -1,6 +1,7 @@
 // Causal attention with grouped-query heads and an optional sliding window, over a KV cache of f32 or f16. Here are
 // the reference (one (query row, head) pair per work item, scores materialised, sums in double), and the dispatch to
-// the flash-style SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc).
+// the flash-style SIMD variants (attention_flash.h through attention_avx2.cc / attention_avx512.cc). Also training's
+// batched forward (attention_forward per sequence) and its backward.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -108,6 +109,96 @@ void attention_forward(const float* q, const uint16_t* k, const uint16_t* v, con
   if (active_isa() == Isa::Avx2) return attention_forward_avx2(q, k, v, d, out, prepare);
   prepare_all(d, prepare);
   attention_ref(q, k, v, d, out);
+}
+
+namespace {
+
+void check_train_dims(const AttentionTrainDims& d) {
+  ASCENT_CHECK(d.batch >= 0 && d.seq >= 0 && d.head_dim > 0 && d.window >= 0,
+               "attention (training): bad dims batch {} seq {} head_dim {} window {}", d.batch, d.seq, d.head_dim,
+               d.window);
+  ASCENT_CHECK(d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0,
+               "attention (training): {} query heads is not a multiple of {} kv heads", d.n_heads, d.n_kv_heads);
+}
+
+}  // namespace
+
+void attention_train_forward(const float* q, const float* k, const float* v, const AttentionTrainDims& d, float* out) {
+  check_train_dims(d);
+  if (d.seq == 0) return;
+  // One sequence's k and v rows are a cache of rows (kv_block 0) holding exactly its positions.
+  const AttentionDims sd{d.seq,          /*n_past=*/0,     d.n_heads, d.n_kv_heads, d.head_dim, d.scale, d.window,
+                         /*kv_block=*/0, /*k_tiles=*/false};
+  const int64_t q_size = d.seq * d.n_heads * d.head_dim, kv_size = d.seq * d.n_kv_heads * d.head_dim;
+  for (int64_t b = 0; b < d.batch; ++b) {
+    attention_forward(q + b * q_size, k + b * kv_size, v + b * kv_size, sd, out + b * q_size);
+  }
+}
+
+// One work item per (sequence, kv head): the query heads of its group all add to that head's dk and dv, which it
+// then owns alone, so threads never share an output and each sum runs in one fixed order. Per query row the scores
+// and softmax are recomputed from q and k; with p the probabilities and D_t = dout_t . out_t,
+// ds_j = p_j (dout_t . v_j - D_t), dq_t = scale sum_j ds_j k_j, dk_j += scale ds_j q_t, dv_j += p_j dout_t.
+// The sums over keys and query rows are taken in double.
+void attention_backward(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                        const AttentionTrainDims& d, float* dq, float* dk, float* dv) {
+  check_train_dims(d);
+  const int64_t T = d.seq, D = d.head_dim, group = d.n_heads / d.n_kv_heads;
+  const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
+  ThreadPool::global().parallel_for(d.batch * d.n_kv_heads, [&](int64_t i0, int64_t i1) {
+    std::vector<float> p(static_cast<size_t>(T));
+    std::vector<double> dk_acc(static_cast<size_t>(T * D)), dv_acc(static_cast<size_t>(T * D));
+    std::vector<double> dq_acc(static_cast<size_t>(D));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t row0 = i / d.n_kv_heads * T, kvh = i % d.n_kv_heads;
+      const float* kh = k + row0 * kv_stride + kvh * D;  // key j of this head: kh + j * kv_stride
+      const float* vh = v + row0 * kv_stride + kvh * D;
+      std::fill(dk_acc.begin(), dk_acc.end(), 0.0);
+      std::fill(dv_acc.begin(), dv_acc.end(), 0.0);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t at = (row0 + t) * q_stride + h * D;
+          const float *qt = q + at, *ot = out + at, *gt = dout + at;
+          const int64_t first = d.window > 0 ? std::max<int64_t>(0, t - d.window + 1) : 0;
+          float mx = -INFINITY;
+          for (int64_t j = first; j <= t; ++j) {
+            p[j] = dot_f32(qt, kh + j * kv_stride, D) * d.scale;
+            mx = std::max(mx, p[j]);
+          }
+          double sum = 0.0;
+          for (int64_t j = first; j <= t; ++j) {
+            p[j] = std::exp(p[j] - mx);
+            sum += p[j];
+          }
+          const double inv = 1.0 / sum;
+          const double Dt = dot_f32(gt, ot, D);
+          std::fill(dq_acc.begin(), dq_acc.end(), 0.0);
+          for (int64_t j = first; j <= t; ++j) {
+            const float* kj = kh + j * kv_stride;
+            const double pj = p[j] * inv;
+            const double ds = pj * (dot_f32(gt, vh + j * kv_stride, D) - Dt);
+            double* dkj = dk_acc.data() + j * D;
+            double* dvj = dv_acc.data() + j * D;
+            for (int64_t c = 0; c < D; ++c) {
+              dq_acc[c] += ds * kj[c];
+              dkj[c] += ds * qt[c];
+              dvj[c] += pj * gt[c];
+            }
+          }
+          float* dqt = dq + at;
+          for (int64_t c = 0; c < D; ++c) dqt[c] = static_cast<float>(d.scale * dq_acc[c]);
+        }
+      }
+      for (int64_t j = 0; j < T; ++j) {
+        float* dkj = dk + (row0 + j) * kv_stride + kvh * D;
+        float* dvj = dv + (row0 + j) * kv_stride + kvh * D;
+        for (int64_t c = 0; c < D; ++c) {
+          dkj[c] = static_cast<float>(d.scale * dk_acc[j * D + c]);
+          dvj[c] = static_cast<float>(dv_acc[j * D + c]);
+        }
+      }
+    }
+  });
 }
 
 }  // namespace ascent::kernels

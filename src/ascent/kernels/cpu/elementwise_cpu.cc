@@ -1,11 +1,13 @@
-// Element-wise ops and softmax (SiLU and SwiGLU through the ISA's row loop, row_ops.h; the rest reference).
-// Element-wise loops are split in contiguous chunks across threads.
+// Element-wise ops and softmax (SiLU and SwiGLU through the ISA's row loop, row_ops.h; the rest reference), and the
+// backward of those a training step uses. Element-wise loops are split in contiguous chunks across threads.
 #include <algorithm>
 #include <cmath>
 
+#include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/row_ops.h"
+#include "ascent/kernels/cpu/row_sums.h"
 
 namespace ascent::kernels {
 namespace {
@@ -19,6 +21,8 @@ void for_each_chunk(int64_t n, Fn&& fn) {
   }
   ThreadPool::global().parallel_for(n, fn);
 }
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
 
 }  // namespace
 
@@ -44,7 +48,6 @@ void silu_forward(const float* x, int64_t n, float* y) {
 }
 
 void gelu_tanh_forward(const float* x, int64_t n, float* y) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for_each_chunk(n, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
       const float v = x[i];
@@ -53,8 +56,30 @@ void gelu_tanh_forward(const float* x, int64_t n, float* y) {
   });
 }
 
+void gelu_tanh_backward(const float* x, const float* dy, int64_t n, float* dx) {
+  for_each_chunk(n, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+      const float v = x[i], g = dy[i];  // g read before dx[i] is written: dx may alias dy
+      const float th = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+      const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
+      dx[i] = g * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
+    }
+  });
+}
+
 void swiglu_forward(const float* gate, const float* up, int64_t n, float* y) {
   for_each_chunk(n, [&](int64_t a, int64_t b) { swiglu_row(gate + a, up + a, b - a, y + a); });
+}
+
+void swiglu_backward(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup) {
+  for_each_chunk(n, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+      const float g = gate[i], u = up[i], d = dy[i];  // all read before either output: both may alias dy
+      const float sig = 1.0f / (1.0f + std::exp(-g));
+      dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
+      dup[i] = d * (g * sig);
+    }
+  });
 }
 
 void add_forward(const float* a, const float* b, int64_t n, float* y) {
@@ -66,6 +91,19 @@ void add_forward(const float* a, const float* b, int64_t n, float* y) {
 void mul_vec_forward(const float* x, int64_t T, int64_t C, const float* w, int64_t P, float* y) {
   for_each_chunk(T * C, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) y[i] = x[i] * w[(i % C) % P];
+  });
+}
+
+void mul_vec_backward(const float* x, int64_t T, int64_t C, const float* w, int64_t P, const float* dy, float* dx,
+                      float* dw) {
+  ASCENT_CHECK(P > 0 && C % P == 0, "mul_vec_backward: row width {} is not a multiple of the weight's {}", C, P);
+  // x and dy seen as (T * C / P, P): dw sums each column's products over those rows.
+  const std::vector<double> sums = sum_over_rows(T * (C / P), P, [&](int64_t r, double* acc) {
+    for (int64_t p = 0; p < P; ++p) acc[p] += static_cast<double>(dy[r * P + p]) * x[r * P + p];
+  });
+  for (int64_t p = 0; p < P; ++p) dw[p] += static_cast<float>(sums[static_cast<size_t>(p)]);
+  for_each_chunk(T * C, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) dx[i] = dy[i] * w[(i % C) % P];
   });
 }
 

@@ -1,7 +1,7 @@
 // matmul_forward and its fused forms over the matmul engine (gemm.h). Activations are prepared once per input. Output
 // columns are then split over the thread pool in groups of four rows (I4: its blocks of 16), so decode (T = 1)
 // streams the weights from every core. A matrix placed by thread (CpuMatrix, model/weight_layout.h) is read part by
-// part. Also the embedding lookup and the fixed-order f32 dot product.
+// part. Also the embedding lookup and its backward, and the fixed-order f32 dot product.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -301,6 +301,23 @@ void embedding_forward(const Tensor& table, std::span<const int32_t> ids, float*
       } else {
         widen_row(table.dtype, table.row_ptr(ids[t]), out + t * C, C);
       }
+    }
+  });
+}
+
+void embedding_backward(std::span<const int32_t> ids, const float* dy, int64_t C, float* dtable, int64_t V) {
+  for (size_t t = 0; t < ids.size(); ++t) {
+    ASCENT_CHECK(ids[t] >= 0 && ids[t] < V,
+                 "embedding_backward: token id {} at position {} is outside the vocabulary "
+                 "(size {})",
+                 ids[t], t, V);
+  }
+  // Threads split the columns, not the rows: a repeated id's rows then add up on one thread, in row order.
+  const auto T = static_cast<int64_t>(ids.size());
+  ThreadPool::global().parallel_for(C, [&](int64_t c0, int64_t c1) {
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = dtable + ids[static_cast<size_t>(t)] * C;
+      for (int64_t c = c0; c < c1; ++c) row[c] += dy[t * C + c];
     }
   });
 }

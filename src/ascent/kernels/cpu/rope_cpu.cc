@@ -1,5 +1,5 @@
-// Reference rotary position embedding in both pair layouts. Angles are computed in f32 as pos * inv_freq, the way
-// Hugging Face computes them, so logits match PyTorch to rounding.
+// Reference rotary position embedding in both pair layouts, and its backward (the opposite rotation). Angles are
+// computed in f32 as pos * inv_freq, the way Hugging Face computes them, so logits match PyTorch to rounding.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -39,14 +39,17 @@ const RopeAngles& angles_for(std::span<const int32_t> pos, std::span<const float
   return a;
 }
 
-// One head (xh: D = 2 * half floats) rotated by the angles cs, sn.
-inline void rope_head(float* xh, const float* cs, const float* sn, int64_t half, RopeStyle style) {
+// One head (xh: D = 2 * half floats) rotated by the angles cs, sn (inverse: by their opposites, the transpose of
+// the rotation, which is its backward).
+inline void rope_head(float* xh, const float* cs, const float* sn, int64_t half, RopeStyle style,
+                      bool inverse = false) {
   for (int64_t i = 0; i < half; ++i) {
     const int64_t ia = style == RopeStyle::Half ? i : 2 * i;
     const int64_t ib = style == RopeStyle::Half ? i + half : 2 * i + 1;
     const float x0 = xh[ia], x1 = xh[ib];
-    xh[ia] = x0 * cs[i] - x1 * sn[i];
-    xh[ib] = x1 * cs[i] + x0 * sn[i];
+    const float s = inverse ? -sn[i] : sn[i];
+    xh[ia] = x0 * cs[i] - x1 * s;
+    xh[ib] = x1 * cs[i] + x0 * s;
   }
 }
 
@@ -54,6 +57,21 @@ void check_rope(int64_t D, std::span<const float> inv_freq) {
   ASCENT_CHECK(D % 2 == 0, "rope: head dim {} must be even", D);
   ASCENT_CHECK(static_cast<int64_t>(inv_freq.size()) == D / 2, "rope: {} frequencies for head dim {}", inv_freq.size(),
                D);
+}
+
+void rope_rows(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos, std::span<const float> inv_freq,
+               RopeStyle style, bool inverse) {
+  check_rope(D, inv_freq);
+  ASCENT_CHECK(static_cast<int64_t>(pos.size()) == T, "rope: {} positions for {} rows", pos.size(), T);
+  const int64_t half = D / 2;
+  const RopeAngles& a = angles_for(pos, inv_freq);  // the caller's: workers only read it
+  ThreadPool::global().parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* cs = a.cos.data() + t * half;
+      const float* sn = a.sin.data() + t * half;
+      for (int64_t h = 0; h < H; ++h) rope_head(x + t * H * D + h * D, cs, sn, half, style, inverse);
+    }
+  });
 }
 
 }  // namespace
@@ -67,17 +85,12 @@ void rope_heads(float* x_row, int64_t h0, int64_t h1, int64_t D, int32_t pos, st
 
 void rope_forward(float* x, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
                   std::span<const float> inv_freq, RopeStyle style) {
-  check_rope(D, inv_freq);
-  ASCENT_CHECK(static_cast<int64_t>(pos.size()) == T, "rope: {} positions for {} rows", pos.size(), T);
-  const int64_t half = D / 2;
-  const RopeAngles& a = angles_for(pos, inv_freq);  // the caller's: workers only read it
-  ThreadPool::global().parallel_for(T, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const float* cs = a.cos.data() + t * half;
-      const float* sn = a.sin.data() + t * half;
-      for (int64_t h = 0; h < H; ++h) rope_head(x + t * H * D + h * D, cs, sn, half, style);
-    }
-  });
+  rope_rows(x, T, H, D, pos, inv_freq, style, /*inverse=*/false);
+}
+
+void rope_backward(float* dx, int64_t T, int64_t H, int64_t D, std::span<const int32_t> pos,
+                   std::span<const float> inv_freq, RopeStyle style) {
+  rope_rows(dx, T, H, D, pos, inv_freq, style, /*inverse=*/true);
 }
 
 }  // namespace ascent::kernels
