@@ -1,10 +1,11 @@
 // The blocked sgemm driver shared by sgemm_avx2.cc and sgemm_avx512.cc, which include it after their
 // `#pragma GCC target` (hence the anonymous namespace: each file compiles its own copy for its instruction set).
 // Per thread, for an N range of C: for each NC-wide column block and each KC-deep slice of k, B's slice is packed
-// into NR-wide panels (k-major, zero-padded); then for each MR-row strip of A, the strip is packed (k-major) and
-// the microkernel runs it against every panel. The transposes happen in the packing (8x8 register transposes), so
-// the microkernel reads both operands contiguously. Between k slices the partial sums live in C itself, stored
-// exactly, so each element is one FMA chain over k in order whatever KC, the tile it falls in, or the thread split.
+// into NR-wide panels (k-major, zero-padded); then for each MC-row block of A, its MR-row strips are packed (k-major)
+// and the microkernel runs each panel against each strip. The transposes happen in the packing (8x8 register
+// transposes), so the microkernel reads both operands contiguously. Between k slices the partial sums live in C itself,
+// stored exactly, so each element is one FMA chain over k in order whatever KC, the tile it falls in, or the thread
+// split.
 #pragma once
 
 #include <immintrin.h>
