@@ -28,6 +28,8 @@
 //   "loss L" (the returned double).
 // alias=1 has dx written over dy's buffer (swiglu_backward: alias=gate|up names the output); threads=N runs on a pool
 // of N threads.
+// sgemm A.npy B.npy [C.npy] ta=0|1 tb=0|1 beta=B [threads=N] [bf16=1]: C = op(A) op(B) + beta C (kernels/cpu/sgemm.h;
+// C zeros when not given), A and B f32 as stored (transposed when ta/tb); threads=N runs it on an N-thread pool.
 // Prints "variant NAME": the kernel variant that ran (a matmul's: the one gemm_rows dispatched for its weight type),
 // so a test knows what it checked, not only what it asked for.
 #include <cmath>
@@ -44,6 +46,7 @@
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/packed_weight.h"
+#include "ascent/kernels/cpu/sgemm.h"
 #include "ascent/quant/awq.h"
 #include "ascent/tensor/npy.h"
 #include "ascent/tensor/quantize.h"
@@ -152,6 +155,26 @@ int run(int argc, char** argv) {
       }
       yshape = {static_cast<int64_t>(ids.size()), w.shape[1]};
     }
+  } else if (op == "sgemm") {
+    const bool ta = inum("ta") != 0, tb = inum("tb") != 0;
+    const Tensor& b = in.at(1);
+    ASCENT_CHECK(x.dtype == DType::F32 && b.dtype == DType::F32, "sgemm: A and B must be f32 arrays");
+    ASCENT_CHECK(x.shape.size() == 2 && b.shape.size() == 2, "sgemm: A and B must be 2-D");
+    const int64_t M = ta ? cols : rows, K = ta ? rows : cols, N = tb ? b.rows() : b.cols();
+    ASCENT_CHECK((tb ? b.cols() : b.rows()) == K, "sgemm: op(A) is {}x{} but op(B) is {}x{}", M, K,
+                 tb ? b.cols() : b.rows(), N);
+    if (in.size() > 2) {
+      ASCENT_CHECK(in[2].numel() == M * N, "sgemm: C has {} elements, expected {}x{}", in[2].numel(), M, N);
+      y = as_f32(in[2]);
+    } else {
+      y.assign(static_cast<size_t>(M * N), 0.0f);
+    }
+    if (attr.count("threads") != 0) ThreadPool::set_global_threads(static_cast<int>(inum("threads")));
+    const kernels::GemmOperand a_op{static_cast<const float*>(x.data), cols, ta};
+    const kernels::GemmOperand b_op{static_cast<const float*>(b.data), b.cols(), tb};
+    const bool bf16 = attr.count("bf16") != 0 && inum("bf16") != 0;
+    (bf16 ? kernels::sgemm_bf16 : kernels::sgemm)(M, N, K, a_op, b_op, static_cast<float>(num("beta")), y.data(), N);
+    yshape = {M, N};
   } else if (op == "awq") {
     const Tensor w32 = to_f32(x);
     const auto calib = as_f32(in.at(1));

@@ -1,6 +1,12 @@
-#include "ascent/kernels/cpu/sgemm.h"
+#include <cmath>
+#include <vector>
 
+#include "ascent/base/cpu_features.h"
+#include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/isa.h"
+#include "ascent/kernels/cpu/sgemm.h"
+#include "ascent/tensor/dtype.h"
 
 namespace ascent::kernels {
 namespace {
@@ -9,25 +15,63 @@ inline float at(const GemmOperand& x, int64_t r, int64_t c) {
   return x.transposed ? x.data[c * x.ld + r] : x.data[r * x.ld + c];
 }
 
+// sgemm.h's order: s = beta * c (0 when beta = 0), then one fma per k in order.
 void rows(int64_t m0, int64_t m1, int64_t N, int64_t K, const GemmOperand& a, const GemmOperand& b, float beta,
           float* c, int64_t ldc) {
   for (int64_t i = m0; i < m1; ++i)
     for (int64_t j = 0; j < N; ++j) {
-      float s = 0.0f;
-      for (int64_t k = 0; k < K; ++k) s += at(a, i, k) * at(b, k, j);
       float& out = c[i * ldc + j];
-      out = beta == 0.0f ? s : beta * out + s;
+      float s = beta == 0.0f ? 0.0f : beta * out;
+      for (int64_t k = 0; k < K; ++k) s = std::fma(at(a, i, k), at(b, k, j), s);
+      out = s;
     }
+}
+
+// A stored operand of `rows` x `cols` with each element rounded to bf16 and widened back, densely (ld = cols).
+std::vector<float> bf16_rounded(const GemmOperand& x, int64_t rows, int64_t cols) {
+  std::vector<float> r(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j)
+      r[static_cast<size_t>(i * cols + j)] = bf16_to_f32(f32_to_bf16(x.data[i * x.ld + j]));
+  }
+  return r;
+}
+
+void check_shapes(const char* fn, int64_t M, int64_t N, int64_t K, const GemmOperand& a, const GemmOperand& b,
+                  int64_t ldc) {
+  ASCENT_CHECK(M >= 0 && N >= 0 && K >= 0, "{}: negative shape M={} N={} K={}", fn, M, N, K);
+  ASCENT_CHECK(a.ld >= (a.transposed ? M : K) && b.ld >= (b.transposed ? K : N) && ldc >= N,
+               "{}: a row stride (lda={}, ldb={}, ldc={}) is shorter than its row for M={} N={} K={}", fn, a.ld, b.ld,
+               ldc, M, N, K);
 }
 
 }  // namespace
 
 void sgemm_ref(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
+  check_shapes("sgemm", M, N, K, a, b, ldc);
   rows(0, M, N, K, a, b, beta, c, ldc);
 }
 
 void sgemm(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
+  check_shapes("sgemm", M, N, K, a, b, ldc);
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return sgemm_avx512(M, N, K, a, b, beta, c, ldc);
+    case Isa::Avx2:
+      return sgemm_avx2(M, N, K, a, b, beta, c, ldc);
+    case Isa::Ref:
+      break;
+  }
   ThreadPool::global().parallel_for(M, [&](int64_t m0, int64_t m1) { rows(m0, m1, N, K, a, b, beta, c, ldc); });
+}
+
+void sgemm_bf16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
+  check_shapes("sgemm_bf16", M, N, K, a, b, ldc);
+  if (active_isa() == Isa::Avx512 && cpu_features().avx512_bf16) return sgemm_bf16_avx512(M, N, K, a, b, beta, c, ldc);
+  const std::vector<float> ar = bf16_rounded(a, a.transposed ? K : M, a.transposed ? M : K);
+  const std::vector<float> br = bf16_rounded(b, b.transposed ? N : K, b.transposed ? K : N);
+  sgemm(M, N, K, {ar.data(), a.transposed ? M : K, a.transposed}, {br.data(), b.transposed ? K : N, b.transposed}, beta,
+        c, ldc);
 }
 
 }  // namespace ascent::kernels
