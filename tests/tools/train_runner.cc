@@ -4,7 +4,8 @@
 //     loss = mean over counted targets of the cross-entropy; writes every parameter's gradient under its Hugging Face
 //     name, and the loss in the metadata ("loss"); prints "peak_bytes N" (measured and planned).
 //   train_runner adamw MODEL OUT.safetensors TOKENS.npy TARGETS.npy steps=N lr=X [wd= b1= b2= eps= clip=]
-//     N AdamW steps on the same batch; writes the parameters after them.
+//     N AdamW steps on the same batch; writes the parameters after them, and with grads=PREFIX each step's gradients
+//     (after clipping) as PREFIX-K.safetensors, K = 0..N-1.
 // TOKENS and TARGETS are int32 arrays (B, T); a negative target is not counted.
 #include <cstdio>
 #include <map>
@@ -73,6 +74,11 @@ int run(int argc, char** argv) {
     const graph::LossSum l = m->autodiff().forward_backward(tokens, targets, B, 1.0f / static_cast<float>(counted));
     const train::GradCheck c = train::scale_and_check(m->params(), 1.0);
     train::clip_grad_norm(m->params(), c.norm, num("clip", 0.0));
+    if (kv.count("grads")) {
+      const model::WeightSet g = m->grads();
+      model::write_safetensors(kv["grads"] + "-" + std::to_string(s) + ".safetensors",
+                               model::hf_tensors(m->config(), g));
+    }
     opt.step(m->params(), num("lr", 1e-3));
     std::printf("step %d loss %.9g grad_norm %.9g\n", s, l.sum / static_cast<double>(l.count), c.norm);
   }

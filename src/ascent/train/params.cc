@@ -100,7 +100,7 @@ void ParamSet::add(std::string name, Tensor value, bool decay) {
 void ParamSet::build_view(const model::ModelConfig& c) {
   view_ = model::WeightSet("trainer");
   for (const Param& p : params_) view_.add(p.name, p.value, "");
-  if (c.tied_embeddings) view_.add("output.weight", find("token_embd.weight")->value, "");
+  if (c.tied_embeddings) view_.add("output.weight", find_name("token_embd.weight")->value, "");
 }
 
 ParamSet ParamSet::init(const model::ModelConfig& c, uint64_t seed) {
@@ -144,7 +144,7 @@ Param* ParamSet::find(const void* p) {
   return nullptr;
 }
 
-Param* ParamSet::find(const std::string& name) {
+Param* ParamSet::find_name(const std::string& name) {
   for (Param& q : params_)
     if (q.name == name) return &q;
   return nullptr;

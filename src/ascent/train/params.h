@@ -39,7 +39,7 @@ class ParamSet {
   const std::vector<Param>& params() const { return params_; }
   // The parameter whose value array starts at p (a graph node's weight), or null.
   Param* find(const void* p);
-  Param* find(const std::string& name);
+  Param* find_name(const std::string& name);
   const model::WeightSet& weights() const { return view_; }
   int64_t count() const;  // trainable values (tied ones once)
   void zero_grad();
