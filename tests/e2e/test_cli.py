@@ -6,7 +6,7 @@ import re
 from common import check, finish, run
 
 COMMANDS = ["generate", "info", "perplexity", "doctor", "convert", "tokenize", "logits", "chat-template", "profile",
-            "bench", "quantize", "serve", "loadtest"]
+            "bench", "quantize", "serve", "loadtest", "data"]
 
 
 def main():

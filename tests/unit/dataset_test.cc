@@ -132,6 +132,26 @@ TEST_F(Dataset, TheSameSeedGivesTheSameBytesAndAnotherSeedOtherSplits) {
   EXPECT_NE(read_file(dir_ + "/val.bin"), read_file(other + "/val.bin"));
 }
 
+TEST_F(Dataset, LargeVocabulariesAreReadAsInt32) {
+  const std::string out = root_ + "/llama3";
+  const PrepareResult r =
+      prepare_data({.inputs = {text_}, .tokenizer = kShared + "/tokenizers/llama3", .out = out, .val_fraction = 0});
+  EXPECT_EQ(r.dtype, "int32");
+  const TokenData d = TokenData::open(out, "train");
+  EXPECT_EQ(d.vocab_size(), 128256);
+  const std::string bytes = read_file(d.path());
+  ASSERT_EQ(static_cast<int64_t>(bytes.size()), 4 * d.size());
+  std::vector<int32_t> got(static_cast<size_t>(d.size()));
+  d.read(0, got);
+  for (size_t i = 0; i < got.size(); ++i) {
+    uint32_t v = 0;
+    for (int b = 3; b >= 0; --b) v = v << 8 | static_cast<unsigned char>(bytes[4 * i + static_cast<size_t>(b)]);
+    ASSERT_EQ(got[i], static_cast<int32_t>(v)) << "token " << i;
+  }
+  EXPECT_EQ(got.back(), d.eos_id());
+  EXPECT_EQ(TokenData::open(out, "val").size(), 0);  // --val-fraction 0: an empty split, still readable
+}
+
 TEST_F(Dataset, AnotherTokenizerIsRefusedNamingBoth) {
   const TokenData train = TokenData::open(dir_, "train");
   EXPECT_NO_THROW(train.check_tokenizer(model::load_vocab(kStory, 0), kStory));

@@ -61,6 +61,8 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(std::span<const char> bytes) {
+  // An empty span's data() may be null, which fwrite must not be given even for no bytes.
+  if (bytes.empty()) return;
   if (err_ == 0 && std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) err_ = errno != 0 ? errno : EIO;
 }
 

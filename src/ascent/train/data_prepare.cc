@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -154,9 +153,11 @@ PrepareResult prepare_data(const PrepareOptions& o, const std::function<void(con
     ASCENT_CHECK(!v.pieces.empty(), "the vocabulary is empty");
     ASCENT_CHECK(v.eos_id >= 0 && v.eos_id < static_cast<int32_t>(v.pieces.size()),
                  "the vocabulary has no EOS token, which ends each document");
-    tokenizer::Tokenizer check(v);  // its own checks (the pre-split regex compiles) before any output
     return v;
   });
+  // Built before any output, for its own checks (the pre-split regex compiles); the first worker then uses it.
+  auto first_tokenizer =
+      with_context("--tokenizer " + o.tokenizer, [&] { return std::make_unique<tokenizer::Tokenizer>(vocab); });
   const auto n_vocab = static_cast<int64_t>(vocab.pieces.size());
   const bool narrow = n_vocab <= 65536;
   const bool bos = vocab.add_bos && vocab.bos_id >= 0;
@@ -211,9 +212,11 @@ PrepareResult prepare_data(const PrepareOptions& o, const std::function<void(con
     stop = true;
     cv.notify_all();
   };
-  auto work = [&] {
+  auto work = [&](int w) {
     try {
-      tokenizer::Tokenizer tok(vocab);
+      const std::unique_ptr<tokenizer::Tokenizer> own =
+          w == 0 ? std::move(first_tokenizer) : std::make_unique<tokenizer::Tokenizer>(vocab);
+      const tokenizer::Tokenizer& tok = *own;
       for (;;) {
         size_t c = 0;
         {
@@ -245,7 +248,7 @@ PrepareResult prepare_data(const PrepareOptions& o, const std::function<void(con
       cv.notify_all();
     }
   };
-  for (int w = 0; w < o.workers; ++w) workers.threads.emplace_back(work);
+  for (int w = 0; w < o.workers; ++w) workers.threads.emplace_back(work, w);
 
   PrepareResult res;
   PrepareProgress p;

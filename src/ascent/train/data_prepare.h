@@ -1,11 +1,12 @@
 // `ascent data prepare`: text files -> a data folder that TokenData (train/dataset.h) reads. Each file is split into
 // documents at blank lines, documents go to train or val by a seeded draw, and worker threads encode them.
 //
-// The folder: train.bin and val.bin (token ids, little-endian: uint16 when the vocabulary has at most 65536 pieces,
-// else int32), train.idx and val.idx (int64 offsets of each document's first token, then the split's token count),
-// and index.json (format, version, dtype, the tokenizer's fingerprint and ids, per split its tokens and documents, the
-// inputs). Each file is written whole or not at all, index.json last and any old one removed first, so a folder whose
-// prepare was stopped has no index.json and is refused.
+// The folder holds, per split, SPLIT.bin and SPLIT.idx. The .bin holds token ids, little-endian: uint16 when the
+// vocabulary has at most 65536 pieces, else int32. The .idx holds int64 offsets of each document's first token, then
+// the split's token count. index.json gives the format, version, dtype, the tokenizer's fingerprint and ids, each
+// split's tokens and documents, and the inputs. Each file is written whole or not at all, index.json last. An old
+// index.json is removed before the first token file is opened, so a folder whose prepare stopped midway has no
+// index.json and is refused.
 #pragma once
 
 #include <cstdint>

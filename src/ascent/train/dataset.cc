@@ -183,11 +183,10 @@ int64_t TokenData::read_windows(int64_t first, int64_t seq_len, std::span<int32_
                seq_len);
   const int64_t rows = std::min(static_cast<int64_t>(inputs.size()) / seq_len, total - first);
   const auto t = static_cast<size_t>(seq_len);
-  std::vector<int32_t> window(t + 1);
   for (int64_t r = 0; r < rows; ++r) {
-    read((first + r) * seq_len, window);
-    std::memcpy(inputs.data() + static_cast<size_t>(r) * t, window.data(), t * sizeof(int32_t));
-    std::memcpy(targets.data() + static_cast<size_t>(r) * t, window.data() + 1, t * sizeof(int32_t));
+    const int64_t start = (first + r) * seq_len;
+    read(start, inputs.subspan(static_cast<size_t>(r) * t, t));
+    read(start + 1, targets.subspan(static_cast<size_t>(r) * t, t));
   }
   return rows;
 }

@@ -85,7 +85,8 @@ class TokenData {
 // left over differ epoch to epoch. The state is one number, position(), so seek() resumes a run exactly.
 class BatchSampler {
  public:
-  // Fails naming the folder and split when it holds fewer windows than shards (at least one window each).
+  // Fails naming the folder and split when it holds fewer windows than shards (at least one window each). `data` is
+  // held by reference: it must outlive the sampler and not move.
   BatchSampler(const TokenData& data, int64_t seq_len, uint64_t seed, int num_shards = 1, int shard_id = 0);
 
   // Fills B = inputs.size() / seq_len rows (inputs and targets each hold B * seq_len ids), one sample per row.
