@@ -39,7 +39,7 @@ std::vector<fs::path> tokenizer_files(const std::string& tokenizer) {
   if (fs::is_regular_file(tokenizer)) return {fs::path(tokenizer)};
   std::vector<fs::path> out;
   for (const char* n : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-                        "vocab.json", "merges.txt", "added_tokens.json"}) {
+                        "encoder.json", "vocab.bpe", "added_tokens.json"}) {
     const fs::path p = fs::path(tokenizer) / n;
     if (fs::is_regular_file(p)) out.push_back(p);
   }
