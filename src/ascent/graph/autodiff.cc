@@ -7,6 +7,7 @@
 #include "ascent/base/error.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/sgemm.h"
+#include "ascent/tensor/dtype.h"
 
 namespace ascent::graph {
 
@@ -36,6 +37,14 @@ const float* f32_weight(const Node& n, size_t k) {
   ASCENT_CHECK(w->dtype == DType::F32, "{}: training needs f32 weights, {} is {}", n.name, shape_str(w->shape),
                dtype_name(w->dtype));
   return w->f32();
+}
+
+void round_half(float* x, int64_t n, Half h) {
+  if (h == Half::Bf16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  } else if (h == Half::F16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+  }
 }
 
 void add_into(float* dst, const float* src, int64_t n) {
@@ -116,6 +125,30 @@ Autodiff::Autodiff(const Graph& g, GradOf grad_of, Recompute recompute)
   }
 }
 
+void Autodiff::gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool ta, const float* b, int64_t ldb,
+                    bool tb, float beta, float* c, int64_t ldc) const {
+  if (numerics_.matmul_bf16) {
+    kernels::sgemm_bf16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
+  } else {
+    kernels::sgemm(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
+  }
+}
+
+void Autodiff::round_value(int id) {
+  const Node& nd = g_.nodes()[static_cast<size_t>(id)];
+  if (dry_ || nd.is_int || numerics_.activations == Half::None) return;
+  const bool norm = nd.op == Op::RmsNorm || nd.op == Op::LayerNorm || nd.op == Op::MulVec;
+  if (norm && !numerics_.norms_too) return;
+  auto& v = vals_[static_cast<size_t>(id)].f;
+  round_half(v.data(), static_cast<int64_t>(v.size()), numerics_.activations);
+}
+
+void Autodiff::round_grad(int id) {
+  if (dry_ || numerics_.activation_grads == Half::None || !grad_live_[static_cast<size_t>(id)]) return;
+  auto& g = grads_[static_cast<size_t>(id)];
+  round_half(g.data(), static_cast<int64_t>(g.size()), numerics_.activation_grads);
+}
+
 int64_t Autodiff::value_bytes(int id) const {
   const Node& nd = g_.nodes()[static_cast<size_t>(id)];
   return rows_ * nd.cols * 4;
@@ -167,7 +200,7 @@ void Autodiff::compute(int id) {
     case Op::MatMul: {
       const Tensor& w = *nd.weights[0];
       const int64_t N = nd.cols, K = in_node(0).cols;
-      kernels::sgemm(R, N, K, {in(0), K, false}, {f32_weight(nd, 0), K, true}, 0.0f, y, N);
+      gemm(R, N, K, in(0), K, false, f32_weight(nd, 0), K, true, 0.0f, y, N);
       if (const float* b = nd.weights.size() > 1 ? f32_weight(nd, 1) : nullptr) {
         for (int64_t r = 0; r < R; ++r) add_into(y + r * N, b, N);
       }
@@ -211,6 +244,7 @@ void Autodiff::compute(int id) {
     default:
       fail("{}: op {} has no training forward", nd.name, op_name(nd.op));
   }
+  round_value(id);
 }
 
 void Autodiff::ensure(int id) {
@@ -308,14 +342,12 @@ void Autodiff::backward_node(int id) {
       const int64_t N = nd.cols, K = in_cols(0);
       const float* w = f32_weight(nd, 0);
       if (float* dw = wgrad(0); dw != nullptr && !dry_) {
-        kernels::sgemm(N, K, R, {dy, N, true}, {in(0), K, false}, 1.0f, dw, K);
+        gemm(N, K, R, dy, N, true, in(0), K, false, 1.0f, dw, K);
       }
       if (float* db = wgrad(1); db != nullptr && !dry_) {
         for (int64_t r = 0; r < R; ++r) add_into(db, dy + r * N, N);
       }
-      add_input_grad(nd.inputs[0], [&](float* dx) {
-        kernels::sgemm(R, K, N, {dy, N, false}, {w, K, false}, 0.0f, dx, K);
-      });
+      add_input_grad(nd.inputs[0], [&](float* dx) { gemm(R, K, N, dy, N, false, w, K, false, 0.0f, dx, K); });
       break;
     }
     case Op::RmsNorm:
@@ -451,6 +483,7 @@ void Autodiff::run(std::span<const int32_t> tokens, std::span<const int32_t> tar
     if (i == out_) continue;
     const size_t k = static_cast<size_t>(i);
     if (grad_live_[k]) {
+      round_grad(i);
       for (int v : needs_[k]) ensure(v);
       backward_node(i);
       release_grad(i);

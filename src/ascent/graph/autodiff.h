@@ -29,6 +29,17 @@ namespace ascent::graph {
 enum class Recompute { None, Selective, Full };
 const char* recompute_name(Recompute r);
 
+// Mixed precision as the AMP levels define it, carried out on f32 buffers: a value "in bf16" holds only
+// bf16-representable numbers (each rounded to nearest even), so the arithmetic is what bf16 storage gives while every
+// kernel stays the f32 one. Matmuls in bf16 multiply bf16-rounded operands with f32 accumulation (vdpbf16ps).
+enum class Half { None, Bf16, F16 };
+struct Numerics {
+  bool matmul_bf16 = false;            // O1 and up: every matmul's operands in bf16, forward and backward
+  Half activations = Half::None;       // O2: node outputs other than norms in bf16; O3: all of them, bf16 or fp16
+  bool norms_too = false;              // O3: norm outputs rounded as well
+  Half activation_grads = Half::None;  // O3: gradients of activations in the half type (fp16: where loss scaling acts)
+};
+
 struct LossSum {
   double sum = 0.0;   // sum over counted rows of -log p(target)
   int64_t count = 0;  // rows with a target (>= 0)
@@ -39,6 +50,7 @@ class Autodiff {
   // grad_of(w): the gradient array (w's numel floats) that backward adds to, or null for a weight left frozen.
   using GradOf = std::function<float*(const Tensor* w)>;
   Autodiff(const Graph& g, GradOf grad_of, Recompute recompute);
+  void set_numerics(const Numerics& n) { numerics_ = n; }
 
   // One batch of `batch` sequences (tokens and targets: batch * seq each; a negative target is not counted). Adds
   // loss_scale * d(loss sum)/d(weight) to every weight's gradient array and returns the loss sum.
@@ -77,6 +89,11 @@ class Autodiff {
   const Graph& g_;
   GradOf grad_of_;
   Recompute recompute_;
+  Numerics numerics_;
+  void round_value(int id);
+  void round_grad(int id);
+  void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool ta, const float* b, int64_t ldb, bool tb,
+            float beta, float* c, int64_t ldc) const;
   int out_ = -1;                         // the output MatMul (LM head)
   int out_input_ = -1;                   // its input: the final norm's output
   std::vector<std::vector<int>> needs_;  // per node: the values its backward step reads

@@ -45,7 +45,7 @@ struct TrainConfig {
   bool fp16 = false;                  // O3's half type: fp16 (with loss scaling) instead of bf16
   double loss_scale_init = 65536.0;   // fp16 only
   int64_t loss_scale_window = 200;    // clean steps before the scale doubles
-  int64_t inject_overflow_step = -1;  // testing: this step's gradients are made infinite once
+  int64_t inject_overflow_step = -1;  // testing: step N (1-based, as logged) gets an infinite gradient
 
   graph::Recompute recompute = graph::Recompute::None;
 

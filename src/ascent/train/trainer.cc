@@ -61,6 +61,30 @@ double flops_per_token(const model::ModelConfig& c, const ParamSet& p, int64_t s
   return 6.0 * matmul + attn;
 }
 
+graph::Numerics numerics_for(Precision p, bool fp16) {
+  graph::Numerics n;
+  const graph::Half half = fp16 ? graph::Half::F16 : graph::Half::Bf16;
+  switch (p) {
+    case Precision::O0:
+      break;
+    case Precision::O1:
+      n.matmul_bf16 = true;
+      break;
+    case Precision::O2:
+      n.matmul_bf16 = true;
+      n.activations = graph::Half::Bf16;
+      break;
+    case Precision::O3:
+      // fp16 has no matmul instruction here: its matmuls multiply the fp16-rounded activations and gradients in f32.
+      n.matmul_bf16 = !fp16;
+      n.activations = half;
+      n.norms_too = true;
+      n.activation_grads = half;
+      break;
+  }
+  return n;
+}
+
 // Keeps the log's lines up to `step` (those a resumed run has already computed) and drops the rest.
 std::vector<json> kept_log(const std::string& path, int64_t step) {
   std::vector<json> out;
@@ -102,6 +126,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
     model::validate_config(cfg, c.path);
     m = std::make_unique<TrainModel>(cfg, ParamSet::init(cfg, c.init_seed), c.recompute);
   }
+  m->autodiff().set_numerics(numerics_for(c.precision, c.fp16));
   const model::ModelConfig& mc = m->config();
   ASCENT_CHECK(c.seq_len <= mc.max_seq, "{}: train.seq_len {} is longer than the model's {} positions", c.path,
                c.seq_len, mc.max_seq);
@@ -193,7 +218,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       total.count += l.count;
     }
     GradCheck g = scale_and_check(params, 1.0 / st.loss_scale);
-    if (st.step == c.inject_overflow_step) {
+    if (st.step + 1 == c.inject_overflow_step) {
       params.params()[0].grad[0] = INFINITY;  // what an fp16 overflow in backward leaves behind
       g = scale_and_check(params, 1.0);
     }
