@@ -23,7 +23,7 @@ AdamW::AdamW(const ParamSet& params, AdamWOptions o) : o_(o) {
   }
 }
 
-void AdamW::step(ParamSet& params, double lr) {
+void AdamW::step(ParamSet& params, double lr, double grad_scale) {
   ++t_;
   // torch.optim.AdamW's arithmetic (single-tensor path), in f32 as its f32 tensors compute.
   const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
@@ -31,22 +31,25 @@ void AdamW::step(ParamSet& params, double lr) {
   const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(t_));
   const float step_size = static_cast<float>(lr / bc1);
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float eps = static_cast<float>(o_.eps);
+  const float eps = static_cast<float>(o_.eps), gs = static_cast<float>(grad_scale);
   auto& ps = params.params();
   for (size_t k = 0; k < ps.size(); ++k) {
     Param& p = ps[k];
-    float* w = p.data();
-    const float* g = p.grad.data();
-    float* m = m_[k].data();
-    float* v = v_[k].data();
+    float* __restrict w = p.data();
+    const float* __restrict g = p.grad.data();
+    float* __restrict m = m_[k].data();
+    float* __restrict v = v_[k].data();
     const float decay = p.decay ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
-    ThreadPool::global().parallel_for(p.numel(), [&](int64_t i0, int64_t i1) {
+    ThreadPool::global().parallel_for(p.numel(), [=](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        w[i] *= decay;
-        m[i] = m[i] * b1 + g[i] * (1.0f - b1);
-        v[i] = v[i] * b2 + g[i] * g[i] * (1.0f - b2);
-        const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-        w[i] -= step_size * (m[i] / denom);
+        // grad_scale 1 leaves g as it is (x * 1 is exact), so unclipped steps match torch bit for bit.
+        const float gi = g[i] * gs;
+        const float wi = w[i] * decay;
+        const float mi = m[i] * b1 + gi * (1.0f - b1);
+        const float vi = v[i] * b2 + gi * gi * (1.0f - b2);
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = wi - step_size * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
       }
     });
   }
@@ -56,26 +59,50 @@ GradCheck scale_and_check(ParamSet& params, double scale) {
   GradCheck c;
   double sum = 0.0;
   const float s = static_cast<float>(scale);
+  constexpr int64_t kChunk = 1 << 16;  // partial sums per fixed chunk, added in order: the same norm on any threads
   for (Param& p : params.params()) {
-    double part = 0.0;
-    bool finite = true;
-    for (float& g : p.grad) {
-      g *= s;
-      finite = finite && std::isfinite(g);
-      part += static_cast<double>(g) * g;
+    const int64_t n = p.numel(), chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> part(static_cast<size_t>(chunks));
+    std::vector<char> finite(static_cast<size_t>(chunks));
+    float* __restrict g = p.grad.data();
+    ThreadPool::global().parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        const int64_t i0 = ch * kChunk, i1 = std::min(n, i0 + kChunk);
+        float acc[16] = {};
+        if (s != 1.0f)
+          for (int64_t i = i0; i < i1; ++i) g[i] *= s;
+        bool ok = true;
+        int64_t i = i0;
+        for (; i + 16 <= i1; i += 16)
+          for (int j = 0; j < 16; ++j) acc[j] += g[i + j] * g[i + j];
+        for (; i < i1; ++i) acc[0] += g[i] * g[i];
+        double t = 0.0;
+        for (float a : acc) t += a;
+        ok = std::isfinite(t);
+        part[static_cast<size_t>(ch)] = t;
+        finite[static_cast<size_t>(ch)] = ok;
+      }
+    });
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      sum += part[static_cast<size_t>(ch)];
+      if (!finite[static_cast<size_t>(ch)] && c.non_finite.empty()) c.non_finite = p.name;
     }
-    if (!finite && c.non_finite.empty()) c.non_finite = p.name;
-    sum += part;
   }
-  c.norm = std::sqrt(sum);
+  c.norm = c.non_finite.empty() ? std::sqrt(sum) : INFINITY;
   return c;
 }
 
+double clip_factor(double norm, double max_norm) {
+  if (max_norm <= 0 || !(norm > max_norm)) return 1.0;
+  return max_norm / (norm + 1e-6);
+}
+
 void clip_grad_norm(ParamSet& params, double norm, double max_norm) {
-  if (max_norm <= 0 || norm <= max_norm) return;
-  const float f = static_cast<float>(max_norm / (norm + 1e-6));
+  const double f = clip_factor(norm, max_norm);
+  if (f == 1.0) return;
+  const float ff = static_cast<float>(f);
   for (Param& p : params.params())
-    for (float& g : p.grad) g *= f;
+    for (float& g : p.grad) g *= ff;
 }
 
 }  // namespace ascent::train

@@ -28,8 +28,9 @@ struct Schedule {
 class AdamW {
  public:
   AdamW(const ParamSet& params, AdamWOptions o);
-  // Applies one update with learning rate lr to every parameter from its gradient (already unscaled and clipped).
-  void step(ParamSet& params, double lr);
+  // Applies one update with learning rate lr to every parameter from its gradient times grad_scale (the clipping
+  // factor, folded in here to spare a pass over the gradients).
+  void step(ParamSet& params, double lr, double grad_scale = 1.0);
   int64_t steps() const { return t_; }
   // The moments, in the parameters' order (checkpoints save and restore them).
   std::vector<std::vector<float>>& m() { return m_; }
@@ -48,7 +49,10 @@ struct GradCheck {
 };
 // Multiplies every gradient by `scale` (loss-scale and accumulation undo), then measures them.
 GradCheck scale_and_check(ParamSet& params, double scale);
-// Scales the gradients so their global norm is at most max_norm (as torch.nn.utils.clip_grad_norm_); <= 0: off.
+// The factor that brings a global norm down to max_norm, as torch.nn.utils.clip_grad_norm_ computes it (1: no clipping;
+// max_norm <= 0: off).
+double clip_factor(double norm, double max_norm);
+// Scales the gradients by clip_factor.
 void clip_grad_norm(ParamSet& params, double norm, double max_norm);
 
 }  // namespace ascent::train

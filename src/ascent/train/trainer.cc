@@ -230,8 +230,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       if (c.fp16) st.loss_scale /= 2;
       st.clean_steps = 0;
     } else {
-      clip_grad_norm(params, g.norm, c.grad_clip);
-      opt.step(params, lr);
+      opt.step(params, lr, clip_factor(g.norm, c.grad_clip));
       if (c.fp16 && ++st.clean_steps >= c.loss_scale_window) {
         st.loss_scale *= 2;
         st.clean_steps = 0;
