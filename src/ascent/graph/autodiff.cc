@@ -1,6 +1,7 @@
 #include "ascent/graph/autodiff.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -461,16 +462,24 @@ void Autodiff::run(std::span<const int32_t> tokens, std::span<const int32_t> tar
         dx = grad_for_input(out_input_, fresh);
       }
       if (!dry) {
+        const auto t0 = std::chrono::steady_clock::now();
         const float* x = vals_[static_cast<size_t>(out_input_)].f.data();
         float* dw = backward ? grad_of_(head.weights[0]) : nullptr;
         const double s =
             kernels::lm_head_cross_entropy(x, rows_, C, f32_weight(head, 0), V, targets, loss_scale, dx, dw);
         loss.sum += s;
         for (int32_t t : targets) loss.count += t >= 0 ? 1 : 0;
+        op_seconds_[backward ? "lm head + loss, forward and backward" : "lm head + loss"] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
       if (backward) --readers_left_[static_cast<size_t>(out_input_)];
     } else {
+      const auto t0 = std::chrono::steady_clock::now();
       compute(i);
+      if (!dry) {
+        op_seconds_[std::string(op_name(nd.op)) + " forward"] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
     for (int in : nd.inputs) {
       const size_t k = static_cast<size_t>(in);
@@ -484,8 +493,13 @@ void Autodiff::run(std::span<const int32_t> tokens, std::span<const int32_t> tar
     const size_t k = static_cast<size_t>(i);
     if (grad_live_[k]) {
       round_grad(i);
+      const auto t0 = std::chrono::steady_clock::now();
       for (int v : needs_[k]) ensure(v);
       backward_node(i);
+      if (!dry) {
+        op_seconds_[std::string(op_name(nodes[k].op)) + " backward"] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
       release_grad(i);
     }
     for (int v : needs_[k]) {

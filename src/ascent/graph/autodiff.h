@@ -19,6 +19,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -61,6 +63,9 @@ class Autodiff {
   // The most bytes of activations and of their gradients a forward_backward of this shape holds at once: the same
   // bookkeeping, without computing.
   int64_t planned_peak_bytes(int64_t batch, int64_t seq);
+  // Seconds spent per op ("matmul forward", "attention backward", "lm head"...) since construction: what a training
+  // step's time goes to (ascent train prints it with ASCENT_LOG=debug).
+  const std::map<std::string, double>& op_seconds() const { return op_seconds_; }
   // What the last forward_backward (or planned_peak_bytes) held at most.
   int64_t peak_bytes() const { return peak_bytes_; }
 
@@ -109,6 +114,7 @@ class Autodiff {
   std::span<const int32_t> tokens_, targets_;
   int64_t rows_ = 0, seq_ = 0, batch_ = 0;
   bool dry_ = false;
+  std::map<std::string, double> op_seconds_;
   int64_t bytes_ = 0, peak_bytes_ = 0;
 };
 

@@ -277,6 +277,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
     }
   }
   write_loss_plot((fs::path(c.output) / "loss.svg").string(), train_curve, val_curve);
+  for (const auto& [op, sec] : m->autodiff().op_seconds()) log::debug("{:>40}: {:8.3f} s", op, sec);
   if (o.progress) std::fprintf(stderr, "\n");
   say("done: {} steps, last loss {:.4f}, final checkpoint {}", st.step, last_loss, latest_checkpoint(ckroot));
 }
