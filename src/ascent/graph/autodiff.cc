@@ -135,6 +135,21 @@ void Autodiff::gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda
   }
 }
 
+std::vector<float> Autodiff::take(size_t n) {
+  auto it = pool_.find(n);
+  if (it == pool_.end() || it->second.empty()) return std::vector<float>(n);
+  std::vector<float> v = std::move(it->second.back());
+  it->second.pop_back();
+  return v;
+}
+
+void Autodiff::give(std::vector<float>&& v) {
+  if (v.empty()) return;
+  const size_t n = v.size();
+  pool_[n].push_back(std::move(v));
+  v = {};
+}
+
 void Autodiff::round_value(int id) {
   const Node& nd = g_.nodes()[static_cast<size_t>(id)];
   if (dry_ || nd.is_int || numerics_.activations == Half::None) return;
@@ -166,7 +181,7 @@ void Autodiff::allocate(int id) {
   if (nd.is_int) {
     v.i.resize(static_cast<size_t>(rows_ * nd.cols));
   } else {
-    v.f.resize(static_cast<size_t>(rows_ * nd.cols));
+    v.f = take(static_cast<size_t>(rows_ * nd.cols));  // every op writes all of its output
   }
 }
 
@@ -175,7 +190,7 @@ void Autodiff::release(int id) {
   if (!v.live) return;
   v.live = false;
   bytes_ -= value_bytes(id);
-  v.f = {};
+  give(std::move(v.f));
   v.i = {};
 }
 
@@ -265,7 +280,8 @@ float* Autodiff::grad_for_input(int id, bool& fresh) {
     grad_live_[static_cast<size_t>(id)] = true;
     count_bytes(value_bytes(id));
     if (dry_) return nullptr;
-    grads_[static_cast<size_t>(id)].assign(static_cast<size_t>(value_bytes(id) / 4), 0.0f);
+    // Whoever takes a fresh gradient writes all of it (add_input_grad, pass_grad, the loss's dx).
+    grads_[static_cast<size_t>(id)] = take(static_cast<size_t>(value_bytes(id) / 4));
   }
   return dry_ ? nullptr : grads_[static_cast<size_t>(id)].data();
 }
@@ -274,7 +290,7 @@ void Autodiff::release_grad(int id) {
   if (!grad_live_[static_cast<size_t>(id)]) return;
   grad_live_[static_cast<size_t>(id)] = false;
   count_bytes(-value_bytes(id));
-  grads_[static_cast<size_t>(id)] = {};
+  give(std::move(grads_[static_cast<size_t>(id)]));
 }
 
 void Autodiff::count_bytes(int64_t delta) {
@@ -292,9 +308,10 @@ void Autodiff::add_input_grad(int id, const std::function<void(float*)>& write) 
   // The kernels write input gradients; a value read by several nodes sums theirs.
   count_bytes(value_bytes(id));
   if (!dry_) {
-    std::vector<float> tmp(static_cast<size_t>(value_bytes(id) / 4));
+    std::vector<float> tmp = take(static_cast<size_t>(value_bytes(id) / 4));
     write(tmp.data());
     add_into(g, tmp.data(), static_cast<int64_t>(tmp.size()));
+    give(std::move(tmp));
   }
   count_bytes(-value_bytes(id));
 }
@@ -308,7 +325,8 @@ void Autodiff::pass_grad(int from, int to, bool last) {
   grad_live_[t] = true;
   count_bytes(value_bytes(to));
   if (!last) {
-    grads_[t] = grads_[f];
+    grads_[t] = take(grads_[f].size());
+    std::copy(grads_[f].begin(), grads_[f].end(), grads_[t].begin());
     return;
   }
   // from's last use: its buffer is handed over, not copied.
@@ -380,15 +398,18 @@ void Autodiff::backward_node(int id) {
       count_bytes(scratch);
       std::vector<float> dq, dk, dv;
       if (!dry_) {
-        dq.resize(nq);
-        dk.resize(nk);
-        dv.resize(nk);
+        dq = take(nq);
+        dk = take(nk);
+        dv = take(nk);
         kernels::attention_backward(in(0), in(1), in(2), vals_[static_cast<size_t>(id)].f.data(), dy, d, dq.data(),
                                     dk.data(), dv.data());
       }
       add_input_grad(nd.inputs[0], [&](float* g) { std::copy(dq.begin(), dq.end(), g); });
       add_input_grad(nd.inputs[1], [&](float* g) { std::copy(dk.begin(), dk.end(), g); });
       add_input_grad(nd.inputs[2], [&](float* g) { std::copy(dv.begin(), dv.end(), g); });
+      give(std::move(dq));
+      give(std::move(dk));
+      give(std::move(dv));
       count_bytes(-scratch);
       break;
     }
@@ -400,10 +421,11 @@ void Autodiff::backward_node(int id) {
       const int64_t n = R * nd.cols;
       count_bytes(n * 4);
       std::vector<float> dup;
-      if (!dry_) dup.resize(static_cast<size_t>(n));
+      if (!dry_) dup = take(static_cast<size_t>(n));
       add_input_grad(nd.inputs[0],
                      [&](float* dgate) { kernels::swiglu_backward(in(0), in(1), dy, n, dgate, dup.data()); });
       add_input_grad(nd.inputs[1], [&](float* g) { std::copy(dup.begin(), dup.end(), g); });
+      give(std::move(dup));
       count_bytes(-n * 4);
       break;
     }
@@ -444,6 +466,8 @@ void Autodiff::run(std::span<const int32_t> tokens, std::span<const int32_t> tar
     ASCENT_CHECK(static_cast<int64_t>(tokens.size()) == rows_ && static_cast<int64_t>(targets.size()) == rows_,
                  "training batch: {} tokens and {} targets for {} x {}", tokens.size(), targets.size(), batch, seq);
   }
+  for (Value& v : vals_) give(std::move(v.f));
+  for (auto& g : grads_) give(std::move(g));
   vals_.assign(static_cast<size_t>(n), {});
   grads_.assign(static_cast<size_t>(n), {});
   grad_live_.assign(static_cast<size_t>(n), false);

@@ -95,6 +95,11 @@ class Autodiff {
   GradOf grad_of_;
   Recompute recompute_;
   Numerics numerics_;
+  // Buffers come from and go back to a pool of freed ones by size: a step frees what the next one allocates, and a
+  // fresh allocation of that size would page-fault its memory in again each step.
+  std::vector<float> take(size_t n);
+  void give(std::vector<float>&& v);
+  std::map<size_t, std::vector<std::vector<float>>> pool_;
   void round_value(int id);
   void round_grad(int id);
   void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool ta, const float* b, int64_t ldb, bool tb,
