@@ -353,7 +353,8 @@ def truncate_and_rehash(name, size, key):
 
 
 resume_refused("model.safetensors cut into its data, hash made to match",
-               truncate_and_rehash("model.safetensors", 4096, "model_hash"), [os.path.join("CKPT", "model.safetensors")])
+               truncate_and_rehash("model.safetensors", 4096, "model_hash"),
+               [os.path.join("CKPT", "model.safetensors")])
 resume_refused("optimizer.safetensors cut into its data, hash made to match",
                truncate_and_rehash("optimizer.safetensors", 8192, "optimizer_hash"),
                [os.path.join("CKPT", "optimizer.safetensors")])
