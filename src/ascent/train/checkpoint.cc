@@ -146,10 +146,23 @@ TrainerState restore_checkpoint(const std::string& dir, const model::ModelConfig
   model::WeightSet w(dir);
   model::load_hf(dir, cfg, w);
   model::finalize_weights(cfg, w);
-  ASCENT_CHECK(cfg.arch == c.arch && cfg.dim == c.dim && cfg.n_layers == c.n_layers && cfg.vocab == c.vocab &&
-                   cfg.n_heads == c.n_heads && cfg.n_kv_heads == c.n_kv_heads && cfg.ffn_dim == c.ffn_dim,
-               "{}: the checkpoint's model ({} {}x{}) is not this run's ({} {}x{})", dir, model::arch_name(cfg.arch),
-               cfg.n_layers, cfg.dim, model::arch_name(c.arch), c.n_layers, c.dim);
+  std::string diff;
+  auto field = [&](const char* name, auto got, auto want) {
+    if (got != want) diff += fmt::format("{}{} {} (this run: {})", diff.empty() ? "" : ", ", name, got, want);
+  };
+  field("arch", std::string(model::arch_name(cfg.arch)), std::string(model::arch_name(c.arch)));
+  field("vocab", cfg.vocab, c.vocab);
+  field("dim", cfg.dim, c.dim);
+  field("n_layers", cfg.n_layers, c.n_layers);
+  field("n_heads", cfg.n_heads, c.n_heads);
+  field("n_kv_heads", cfg.n_kv_heads, c.n_kv_heads);
+  field("head_dim", cfg.head_dim, c.head_dim);
+  field("ffn_dim", cfg.ffn_dim, c.ffn_dim);
+  field("max_seq", cfg.max_seq, c.max_seq);
+  field("tied_embeddings", cfg.tied_embeddings, c.tied_embeddings);
+  field("norm_eps", cfg.norm_eps, c.norm_eps);
+  if (c.arch != model::Arch::Gpt2) field("rope_theta", cfg.rope_theta, c.rope_theta);
+  ASCENT_CHECK(diff.empty(), "{}: the checkpoint's model is not this run's: {}", dir, diff);
   model::WeightSet mo(opt_path);
   model::read_safetensors(opt_path, mo, [](const std::string& n) { return n; });
   std::vector<std::vector<float>> values, m, v;
