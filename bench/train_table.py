@@ -9,7 +9,8 @@ clipped to norm 1 (as ascent train does). Each run takes --steps steps: the firs
   PyTorch  the GPT-2 below in torch.nn, fed windows of 65 tokens read with numpy from the same train.bin; fp32, and
            bf16 as torch.autocast("cpu", torch.bfloat16) around forward and loss. It runs in a subprocess without the
            OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE pins, once per thread count (1 and -t; torch, OpenMP and OpenBLAS
-           all given that many); the best is kept. A step is batch read, forward, backward, clip and AdamW.
+           all given that many); the best is kept. A step is batch read, forward, backward, clip and AdamW. The
+           script stops if torch's sgemm_ is not OpenBLAS's (Debian's reference BLAS is many times slower).
   ascent   `ascent train` at O0 (fp32) and O2 (bf16), recompute none, -t threads; tokens/s and MFU from log.jsonl.
   recompute  ascent O0 with recompute none and full: the planned peak activations (its stderr) and median step time.
 MFU is tokens/s times the trainer's FLOPs per token (6 x matrix parameters, the tied head once, plus 6 x layers x
@@ -49,8 +50,32 @@ DTYPES = {"uint16": "<u2", "int32": "<i4"}
 
 # ---- the peer: runs in its own process (--peer SPEC), prints one JSON line ----
 
+def sgemm_provider(torch):
+    """The file whose sgemm_ torch's matmuls call, after one has run: dladdr of the symbol as libtorch_cpu resolves
+    it. OpenBLAS can be mapped beside the reference BLAS (LAPACK pulls it in), so the mapped names alone do not say."""
+    import ctypes
+
+    a = torch.randn(64, 64)
+    (a @ a).sum().item()
+    with open("/proc/self/maps") as f:
+        mapped = {line.split()[-1] for line in f if len(line.split()) >= 6}
+    torch_cpu = next((p for p in mapped if os.path.basename(p).startswith("libtorch_cpu.so")), None)
+    if torch_cpu is None:
+        sys.exit("train_table: libtorch_cpu.so is not mapped after a torch matmul; cannot tell which BLAS it uses")
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                    ("saddr", ctypes.c_void_p)]
+
+    info = DlInfo()
+    addr = ctypes.cast(ctypes.CDLL(torch_cpu).sgemm_, ctypes.c_void_p)
+    if not ctypes.CDLL(None).dladdr(addr, ctypes.byref(info)) or not info.fname:
+        sys.exit(f"train_table: dladdr found no library for {torch_cpu}'s sgemm_")
+    return os.path.realpath(info.fname.decode())
+
+
 def peer_main(spec):
-    """Trains a fresh GPT-2 per precision with spec's threads; prints tokens/s per timed step and the BLAS mapped."""
+    """Trains a fresh GPT-2 per precision with spec's threads; prints tokens/s per timed step and the BLAS."""
     import numpy as np
     import torch
     import torch.nn as nn
@@ -58,14 +83,10 @@ def peer_main(spec):
 
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(1)
-    a = torch.randn(64, 64)
-    (a @ a).sum().item()
-    mapped = sorted({line.split()[-1] for line in open("/proc/self/maps")
-                     if len(line.split()) >= 6 and "blas" in os.path.basename(line.split()[-1])})
-    openblas = [p for p in mapped if "openblas" in p]
-    if not openblas:
-        sys.exit(f"train_table: torch mapped no OpenBLAS ({', '.join(mapped) or 'no BLAS library'}): the reference "
-                 "BLAS would make the peer many times slower; install libopenblas0-pthread (scripts/setup.sh --test)")
+    blas = sgemm_provider(torch)
+    if "openblas" not in blas:
+        sys.exit(f"train_table: torch's sgemm_ comes from {blas}, not OpenBLAS: the reference BLAS would make the "
+                 "peer many times slower; install libopenblas0-pthread (scripts/setup.sh --test)")
 
     C, L, H, S, V = spec["dim"], spec["n_layers"], spec["n_heads"], spec["max_seq"], spec["vocab"]
     B, T = spec["batch"], spec["seq"]
@@ -113,7 +134,7 @@ def peer_main(spec):
         w = torch.from_numpy(np.stack([data[s:s + T + 1] for s in starts]).astype(np.int64))
         return w[:, :-1], w[:, 1:]
 
-    out = {"threads": spec["threads"], "blas": openblas[0], "torch": torch.__version__}
+    out = {"threads": spec["threads"], "blas": blas, "torch": torch.__version__}
     for prec in ("fp32", "bf16"):
         model = GPT2()
         out["params"] = sum(p.numel() for p in model.parameters())
@@ -278,7 +299,7 @@ def main():
     print()
     print(f"roofline (ascent doctor -t {args.threads}): FP32 {peaks['fp32']:.1f} GFLOP/s, BF16 "
           f"{fmt(peaks['bf16'])} GFLOP/s")
-    print(f"peer: torch {peers[0]['torch']}, BLAS {peers[0]['blas']}; removed from its environment: "
+    print(f"peer: torch {peers[0]['torch']}, sgemm_ from {peers[0]['blas']}; removed from its environment: "
           f"{', '.join(pinned) or 'nothing (no OpenBLAS pins set)'}")
     print(f"model: gpt2 {L} layers x {C} wide, {shape['n_heads']} heads, vocab {data['vocab']}, {torch_params} "
           f"parameters (both); batch {shape['batch']} x {T} tokens; {shape['steps']} steps per run, the first "
