@@ -7,7 +7,7 @@
 // Training graphs differ from generation in three places: Attention is causal self-attention within each sequence of
 // the batch (no KV cache), LastRow keeps every row, and the output MatMul is replaced by the fused LM head and
 // cross-entropy, so the (rows, vocab) logits are never held whole.
-//
+
 // Recompute (activation checkpointing): `Full` keeps only the values that cross a layer boundary (the residual
 // stream) and recomputes the rest of a layer when its backward needs it; `Selective` keeps matmul and attention
 // outputs and recomputes the cheap ones (norms, scales, RoPE, activations). A value that must be recomputed is rebuilt
@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <string>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ascent/graph/ir.h"

@@ -4,6 +4,7 @@
 //   forward   y (T, N)  = x (T, K) @ W (N, K)^T      sgemm(false, true,  T, N, K, x, K, W, K, 0, y, N)
 //   input     dx (T, K) = dy (T, N) @ W (N, K)       sgemm(false, false, T, K, N, dy, N, W, K, 0, dx, K)
 //   weight    dW (N, K) += dy (T, N)^T @ x (T, K)    sgemm(true, false,  N, K, T, dy, N, x, K, 1, dW, K)
+
 // Summation order, the same in every variant (ref, AVX2, AVX-512), for any thread count and any M or N: each
 // element starts as s = beta * c (0 when beta = 0) and takes s = fma(a_ik, b_kj, s) for k = 0, 1, ..., K - 1, one
 // rounding per step. So every variant gives the same bits, and row i of C does not depend on the other rows in the
