@@ -62,6 +62,24 @@ std::pair<std::string, std::string> tokenizer_blob(const Model& m, const std::st
   if (m.format() == Format::HuggingFace) {
     const fs::path p = fs::path(m.weights().source()) / "tokenizer.json";
     if (fs::exists(p)) return {read_file(p.string()), "tokenizer.json"};
+    // A folder with another vocabulary (GPT-2's encoder.json + vocab.bpe, a tokenizer.model): embedded as a
+    // vocabulary-only GGUF in llama.cpp's keys, which every loader reads.
+    const FoundVocab found = find_vocab({.format = m.format(),
+                                         .path = m.path(),
+                                         .source = m.weights().source(),
+                                         .vocab_size = m.config().vocab,
+                                         .gguf = nullptr,
+                                         .embedded = nullptr},
+                                        "");
+    if (!found.from.empty()) {
+      GgufWriter vw;
+      add_gguf_vocab(vw, found, m.config().vocab, out);
+      const std::string tmp = out + ".vocab.gguf";
+      vw.write(tmp);
+      std::string bytes = read_file(tmp);
+      fs::remove(tmp);
+      return {bytes, "gguf"};
+    }
   }
   if (m.format() == Format::Llama2c) {
     const fs::path p = fs::path(m.path()).parent_path() / "tokenizer.bin";
