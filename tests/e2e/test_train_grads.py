@@ -164,6 +164,24 @@ def check_model(name, folder, B, T):
 
 
 check_model("story-656K", os.path.join(SHARED, "models", "story-656K"), 3, 11)
+
+# Fine-tuning from a GGUF file, whose Q and K rows are permuted for interleaved RoPE: the trainer brings them back to
+# Hugging Face's order, so its loss and gradients equal those from the HF folder above (checked against autograd).
+gguf = os.path.join(DIR, "story.gguf")
+r = subprocess.run([os.environ.get("ASCENT_BIN", os.path.join(os.path.dirname(TRAIN_RUNNER), "..", "ascent")),
+                    "convert", "-m", os.path.join(SHARED, "models", "story-656K"), "-o", gguf, "--type", "f32"],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"story-656K converts to GGUF ({r.stderr.strip()[-100:]})")
+tokens, targets, tp, gp = batch(2048, 2, 9)
+outs = []
+for m in (os.path.join(SHARED, "models", "story-656K"), gguf):
+    out = os.path.join(DIR, os.path.basename(m) + "-grads.safetensors")
+    r = runner("grads", m, out, tp, gp)
+    outs.append((float(r.stdout.split()[1]) if r.returncode == 0 else None, read_safetensors(out) if r.returncode == 0 else {}))
+check(outs[0][0] is not None and outs[0][0] == outs[1][0], f"from GGUF: the same loss as from the HF folder ({outs[1][0]})")
+worst = max(((rel(outs[1][1][n], g), n) for n, g in outs[0][1].items() if n in outs[1][1]), default=(float("inf"), "-"))
+check(sorted(outs[0][1]) == sorted(outs[1][1]) and worst[0] < 1e-5,
+      f"from GGUF: the same gradients under the same HF names (worst {worst[1]}: {worst[0]:.1e})")
 check_model("gpt2-tiny", gpt2_model(), 2, 13)
 check_model("qwen3-tiny", qwen3_model(), 3, 9)
 finish()

@@ -125,15 +125,40 @@ ParamSet ParamSet::init(const model::ModelConfig& c, uint64_t seed) {
   return s;
 }
 
-ParamSet ParamSet::from_weights(const model::ModelConfig& c, const model::WeightSet& w) {
+ParamSet ParamSet::from_weights(model::ModelConfig& c, const model::WeightSet& w) {
   ParamSet s;
+  // Interleaved-RoPE files (GGUF llama, llama2.c) hold Q and K rows permuted so pairs (2i, 2i + 1) rotate together.
+  // They come back to Hugging Face's order (pairs (i, i + D/2)), what checkpoints are written in: file row
+  // (h, 2i + a) is row (h, a * D/2 + i).
+  const bool unpermute = c.rope_style == RopeStyle::Interleaved;
   for (const auto& [name, shape] : weight_shapes(c)) {
     const Tensor& src = w.get(name, shape);
     Tensor t = make_owned(DType::F32, shape);
     auto* v = static_cast<float*>(const_cast<void*>(t.data));
-    for (int64_t r = 0; r < src.rows(); ++r) row_to_f32(src, r, v + r * src.shape.back());
+    const int64_t K = shape.size() == 2 ? shape[1] : 1;
+    const bool q = ends_with(name, "attn_q.weight") || ends_with(name, "attn_q.bias");
+    const bool k = ends_with(name, "attn_k.weight") || ends_with(name, "attn_k.bias");
+    const int64_t heads = q ? c.n_heads : c.n_kv_heads, D = c.head_dim;
+    std::vector<float> vec;
+    if (shape.size() == 1) {
+      vec.resize(static_cast<size_t>(shape[0]));
+      row_to_f32(src, 0, vec.data());
+    }
+    for (int64_t r = 0; r < shape[0]; ++r) {
+      int64_t to = r;
+      if (unpermute && (q || k) && r < heads * D) {
+        const int64_t h = r / D, i = r % D / 2, a = r % 2;
+        to = h * D + a * (D / 2) + i;
+      }
+      if (shape.size() == 2) {
+        row_to_f32(src, r, v + to * K);
+      } else {
+        v[to] = vec[static_cast<size_t>(r)];
+      }
+    }
     s.add(name, std::move(t), is_decayed(name, shape));
   }
+  c.rope_style = RopeStyle::Half;
   s.build_view(c);
   return s;
 }

@@ -28,8 +28,9 @@ class ParamSet {
   // projections (attn_output, ffn_down) scaled by 1/sqrt(2 * layers) as GPT-2 does, norms 1, biases 0; drawn from a
   // generator seeded by `seed`, in the parameters' name order, so a seed gives the same model everywhere.
   static ParamSet init(const model::ModelConfig& c, uint64_t seed);
-  // f32 copies of loaded weights (fine-tuning): every tensor the graph uses, whatever its stored type.
-  static ParamSet from_weights(const model::ModelConfig& c, const model::WeightSet& w);
+  // f32 copies of loaded weights (fine-tuning): every tensor the graph uses, whatever its stored type. Q and K rows of
+  // an interleaved-RoPE file are brought to Hugging Face's order, and c's rope_style with them.
+  static ParamSet from_weights(model::ModelConfig& c, const model::WeightSet& w);
 
   ParamSet() = default;
   ParamSet(ParamSet&&) = default;

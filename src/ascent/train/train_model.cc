@@ -19,6 +19,12 @@ TrainModel::TrainModel(model::ModelConfig c, ParamSet p, graph::Recompute recomp
       recompute);
 }
 
+int64_t TrainModel::planned_peak_bytes(graph::Recompute r, int64_t batch, int64_t seq) {
+  graph::Autodiff a(
+      graph_, [](const Tensor*) -> float* { return nullptr; }, r);
+  return a.planned_peak_bytes(batch, seq);
+}
+
 model::WeightSet TrainModel::grads() {
   model::WeightSet g("gradients");
   for (Param& p : params_.params()) {
@@ -39,7 +45,8 @@ std::unique_ptr<TrainModel> load_train_model(const std::string& path, graph::Rec
   std::unique_ptr<model::GgufFile> gguf;
   model::read_checkpoint(path, format, cfg, w, gguf);
   model::finalize_weights(cfg, w);
-  return std::make_unique<TrainModel>(cfg, ParamSet::from_weights(cfg, w), recompute);
+  ParamSet p = ParamSet::from_weights(cfg, w);
+  return std::make_unique<TrainModel>(cfg, std::move(p), recompute);
 }
 
 }  // namespace ascent::train

@@ -22,6 +22,8 @@ class TrainModel {
   const model::ModelConfig& config() const { return cfg_; }
   ParamSet& params() { return params_; }
   graph::Autodiff& autodiff() { return *autodiff_; }
+  // The peak activation memory a step of batch x seq would plan under another recompute setting.
+  int64_t planned_peak_bytes(graph::Recompute r, int64_t batch, int64_t seq);
   // The gradients as f32 views under the parameters' names (for writers: model/hf_writer.h).
   model::WeightSet grads();
 

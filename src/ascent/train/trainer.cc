@@ -185,6 +185,14 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       model::arch_name(mc.arch), mc.n_layers, mc.dim, params.count(), B, T, c.grad_accum, precision_name(c.precision),
       graph::recompute_name(c.recompute), static_cast<double>(m->autodiff().planned_peak_bytes(B, T)) / (1 << 20),
       threads);
+  {
+    std::string peaks;
+    for (graph::Recompute r : {graph::Recompute::None, graph::Recompute::Selective, graph::Recompute::Full}) {
+      peaks += fmt::format("{}{} {:.1f} MiB", peaks.empty() ? "" : ", ", graph::recompute_name(r),
+                           static_cast<double>(m->planned_peak_bytes(r, B, T)) / (1 << 20));
+    }
+    say("the planner's peak activations by recompute setting: {}", peaks);
+  }
 
   std::vector<int32_t> in(static_cast<size_t>(B * T)), tgt(static_cast<size_t>(B * T));
   auto validate = [&]() -> double {
