@@ -11,7 +11,7 @@ ASCENT_REQUIRE_ISA ?= $(shell sh scripts/required_isa.sh)
 export ASCENT_REQUIRE_ISA
 
 .PHONY: setup setup-test build-program build build-asan build-fuzz test test-release test-asan test-fuzz fuzz demo demo-run format \
-	clean
+	clean recipe
 
 setup:
 	bash scripts/setup.sh
@@ -65,6 +65,20 @@ demo-run:
 	  echo "demo: $(SHARED)/models/stories260K is missing; run: $(ASCENT) generate -m MODEL -p 'Once upon a time'"; \
 	  exit 1; \
 	fi
+
+# The training recipe (README: From text to a served model): the two corpora tokenized, examples/shakespeare-llama.yaml
+# trained from scratch into runs/shakespeare-llama (a previous run there is removed first), its final validation loss
+# checked against RECIPE_VAL_LOSS, and a generation from the checkpoint.
+RECIPE_VAL_LOSS ?= 3.05
+RECIPE_OUT = runs/shakespeare-llama
+recipe: build-program
+	$(ASCENT) data prepare --input $(SHARED)/corpora/tinyshakespeare.txt $(SHARED)/corpora/kjv-bible.txt \
+	  --tokenizer $(SHARED)/models/story-656K --out runs/corpora-data
+	rm -rf $(RECIPE_OUT)
+	$(ASCENT) train examples/shakespeare-llama.yaml
+	python3 -c 'import json, sys; v = [json.loads(l)["val_loss"] for l in open("$(RECIPE_OUT)/log.jsonl") if "val_loss" in l][-1]; \
+	  print(f"recipe: final validation loss {v:.4f} (stated: at most $(RECIPE_VAL_LOSS))"); sys.exit(v > $(RECIPE_VAL_LOSS))'
+	$(ASCENT) generate -m $(RECIPE_OUT)/checkpoints/step-00000600 -p "KING HENRY:" -n 60 --temp 0.8 --seed 1
 
 format: setup-test
 	clang-format -i $$(git ls-files '*.cc' '*.h')

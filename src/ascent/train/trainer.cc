@@ -284,10 +284,15 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       say("checkpoint {}", dir);
     }
   }
+  if (st.step == first_step) {
+    say("nothing to do: the run in {} has already taken its {} steps", c.output, c.steps);
+    return;
+  }
   write_loss_plot((fs::path(c.output) / "loss.svg").string(), train_curve, val_curve);
   for (const auto& [op, sec] : m->autodiff().op_seconds()) log::debug("{:>40}: {:8.3f} s", op, sec);
   if (o.progress) std::fprintf(stderr, "\n");
-  say("done: {} steps, last loss {:.4f}, final checkpoint {}", st.step, last_loss, latest_checkpoint(ckroot));
+  say("done: {} steps ({} of them in {}), last loss {:.4f}, final checkpoint {}", st.step, st.step - first_step,
+      duration(seconds_since(run_start)), last_loss, latest_checkpoint(ckroot));
 }
 
 }  // namespace ascent::train
