@@ -6,12 +6,12 @@ import re
 from common import check, finish, run
 
 COMMANDS = ["generate", "info", "perplexity", "doctor", "convert", "tokenize", "logits", "chat-template", "profile",
-            "bench", "quantize", "serve", "loadtest", "data"]
+            "bench", "quantize", "serve", "loadtest", "data", "train"]
 
 
 def main():
     listed = "(commands: " + ", ".join(COMMANDS) + ")"
-    for args in (["train"], ["train", "--help"], ["train", "-h"], ["generat", "-m", "x"], ["--help", "train"],
+    for args in (["prune"], ["prune", "--help"], ["prune", "-h"], ["generat", "-m", "x"], ["--help", "prune"],
                  ["server", "--port", "8080"]):
         r = run(args, timeout=60)
         want = f"ascent: error: unknown command '{args[0] if args[0] != '--help' else args[1]}' {listed}"
