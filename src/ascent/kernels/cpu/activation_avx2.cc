@@ -1,6 +1,6 @@
 // AVX2 SiLU and SwiGLU rows: the reference's expression x / (1 + e^-x) (times up) with an 8-lane exp
 // (simd_avx2.h, about 1 ulp) and an exact division. The unfused graph ops and the fused matmul + SwiGLU call the same
-// row function.
+// row function. Also GELU (tanh) forward and backward, as row_ops.h describes.
 #include <immintrin.h>
 
 #include "ascent/kernels/cpu/row_ops.h"
@@ -16,6 +16,29 @@ namespace {
 inline __m256 silu8(__m256 x) {
   const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// GELU's 0.5 (1 + tanh(u)) = 1 / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3): e^-2u is returned. Where it
+// overflows (x below about -9) the quotients below give 0 and -0, as the limits are; NaN stays NaN.
+inline __m256 gelu_exp8(__m256 x) {
+  const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), _mm256_mul_ps(x, x)), x, x);
+  return exp8(_mm256_mul_ps(inner, _mm256_set1_ps(-2.0f * 0.7978845608028654f)));
+}
+
+inline __m256 gelu8(__m256 x) {
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), gelu_exp8(x)));
+}
+
+// d/dx of x s(x), s = 1 / (1 + e^-2u): s + 2 x s (1 - s) u'(x), u' = sqrt(2/pi) (1 + 3 0.044715 x^2). 1 - s is
+// taken as e^-2u s where s is near 1 (e^-2u < 1), so that it keeps its relative precision.
+inline __m256 gelu_grad8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f), e = gelu_exp8(x);
+  const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  const __m256 oms = _mm256_blendv_ps(_mm256_sub_ps(one, s), _mm256_mul_ps(e, s), _mm256_cmp_ps(e, one, _CMP_LT_OQ));
+  const __m256 du = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                  _mm256_fmadd_ps(_mm256_set1_ps(3.0f * 0.044715f), _mm256_mul_ps(x, x), one));
+  const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(x, x), s), oms);
+  return _mm256_fmadd_ps(t, du, s);
 }
 
 inline __m256i tail_mask8(int64_t left) {
@@ -42,6 +65,28 @@ void swiglu_row_avx2(const float* gate, const float* up, int64_t n, float* y) {
   if (i < n) {
     const __m256i m = tail_mask8(n - i);
     _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(silu8(_mm256_maskload_ps(gate + i, m)), _mm256_maskload_ps(up + i, m)));
+  }
+}
+
+void gelu_tanh_row_avx2(const float* x, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    _mm256_maskstore_ps(y + i, m, gelu8(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
+void gelu_tanh_backward_row_avx2(const float* x, const float* dy, int64_t n, float* dx) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(dy + i);
+    _mm256_storeu_ps(dx + i, _mm256_mul_ps(g, gelu_grad8(_mm256_loadu_ps(x + i))));
+  }
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    const __m256 g = _mm256_maskload_ps(dy + i, m);
+    _mm256_maskstore_ps(dx + i, m, _mm256_mul_ps(g, gelu_grad8(_mm256_maskload_ps(x + i, m))));
   }
 }
 

@@ -1,6 +1,7 @@
 // AVX-512 SiLU and SwiGLU rows: the reference's expression x / (1 + e^-x) (times up) with a vector exp
 // (simd_avx512.h, about 1 ulp) and an exact division. The unfused graph ops and the fused matmul + SwiGLU call the
-// same row function, so switching fusion off leaves results bitwise unchanged.
+// same row function, so switching fusion off leaves results bitwise unchanged. Also GELU (tanh) forward and backward,
+// as row_ops.h describes.
 #include <immintrin.h>
 
 #include "ascent/kernels/cpu/row_ops.h"
@@ -23,6 +24,25 @@ inline __m512 silu16(__m512 x) {
   return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+// GELU's 0.5 (1 + tanh(u)) = 1 / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3): e^-2u is returned. Where it
+// overflows (x below about -9) the quotients below give 0 and -0, as the limits are; NaN stays NaN.
+inline __m512 gelu_exp16(__m512 x) {
+  const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), _mm512_mul_ps(x, x)), x, x);
+  return exp_ps(_mm512_mul_ps(inner, _mm512_set1_ps(-2.0f * 0.7978845608028654f)));
+}
+
+// d/dx of x s(x), s = 1 / (1 + e^-2u): s + 2 x s (1 - s) u'(x), u' = sqrt(2/pi) (1 + 3 0.044715 x^2). 1 - s is
+// taken as e^-2u s where s is near 1 (e^-2u < 1), so that it keeps its relative precision.
+inline __m512 gelu_grad16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f), e = gelu_exp16(x);
+  const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+  const __m512 oms = _mm512_mask_mul_ps(_mm512_sub_ps(one, s), _mm512_cmp_ps_mask(e, one, _CMP_LT_OQ), e, s);
+  const __m512 du = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                  _mm512_fmadd_ps(_mm512_set1_ps(3.0f * 0.044715f), _mm512_mul_ps(x, x), one));
+  const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(x, x), s), oms);
+  return _mm512_fmadd_ps(t, du, s);
+}
+
 inline __mmask16 tail_mask(int64_t left) {
   return static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
 }
@@ -41,6 +61,22 @@ void swiglu_row_avx512(const float* gate, const float* up, int64_t n, float* y) 
     const __mmask16 m = tail_mask(n - i);
     const __m512 g = silu16(_mm512_maskz_loadu_ps(m, gate + i));
     _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+void gelu_tanh_row_avx512(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), gelu_exp16(v))));
+  }
+}
+
+void gelu_tanh_backward_row_avx512(const float* x, const float* dy, int64_t n, float* dx) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, dy + i);
+    _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(g, gelu_grad16(_mm512_maskz_loadu_ps(m, x + i))));
   }
 }
 

@@ -45,4 +45,38 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* y) {
   }
 }
 
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+}  // namespace
+
+void gelu_tanh_row(const float* x, int64_t n, float* y) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return gelu_tanh_row_avx512(x, n, y);
+    case Isa::Avx2:
+      return gelu_tanh_row_avx2(x, n, y);
+    case Isa::Ref:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+      }
+  }
+}
+
+void gelu_tanh_backward_row(const float* x, const float* dy, int64_t n, float* dx) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return gelu_tanh_backward_row_avx512(x, dy, n, dx);
+    case Isa::Avx2:
+      return gelu_tanh_backward_row_avx2(x, dy, n, dx);
+    case Isa::Ref:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i], g = dy[i];  // g read before dx[i] is written: dx may alias dy
+        const float th = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+        const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = g * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
+      }
+  }
+}
+
 }  // namespace ascent::kernels
