@@ -1,6 +1,6 @@
 // AVX2 SiLU and SwiGLU rows: the reference's expression x / (1 + e^-x) (times up) with an 8-lane exp
 // (simd_avx2.h, about 1 ulp) and an exact division. The unfused graph ops and the fused matmul + SwiGLU call the same
-// row function. Also GELU (tanh) forward and backward, as row_ops.h describes.
+// row function. Also GELU (tanh) forward and backward and SwiGLU's backward, as row_ops.h describes.
 #include <immintrin.h>
 
 #include "ascent/kernels/cpu/row_ops.h"
@@ -39,6 +39,19 @@ inline __m256 gelu_grad8(__m256 x) {
                                   _mm256_fmadd_ps(_mm256_set1_ps(3.0f * 0.044715f), _mm256_mul_ps(x, x), one));
   const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(x, x), s), oms);
   return _mm256_fmadd_ps(t, du, s);
+}
+
+// SwiGLU's gradients for one vector: dgate = d u silu'(g), dup = d silu(g).
+inline void swiglu_grad8(__m256 g, __m256 u, __m256 d, __m256* dgate, __m256* dup) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  // silu' = sig (1 + g (1 - sig)), 1 - sig taken as e^-g sig where sig is near 1, as in gelu_grad8.
+  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  const __m256 oms =
+      _mm256_blendv_ps(_mm256_sub_ps(one, sig), _mm256_mul_ps(e, sig), _mm256_cmp_ps(e, one, _CMP_LT_OQ));
+  const __m256 dsilu = _mm256_mul_ps(sig, _mm256_fmadd_ps(g, oms, one));
+  *dgate = _mm256_mul_ps(_mm256_mul_ps(d, u), dsilu);
+  *dup = _mm256_mul_ps(d, _mm256_mul_ps(g, sig));
 }
 
 inline __m256i tail_mask8(int64_t left) {
@@ -87,6 +100,25 @@ void gelu_tanh_backward_row_avx2(const float* x, const float* dy, int64_t n, flo
     const __m256i m = tail_mask8(n - i);
     const __m256 g = _mm256_maskload_ps(dy + i, m);
     _mm256_maskstore_ps(dx + i, m, _mm256_mul_ps(g, gelu_grad8(_mm256_maskload_ps(x + i, m))));
+  }
+}
+
+void swiglu_backward_row_avx2(const float* gate, const float* up, const float* dy, int64_t n, float* dgate,
+                              float* dup) {
+  // All three inputs are read before either store: both outputs may alias dy.
+  __m256 dg, du;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    swiglu_grad8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i), _mm256_loadu_ps(dy + i), &dg, &du);
+    _mm256_storeu_ps(dgate + i, dg);
+    _mm256_storeu_ps(dup + i, du);
+  }
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    swiglu_grad8(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m), _mm256_maskload_ps(dy + i, m), &dg,
+                 &du);
+    _mm256_maskstore_ps(dgate + i, m, dg);
+    _mm256_maskstore_ps(dup + i, m, du);
   }
 }
 

@@ -1,7 +1,7 @@
 // AVX-512 SiLU and SwiGLU rows: the reference's expression x / (1 + e^-x) (times up) with a vector exp
 // (simd_avx512.h, about 1 ulp) and an exact division. The unfused graph ops and the fused matmul + SwiGLU call the
-// same row function, so switching fusion off leaves results bitwise unchanged. Also GELU (tanh) forward and backward,
-// as row_ops.h describes.
+// same row function, so switching fusion off leaves results bitwise unchanged. Also GELU (tanh) forward and backward
+// and SwiGLU's backward, as row_ops.h describes.
 #include <immintrin.h>
 
 #include "ascent/kernels/cpu/row_ops.h"
@@ -77,6 +77,24 @@ void gelu_tanh_backward_row_avx512(const float* x, const float* dy, int64_t n, f
     const __mmask16 m = tail_mask(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, dy + i);
     _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(g, gelu_grad16(_mm512_maskz_loadu_ps(m, x + i))));
+  }
+}
+
+void swiglu_backward_row_avx512(const float* gate, const float* up, const float* dy, int64_t n, float* dgate,
+                                float* dup) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    // All three read before either store: both outputs may alias dy.
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i),
+                 d = _mm512_maskz_loadu_ps(m, dy + i);
+    // silu' = sig (1 + g (1 - sig)), 1 - sig taken as e^-g sig where sig is near 1, as in gelu_grad16.
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    const __m512 oms = _mm512_mask_mul_ps(_mm512_sub_ps(one, sig), _mm512_cmp_ps_mask(e, one, _CMP_LT_OQ), e, sig);
+    const __m512 dsilu = _mm512_mul_ps(sig, _mm512_fmadd_ps(g, oms, one));
+    _mm512_mask_storeu_ps(dgate + i, m, _mm512_mul_ps(_mm512_mul_ps(d, u), dsilu));
+    _mm512_mask_storeu_ps(dup + i, m, _mm512_mul_ps(d, _mm512_mul_ps(g, sig)));
   }
 }
 

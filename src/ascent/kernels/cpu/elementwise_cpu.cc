@@ -58,14 +58,8 @@ void swiglu_forward(const float* gate, const float* up, int64_t n, float* y) {
 }
 
 void swiglu_backward(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup) {
-  for_each_chunk(n, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
-      const float g = gate[i], u = up[i], d = dy[i];  // all read before either output: both may alias dy
-      const float sig = 1.0f / (1.0f + std::exp(-g));
-      dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
-      dup[i] = d * (g * sig);
-    }
-  });
+  for_each_chunk(
+      n, [&](int64_t a, int64_t b) { swiglu_backward_row(gate + a, up + a, dy + a, b - a, dgate + a, dup + a); });
 }
 
 void add_forward(const float* a, const float* b, int64_t n, float* y) {

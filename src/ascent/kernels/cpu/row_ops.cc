@@ -79,4 +79,20 @@ void gelu_tanh_backward_row(const float* x, const float* dy, int64_t n, float* d
   }
 }
 
+void swiglu_backward_row(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return swiglu_backward_row_avx512(gate, up, dy, n, dgate, dup);
+    case Isa::Avx2:
+      return swiglu_backward_row_avx2(gate, up, dy, n, dgate, dup);
+    case Isa::Ref:
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i], u = up[i], d = dy[i];  // all read before either output: both may alias dy
+        const float sig = 1.0f / (1.0f + std::exp(-g));
+        dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
+        dup[i] = d * (g * sig);
+      }
+  }
+}
+
 }  // namespace ascent::kernels

@@ -2,7 +2,8 @@
 // - widening a stored row to f32 and rounding one to f16, every variant bitwise the reference's;
 // - the SiLU / SwiGLU activations. The SIMD variants use a vector exp: within 2 ulp of the reference, and the same
 //   bits wherever the same ISA runs them, fused or not;
-// - GELU (tanh) forward and backward. The SIMD variants take 0.5 (1 + tanh(u)) as 1 / (1 + e^-2u): no tanh,
+// - GELU (tanh) forward and backward, and SwiGLU's backward. The SIMD variants take 0.5 (1 + tanh(u)) as 1 / (1 +
+// e^-2u): no tanh,
 //   and none of the reference's cancellation in 1 + tanh(u) for negative x, so they lie nearer float64 than the
 //   reference does (GELU within 13 ulp where |y| >= 1e-3; the reference, 435). An element's result depends only on
 //   its inputs and the ISA, so any split across threads gives the same bits.
@@ -23,8 +24,11 @@ void silu_row_avx512(const float* x, int64_t n, float* y);
 void swiglu_row_avx512(const float* gate, const float* up, int64_t n, float* y);
 void gelu_tanh_row_avx2(const float* x, int64_t n, float* y);
 void gelu_tanh_backward_row_avx2(const float* x, const float* dy, int64_t n, float* dx);
+void swiglu_backward_row_avx2(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup);
 void gelu_tanh_row_avx512(const float* x, int64_t n, float* y);
 void gelu_tanh_backward_row_avx512(const float* x, const float* dy, int64_t n, float* dx);
+void swiglu_backward_row_avx512(const float* gate, const float* up, const float* dy, int64_t n, float* dgate,
+                                float* dup);
 
 // Dispatching entry points used by the kernels.
 void widen_row(DType t, const void* src, float* dst, int64_t n);
@@ -38,6 +42,8 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* y);
 void gelu_tanh_row(const float* x, int64_t n, float* y);
 // dx = dy * gelu_tanh'(x); dx may alias dy.
 void gelu_tanh_backward_row(const float* x, const float* dy, int64_t n, float* dx);
+// swiglu_row's gradients: dgate = dy * up * silu'(gate), dup = dy * silu(gate). Either may alias dy.
+void swiglu_backward_row(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup);
 
 // Every cache line of the `bytes` at p requested at once into L1, for data another core just wrote. Examples: the
 // caller's quantized activations in a decode matmul, or a matmul's outputs before the norm or SwiGLU that reads
