@@ -3,6 +3,8 @@
 // row function. Also GELU (tanh) forward and backward and SwiGLU's backward, as row_ops.h describes.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "ascent/kernels/cpu/row_ops.h"
 
 #pragma GCC push_options
@@ -120,6 +122,41 @@ void swiglu_backward_row_avx2(const float* gate, const float* up, const float* d
     _mm256_maskstore_ps(dgate + i, m, dg);
     _mm256_maskstore_ps(dup + i, m, du);
   }
+}
+
+double cross_entropy_row_avx2(float* z, int64_t V, int32_t target, float loss_scale, bool grad) {
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  // Elements i .. i + 7 of z, -inf past the row (so its e^(z - m) is 0).
+  const auto load = [&](int64_t i) {
+    if (i + 8 <= V) return _mm256_loadu_ps(z + i);
+    const __m256i k = tail_mask8(V - i);
+    return _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(z + i, k), _mm256_castsi256_ps(k));
+  };
+  __m256 mx = neg_inf;
+  for (int64_t i = 0; i < V; i += 8) mx = _mm256_max_ps(mx, load(i));
+  const float m = hmax8(mx);
+  const float zt = z[target];
+  // e^(z - m) in f32, summed in double in a fixed order; kept in z for the gradient.
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (int64_t i = 0; i < V; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(load(i), _mm256_set1_ps(m)));
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    if (grad) _mm256_maskstore_ps(z + i, tail_mask8(V - i), e);
+  }
+  const __m256d s = _mm256_add_pd(s0, s1);
+  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+  const double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  if (grad) {
+    const double et = z[target];
+    const __m256 c = _mm256_set1_ps(static_cast<float>(loss_scale / sum));
+    for (int64_t i = 0; i < V; i += 8) {
+      const __m256i k = tail_mask8(V - i);
+      _mm256_maskstore_ps(z + i, k, _mm256_mul_ps(c, _mm256_maskload_ps(z + i, k)));
+    }
+    z[target] = static_cast<float>(loss_scale * (et / sum - 1.0));
+  }
+  return std::log(sum) + m - zt;
 }
 
 }  // namespace ascent::kernels

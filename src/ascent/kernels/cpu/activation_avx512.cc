@@ -4,6 +4,8 @@
 // and SwiGLU's backward, as row_ops.h describes.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "ascent/kernels/cpu/row_ops.h"
 
 #pragma GCC push_options
@@ -96,6 +98,34 @@ void swiglu_backward_row_avx512(const float* gate, const float* up, const float*
     _mm512_mask_storeu_ps(dgate + i, m, _mm512_mul_ps(_mm512_mul_ps(d, u), dsilu));
     _mm512_mask_storeu_ps(dup + i, m, _mm512_mul_ps(d, _mm512_mul_ps(g, sig)));
   }
+}
+
+double cross_entropy_row_avx512(float* z, int64_t V, int32_t target, float loss_scale, bool grad) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  __m512 mx = neg_inf;
+  for (int64_t i = 0; i < V; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(neg_inf, tail_mask(V - i), z + i));
+  const float m = _mm512_reduce_max_ps(mx);
+  const float zt = z[target];
+  // e^(z - m) in f32 (lanes past the row: e^-inf = 0), summed in double in a fixed order; kept in z for the gradient.
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < V; i += 16) {
+    const __mmask16 k = tail_mask(V - i);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, k, z + i), _mm512_set1_ps(m)));
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    if (grad) _mm512_mask_storeu_ps(z + i, k, e);
+  }
+  const double sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+  if (grad) {
+    const double et = z[target];
+    const __m512 c = _mm512_set1_ps(static_cast<float>(loss_scale / sum));
+    for (int64_t i = 0; i < V; i += 16) {
+      const __mmask16 k = tail_mask(V - i);
+      _mm512_mask_storeu_ps(z + i, k, _mm512_mul_ps(c, _mm512_maskz_loadu_ps(k, z + i)));
+    }
+    z[target] = static_cast<float>(loss_scale * (et / sum - 1.0));
+  }
+  return std::log(sum) + m - zt;
 }
 
 }  // namespace ascent::kernels

@@ -1,5 +1,6 @@
 #include "ascent/kernels/cpu/row_ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ascent/kernels/cpu/isa.h"
@@ -93,6 +94,29 @@ void swiglu_backward_row(const float* gate, const float* up, const float* dy, in
         dup[i] = d * (g * sig);
       }
   }
+}
+
+double cross_entropy_row(float* z, int64_t V, int32_t target, float loss_scale, bool grad) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return cross_entropy_row_avx512(z, V, target, loss_scale, grad);
+    case Isa::Avx2:
+      return cross_entropy_row_avx2(z, V, target, loss_scale, grad);
+    case Isa::Ref:
+      break;
+  }
+  const float mx = *std::max_element(z, z + V);
+  double sum = 0.0;
+  for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(z[j]) - mx);
+  const double loss = std::log(sum) + mx - z[target];
+  if (grad) {
+    const double inv = 1.0 / sum;
+    for (int64_t j = 0; j < V; ++j) {
+      const double pj = std::exp(static_cast<double>(z[j]) - mx) * inv;
+      z[j] = static_cast<float>(loss_scale * (pj - (j == target ? 1.0 : 0.0)));
+    }
+  }
+  return loss;
 }
 
 }  // namespace ascent::kernels

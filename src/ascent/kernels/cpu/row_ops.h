@@ -7,6 +7,8 @@
 //   and none of the reference's cancellation in 1 + tanh(u) for negative x, so they lie nearer float64 than the
 //   reference does (GELU within 13 ulp where |y| >= 1e-3; the reference, 435). An element's result depends only on
 //   its inputs and the ISA, so any split across threads gives the same bits.
+// - one row of the LM head's cross-entropy: softmax, loss and dlogits in place (cross_entropy_row). The SIMD
+//   variants take e^(z - max) in f32 with the vector exp and sum it in double, as the reference sums its double exps.
 // And prefetch_span, a row's lines requested at once.
 #pragma once
 
@@ -29,6 +31,8 @@ void gelu_tanh_row_avx512(const float* x, int64_t n, float* y);
 void gelu_tanh_backward_row_avx512(const float* x, const float* dy, int64_t n, float* dx);
 void swiglu_backward_row_avx512(const float* gate, const float* up, const float* dy, int64_t n, float* dgate,
                                 float* dup);
+double cross_entropy_row_avx2(float* z, int64_t V, int32_t target, float loss_scale, bool grad);
+double cross_entropy_row_avx512(float* z, int64_t V, int32_t target, float loss_scale, bool grad);
 
 // Dispatching entry points used by the kernels.
 void widen_row(DType t, const void* src, float* dst, int64_t n);
@@ -44,6 +48,9 @@ void gelu_tanh_row(const float* x, int64_t n, float* y);
 void gelu_tanh_backward_row(const float* x, const float* dy, int64_t n, float* dx);
 // swiglu_row's gradients: dgate = dy * up * silu'(gate), dup = dy * silu(gate). Either may alias dy.
 void swiglu_backward_row(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup);
+// The loss -log softmax(z)[target] of one row of logits z (V), target in [0, V); with grad, z is replaced by
+// d(loss_scale * loss) / dz = loss_scale * (softmax(z) - onehot(target)).
+double cross_entropy_row(float* z, int64_t V, int32_t target, float loss_scale, bool grad);
 
 // Every cache line of the `bytes` at p requested at once into L1, for data another core just wrote. Examples: the
 // caller's quantized activations in a decode matmul, or a matmul's outputs before the norm or SwiGLU that reads
