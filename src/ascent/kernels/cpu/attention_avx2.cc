@@ -13,6 +13,7 @@
 
 #include "ascent/kernels/cpu/simd_avx2.h"
 
+#include "ascent/kernels/cpu/attention_backward_simd.h"
 #include "ascent/kernels/cpu/attention_flash.h"
 
 namespace ascent::kernels {
@@ -32,6 +33,7 @@ struct V256 {
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F exp(F x) { return exp8(x); }
   static float reduce_max(F x) { return hmax8(x); }
   static bool any_greater(F x, float m) {
@@ -78,6 +80,11 @@ void attention_forward_avx2(const float* q, const float* k, const float* v, cons
 void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
                             const HeadPrepare& prepare) {
   flash_attention<V256>(q, k, v, d, out, prepare);
+}
+
+void attention_backward_avx2(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                             const AttentionTrainDims& d, float* dq, float* dk, float* dv) {
+  attention_backward_simd<V256>(q, k, v, out, dout, d, dq, dk, dv);
 }
 
 }  // namespace ascent::kernels

@@ -17,6 +17,7 @@
 
 #include "ascent/kernels/cpu/simd_avx512.h"
 
+#include "ascent/kernels/cpu/attention_backward_simd.h"
 #include "ascent/kernels/cpu/attention_flash.h"
 
 namespace ascent::kernels {
@@ -36,6 +37,7 @@ struct V512 {
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F exp(F x) { return exp_ps(x); }
   static float reduce_max(F x) { return _mm512_reduce_max_ps(x); }
   static bool any_greater(F x, float m) { return _mm512_cmp_ps_mask(x, _mm512_set1_ps(m), _CMP_GT_OQ) != 0; }
@@ -86,6 +88,11 @@ void attention_forward_avx512(const float* q, const float* k, const float* v, co
 void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
                               const HeadPrepare& prepare) {
   flash_attention<V512>(q, k, v, d, out, prepare);
+}
+
+void attention_backward_avx512(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                               const AttentionTrainDims& d, float* dq, float* dk, float* dv) {
+  attention_backward_simd<V512>(q, k, v, out, dout, d, dq, dk, dv);
 }
 
 }  // namespace ascent::kernels

@@ -21,6 +21,10 @@ void attention_forward_avx512(const float* q, const uint16_t* k, const uint16_t*
                               const HeadPrepare& prepare);
 void attention_forward_avx2(const float* q, const uint16_t* k, const uint16_t* v, const AttentionDims& d, float* out,
                             const HeadPrepare& prepare);
+void attention_backward_avx512(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                               const AttentionTrainDims& d, float* dq, float* dk, float* dv);
+void attention_backward_avx2(const float* q, const float* k, const float* v, const float* out, const float* dout,
+                             const AttentionTrainDims& d, float* dq, float* dk, float* dv);
 
 namespace {
 
@@ -139,10 +143,13 @@ void attention_train_forward(const float* q, const float* k, const float* v, con
 // then owns alone, so threads never share an output and each sum runs in one fixed order. Per query row the scores
 // and softmax are recomputed from q and k; with p the probabilities and D_t = dout_t . out_t,
 // ds_j = p_j (dout_t . v_j - D_t), dq_t = scale sum_j ds_j k_j, dk_j += scale ds_j q_t, dv_j += p_j dout_t.
-// The sums over keys and query rows are taken in double.
+// The reference takes the sums over keys and query rows in double; the SIMD variants (attention_backward_simd.h),
+// the same items in f32.
 void attention_backward(const float* q, const float* k, const float* v, const float* out, const float* dout,
                         const AttentionTrainDims& d, float* dq, float* dk, float* dv) {
   check_train_dims(d);
+  if (active_isa() == Isa::Avx512) return attention_backward_avx512(q, k, v, out, dout, d, dq, dk, dv);
+  if (active_isa() == Isa::Avx2) return attention_backward_avx2(q, k, v, out, dout, d, dq, dk, dv);
   const int64_t T = d.seq, D = d.head_dim, group = d.n_heads / d.n_kv_heads;
   const int64_t q_stride = d.n_heads * D, kv_stride = d.n_kv_heads * D;
   ThreadPool::global().parallel_for(d.batch * d.n_kv_heads, [&](int64_t i0, int64_t i1) {

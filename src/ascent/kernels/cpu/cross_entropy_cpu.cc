@@ -1,7 +1,7 @@
 // The language-model head fused with its cross-entropy loss, `chunk` rows at a time: a chunk's logits (chunk, V) are
-// the only ones held, and they become that chunk's dlogits in place. The three products go through sgemm; the softmax
-// of each row is taken in double. Loss and gradients depend on chunk (dw is summed chunk by chunk), never on the
-// thread count.
+// the only ones held, and they become that chunk's dlogits in place. The three products go through sgemm; each row's
+// softmax is row_ops.h's cross_entropy_row. Loss and gradients depend on chunk (dw is summed chunk by chunk), never on
+// the thread count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,6 +9,7 @@
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "ascent/kernels/cpu/row_ops.h"
 #include "ascent/kernels/cpu/sgemm.h"
 
 namespace ascent::kernels {
@@ -39,17 +40,7 @@ double lm_head_cross_entropy(const float* x, int64_t R, int64_t C, const float* 
           if (grad) std::fill(z, z + V, 0.0f);
           continue;
         }
-        const float mx = *std::max_element(z, z + V);
-        double sum = 0.0;
-        for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(z[j]) - mx);
-        row_loss[static_cast<size_t>(r0 + i)] = std::log(sum) + mx - z[target];
-        if (!grad) continue;
-        // d(loss_scale * loss) / dz = loss_scale * (softmax(z) - onehot(target))
-        const double inv = 1.0 / sum;
-        for (int64_t j = 0; j < V; ++j) {
-          const double pj = std::exp(static_cast<double>(z[j]) - mx) * inv;
-          z[j] = static_cast<float>(loss_scale * (pj - (j == target ? 1.0 : 0.0)));
-        }
+        row_loss[static_cast<size_t>(r0 + i)] = cross_entropy_row(z, V, target, loss_scale, grad);
       }
     });
     if (!grad) continue;

@@ -1,5 +1,5 @@
-// Element-wise ops and softmax (SiLU and SwiGLU through the ISA's row loop, row_ops.h; the rest reference), and the
-// backward of those a training step uses. Element-wise loops are split in contiguous chunks across threads.
+// Element-wise ops and softmax (SiLU, SwiGLU and GELU through the ISA's row loops, row_ops.h; the rest reference), and
+// the backward of those a training step uses. Element-wise loops are split in contiguous chunks across threads.
 #include <algorithm>
 #include <cmath>
 
@@ -21,8 +21,6 @@ void for_each_chunk(int64_t n, Fn&& fn) {
   }
   ThreadPool::global().parallel_for(n, fn);
 }
-
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
 
 }  // namespace
 
@@ -48,23 +46,11 @@ void silu_forward(const float* x, int64_t n, float* y) {
 }
 
 void gelu_tanh_forward(const float* x, int64_t n, float* y) {
-  for_each_chunk(n, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
-      const float v = x[i];
-      y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
-    }
-  });
+  for_each_chunk(n, [&](int64_t a, int64_t b) { gelu_tanh_row(x + a, b - a, y + a); });
 }
 
 void gelu_tanh_backward(const float* x, const float* dy, int64_t n, float* dx) {
-  for_each_chunk(n, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
-      const float v = x[i], g = dy[i];  // g read before dx[i] is written: dx may alias dy
-      const float th = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
-      const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
-      dx[i] = g * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
-    }
-  });
+  for_each_chunk(n, [&](int64_t a, int64_t b) { gelu_tanh_backward_row(x + a, dy + a, b - a, dx + a); });
 }
 
 void swiglu_forward(const float* gate, const float* up, int64_t n, float* y) {
@@ -72,14 +58,8 @@ void swiglu_forward(const float* gate, const float* up, int64_t n, float* y) {
 }
 
 void swiglu_backward(const float* gate, const float* up, const float* dy, int64_t n, float* dgate, float* dup) {
-  for_each_chunk(n, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
-      const float g = gate[i], u = up[i], d = dy[i];  // all read before either output: both may alias dy
-      const float sig = 1.0f / (1.0f + std::exp(-g));
-      dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
-      dup[i] = d * (g * sig);
-    }
-  });
+  for_each_chunk(
+      n, [&](int64_t a, int64_t b) { swiglu_backward_row(gate + a, up + a, dy + a, b - a, dgate + a, dup + a); });
 }
 
 void add_forward(const float* a, const float* b, int64_t n, float* y) {
