@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/adamw.h"
 
 namespace ascent::train {
 
@@ -23,35 +24,25 @@ AdamW::AdamW(const ParamSet& params, AdamWOptions o) : o_(o) {
   }
 }
 
-void AdamW::step(ParamSet& params, double lr, double grad_scale) {
+void AdamW::step(ParamSet& params, double lr, double grad_scale, bool zero_grads) {
   ++t_;
-  // torch.optim.AdamW's arithmetic (single-tensor path), in f32 as its f32 tensors compute.
-  const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+  // torch.optim.AdamW's arithmetic (single-tensor path), in f32 as its f32 tensors compute: kernels/cpu/adamw.h.
   const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(t_));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float eps = static_cast<float>(o_.eps), gs = static_cast<float>(grad_scale);
+  kernels::AdamWStep s{};
+  s.b1 = static_cast<float>(o_.beta1);
+  s.b2 = static_cast<float>(o_.beta2);
+  s.step_size = static_cast<float>(lr / bc1);
+  s.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  s.eps = static_cast<float>(o_.eps);
+  // grad_scale 1 leaves each gradient as it is (x * 1 is exact), so unclipped steps match torch bit for bit.
+  s.grad_scale = static_cast<float>(grad_scale);
+  s.zero_grad = zero_grads;
   auto& ps = params.params();
   for (size_t k = 0; k < ps.size(); ++k) {
     Param& p = ps[k];
-    float* __restrict w = p.data();
-    const float* __restrict g = p.grad.data();
-    float* __restrict m = m_[k].data();
-    float* __restrict v = v_[k].data();
-    const float decay = p.decay ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
-    ThreadPool::global().parallel_for(p.numel(), [=](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        // grad_scale 1 leaves g as it is (x * 1 is exact), so unclipped steps match torch bit for bit.
-        const float gi = g[i] * gs;
-        const float wi = w[i] * decay;
-        const float mi = m[i] * b1 + gi * (1.0f - b1);
-        const float vi = v[i] * b2 + gi * gi * (1.0f - b2);
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = wi - step_size * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
-      }
-    });
+    s.decay = p.decay ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
+    kernels::adamw_update(p.data(), p.grad.data(), m_[k].data(), v_[k].data(), p.numel(), s);
   }
 }
 

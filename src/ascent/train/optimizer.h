@@ -29,8 +29,9 @@ class AdamW {
  public:
   AdamW(const ParamSet& params, AdamWOptions o);
   // Applies one update with learning rate lr to every parameter from its gradient times grad_scale (the clipping
-  // factor, folded in here to spare a pass over the gradients).
-  void step(ParamSet& params, double lr, double grad_scale = 1.0);
+  // factor, folded in here to spare a pass over the gradients). zero_grads: each gradient is zeroed as it is read,
+  // ready for the next step's accumulation.
+  void step(ParamSet& params, double lr, double grad_scale = 1.0, bool zero_grads = false);
   int64_t steps() const { return t_; }
   // The moments, in the parameters' order (checkpoints save and restore them).
   std::vector<std::vector<float>>& m() { return m_; }

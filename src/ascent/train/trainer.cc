@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -214,9 +215,14 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
   const auto run_start = Clock::now();
   const int64_t first_step = st.step;
   double last_loss = NAN;
+  std::map<std::string, double> phase;  // seconds per part of a step, for ASCENT_LOG=debug
+  bool grads_zero = false;              // the last update zeroed them as it read them
   while (st.step < c.steps) {
     const auto t0 = Clock::now();
-    params.zero_grad();
+    if (!grads_zero) params.zero_grad();
+    grads_zero = false;
+    const auto t_fb = Clock::now();
+    phase["zero gradients"] += std::chrono::duration<double>(t_fb - t0).count();
     graph::LossSum total;
     const float scale = static_cast<float>(st.loss_scale / static_cast<double>(tokens_per_step));
     for (int64_t a = 0; a < c.grad_accum; ++a) {
@@ -225,7 +231,10 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       total.sum += l.sum;
       total.count += l.count;
     }
+    const auto t1 = Clock::now();
+    phase["forward and backward"] += std::chrono::duration<double>(t1 - t_fb).count();
     GradCheck g = scale_and_check(params, 1.0 / st.loss_scale);
+    phase["gradient norm"] += seconds_since(t1);
     if (st.step + 1 == c.inject_overflow_step) {
       params.params()[0].grad[0] = INFINITY;  // what an fp16 overflow in backward leaves behind
       g = scale_and_check(params, 1.0);
@@ -238,7 +247,10 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       if (c.fp16) st.loss_scale /= 2;
       st.clean_steps = 0;
     } else {
-      opt.step(params, lr, clip_factor(g.norm, c.grad_clip));
+      const auto t2 = Clock::now();
+      opt.step(params, lr, clip_factor(g.norm, c.grad_clip), /*zero_grads=*/true);
+      grads_zero = true;
+      phase["adamw"] += seconds_since(t2);
       if (c.fp16 && ++st.clean_steps >= c.loss_scale_window) {
         st.loss_scale *= 2;
         st.clean_steps = 0;
@@ -290,6 +302,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
   }
   write_loss_plot((fs::path(c.output) / "loss.svg").string(), train_curve, val_curve);
   for (const auto& [op, sec] : m->autodiff().op_seconds()) log::debug("{:>40}: {:8.3f} s", op, sec);
+  for (const auto& [part, sec] : phase) log::debug("{:>40}: {:8.3f} s", part, sec);
   if (o.progress) std::fprintf(stderr, "\n");
   say("done: {} steps ({} of them in {}), last loss {:.4f}, final checkpoint {}", st.step, st.step - first_step,
       duration(seconds_since(run_start)), last_loss, latest_checkpoint(ckroot));
