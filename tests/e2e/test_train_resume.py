@@ -20,7 +20,7 @@ r = run(["data", "prepare", "--input", os.path.join(SHARED, "corpora", "tinyshak
          "--out", data, "--val-fraction", "0.02"])
 check(r.returncode == 0, "data prepare")
 
-STEPS = 36
+STEPS = 48
 
 
 def config(out):
@@ -70,10 +70,13 @@ def final(out):
 
 
 ref_out = os.path.join(DIR, "ref")
+t0 = time.time()
 r = run(["train", config(ref_out)])
+ref_seconds = time.time() - t0
 check(r.returncode == 0, f"the uninterrupted run finishes ({r.stderr.strip()[-200:]})")
 ref_losses, ref_val = losses(ref_out)
-check(len(ref_losses) == STEPS and len(ref_val) == 4, f"it logs {STEPS} steps and 4 validations")
+VALS = STEPS // 9 + (1 if STEPS % 9 else 0)
+check(len(ref_losses) == STEPS and len(ref_val) == VALS, f"it logs {STEPS} steps and {VALS} validations")
 
 # A second run into the same folder without --resume would overwrite it: refused, nothing changed.
 before = final(ref_out)[1]
@@ -91,7 +94,8 @@ while True:
     # After six kills the run is left to finish.
     have = glob.glob(os.path.join(out, "checkpoints", "step-*"))
     watch_write = attempts % 2 == 0 and during_write < 2 and attempts <= 6 and bool(have)
-    deadline = time.time() + rng.uniform(1.0, 5.0) if attempts <= 6 else float("inf")
+    # Random moments within the time a whole run takes, so each kill lands somewhere in the middle of one.
+    deadline = time.time() + rng.uniform(0.1, 0.45) * ref_seconds if attempts <= 6 else float("inf")
     killed = False
     while p.poll() is None:
         if watch_write and glob.glob(os.path.join(out, "checkpoints", ".step-*.tmp")):
