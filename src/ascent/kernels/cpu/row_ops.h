@@ -2,14 +2,15 @@
 // - widening a stored row to f32 and rounding one to f16, every variant bitwise the reference's;
 // - the SiLU / SwiGLU activations. The SIMD variants use a vector exp: within 2 ulp of the reference, and the same
 //   bits wherever the same ISA runs them, fused or not;
-// - GELU (tanh) forward and backward, and SwiGLU's backward. The SIMD variants take 0.5 (1 + tanh(u)) as 1 / (1 +
-// e^-2u): no tanh,
-//   and none of the reference's cancellation in 1 + tanh(u) for negative x, so they lie nearer float64 than the
-//   reference does (GELU within 13 ulp where |y| >= 1e-3; the reference, 435). An element's result depends only on
-//   its inputs and the ISA, so any split across threads gives the same bits.
+// - GELU (tanh) forward and backward, and SwiGLU's backward (below);
 // - one row of the LM head's cross-entropy: softmax, loss and dlogits in place (cross_entropy_row). The SIMD
 //   variants take e^(z - max) in f32 with the vector exp and sum it in double, as the reference sums its double exps.
 // And prefetch_span, a row's lines requested at once.
+
+// GELU's SIMD variants take 0.5 (1 + tanh(u)) as 1 / (1 + e^-2u): no tanh, and none of the reference's cancellation
+// in 1 + tanh(u) for negative x, so they lie nearer float64 than the reference does (within 13 ulp where |y| >= 1e-3;
+// the reference, 435). An element's result depends only on its inputs and the ISA, so any split across threads gives
+// the same bits.
 #pragma once
 
 #include <cstdint>
