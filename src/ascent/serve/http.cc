@@ -255,8 +255,9 @@ void Session::on_read_some(beast::error_code ec, size_t n) {
   if (ec) {
     if (!in_exchange_) return close();
     // An orderly close during a stream may be a half-close by a client still reading: the stream goes on, and a
-    // write to a client that closed altogether fails and ends it then. Whole responses are cancelled at once.
-    if (ec == net::error::eof && current_ && current_->streaming()) {
+    // write to a client that closed altogether fails and ends it then. So does a response that has ended and is only
+    // being flushed: closing now would cut it short. Whole responses still being computed are cancelled at once.
+    if (ec == net::error::eof && (exchange_over_ || (current_ && current_->streaming()))) {
       peer_eof_ = true;
       return;
     }
