@@ -2,7 +2,7 @@
 // of a GPT-2-124M-shaped model (768 wide, 3072 MLP, 12 heads of 64, vocab 50257) trained at 4 sequences of 64
 // tokens (256 rows). Each op runs once to warm up, then --reps times; prints the median and best. The active ISA
 // runs (ASCENT_ISA forces one).
-//   train_ops_bench [--threads 0] [--reps 5] [--chunk 256] [--filter TEXT]
+//   train_ops_bench [--threads 0] [--reps 5] [--chunk 128] [--filter TEXT]
 // --threads 0 means all cores; --chunk is lm_head_cross_entropy's rows per chunk; --filter runs only the ops whose
 // name contains TEXT.
 #include <algorithm>
@@ -47,7 +47,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 0, reps = 5, chunk = 256;
+  int threads = 0, reps = 5, chunk = 128;
   std::string filter;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -96,6 +96,15 @@ int run(int argc, char** argv) {
   }
   auto num = [&](const char* k) { return std::stod(attr.at(k)); };
   auto inum = [&](const char* k) { return static_cast<int64_t>(std::stoll(attr.at(k))); };
+  // RoPE's inverse frequencies for head width D at theta= (rope and rope_backward), as Hugging Face computes them.
+  auto rope_table = [&](int64_t D) {
+    std::vector<float> inv(static_cast<size_t>(D / 2));
+    const auto theta = static_cast<float>(num("theta"));
+    for (int64_t i = 0; i < D / 2; ++i) {
+      inv[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+    }
+    return inv;
+  };
   if (attr.count("threads") != 0) ThreadPool::set_global_threads(static_cast<int>(inum("threads")));
   const bool alias = attr.count("alias") != 0;
   const Tensor& x = in.at(0);
@@ -229,11 +238,7 @@ int run(int argc, char** argv) {
     y = as_f32(x);
     const auto pos = as_i32(in.at(1));
     const int64_t D = inum("dim");
-    std::vector<float> inv(static_cast<size_t>(D / 2));
-    const auto theta = static_cast<float>(num("theta"));
-    for (int64_t i = 0; i < D / 2; ++i) {
-      inv[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
-    }
+    const auto inv = rope_table(D);
     const auto style = attr.at("style") == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
     kernels::rope_forward(y.data(), rows, cols / D, D, pos, inv, style);
   } else if (op == "attention") {
@@ -334,11 +339,7 @@ int run(int argc, char** argv) {
     y = as_f32(x);
     const auto pos = as_i32(in.at(1));
     const int64_t D = inum("dim");
-    std::vector<float> inv(static_cast<size_t>(D / 2));
-    const auto theta = static_cast<float>(num("theta"));
-    for (int64_t i = 0; i < D / 2; ++i) {
-      inv[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
-    }
+    const auto inv = rope_table(D);
     const auto style = attr.at("style") == "half" ? RopeStyle::Half : RopeStyle::Interleaved;
     kernels::rope_backward(y.data(), rows, cols / D, D, pos, inv, style);
   } else if (op == "attention_train_forward" || op == "attention_backward") {
