@@ -1,6 +1,7 @@
 // sgemm_bench: GFLOP/s of kernels::sgemm (and sgemm_bf16) on the products of training a GPT-2-124M-shaped model
-// (768 wide, 3072 MLP, vocab 50257) at 256 rows a step, the LM head in chunks of 64 rows. Each shape runs once to
-// warm up, then --reps times; prints the median and best. The active ISA runs (ASCENT_ISA forces one).
+// (768 wide, 3072 MLP, vocab 50257) at 256 rows a step, the LM head in chunks of 128 rows (lm_head_cross_entropy's
+// default). Each shape runs once to warm up, then --reps times; prints the median and best. The active ISA runs
+// (ASCENT_ISA forces one).
 //   sgemm_bench [--threads 0] [--reps 5] [--bf16] [--cpu-time] [--filter TEXT]
 // --threads 0 means all cores; --filter runs only the shapes whose name contains TEXT. --cpu-time divides by the
 // CPU time the process used instead of the wall time, so on a host shared with other jobs a one-thread run reads
@@ -44,9 +45,9 @@ const Shape kShapes[] = {
     {"dW attn.proj", 768, 768, T, true, false, 1},
     {"dW mlp.fc", 3072, 768, T, true, false, 1},
     {"dW mlp.proj", 768, 3072, T, true, false, 1},
-    {"lm_head fwd (64 rows)", 64, 50257, 768, false, true, 0},
-    {"lm_head dx (64 rows)", 64, 768, 50257, false, false, 0},
-    {"lm_head dW (64 rows)", 50257, 768, 64, true, false, 1},
+    {"lm_head fwd (128 rows)", 128, 50257, 768, false, true, 0},
+    {"lm_head dx (128 rows)", 128, 768, 50257, false, false, 0},
+    {"lm_head dW (128 rows)", 50257, 768, 128, true, false, 1},
 };
 
 double now(bool cpu) {

@@ -385,7 +385,7 @@ afile = os.path.join(D, "a-file")
 with open(afile, "w") as f:
     f.write("not a folder\n")
 path, _ = write_config(base(), output=afile)
-one_error("output is a file", run(["train", path], timeout=60), [afile])
+one_error("output is a file", run(["train", path], timeout=60), [path, "output", afile, "not a folder"])
 check(open(afile).read() == "not a folder\n", "output is a file: the file is unchanged")
 
 finish()

@@ -137,10 +137,14 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
 
   const std::string ckroot = (fs::path(c.output) / "checkpoints").string();
   const std::string log_path = (fs::path(c.output) / "log.jsonl").string();
+  std::error_code ec;
+  ASCENT_CHECK(!fs::exists(c.output, ec) || fs::is_directory(c.output, ec),
+               "{}: output {} exists and is not a folder; choose a folder for the run", c.path, c.output);
   ASCENT_CHECK(o.resume || list_checkpoints(ckroot).empty(),
                "{}: holds checkpoints of an earlier run; pass --resume to continue it, or choose another output",
                c.output);
-  fs::create_directories(c.output);
+  fs::create_directories(c.output, ec);
+  ASCENT_CHECK(!ec, "{}: output {}: the folder cannot be created: {}", c.path, c.output, ec.message());
   TrainerState st;
   st.seed = c.seed;
   st.loss_scale = c.fp16 ? c.loss_scale_init : 1.0;
