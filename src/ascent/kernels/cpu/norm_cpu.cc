@@ -13,17 +13,24 @@
 namespace ascent::kernels {
 namespace {
 
-// The sum of squares of xr[0, n). Eight interleaved partial sums in a fixed order: one serial chain of double adds
-// would take about half of a decode step's norm, and as much per row in prefill.
-double sum_squares(const float* xr, int64_t n) {
+// Eight interleaved double partial sums of f(i) over i < n, added in a fixed order. One serial chain of double adds
+// waits out each add's latency: it took about half of a decode step's RMSNorm, and made LayerNorm's backward the
+// slowest op per element of a training step.
+template <class F>
+double sum8(int64_t n, F&& f) {
   double part[8] = {};
   int64_t c = 0;
   for (; c + 8 <= n; c += 8) {
-    for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[c + j]) * xr[c + j];
+    for (int j = 0; j < 8; ++j) part[j] += f(c + j);
   }
-  double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-  for (; c < n; ++c) ss += static_cast<double>(xr[c]) * xr[c];
-  return ss;
+  double s = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  for (; c < n; ++c) s += f(c);
+  return s;
+}
+
+// The sum of squares of xr[0, n).
+double sum_squares(const float* xr, int64_t n) {
+  return sum8(n, [&](int64_t i) { return static_cast<double>(xr[i]) * xr[i]; });
 }
 
 void check_group(int64_t C, int64_t group) {
@@ -32,11 +39,8 @@ void check_group(int64_t C, int64_t group) {
 
 // A row's mean and 1 / sqrt(var + eps), as layer_norm_forward takes them.
 std::pair<double, double> layer_norm_stats(const float* xr, int64_t C, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < C; ++i) sum += xr[i];
-  const double mean = sum / static_cast<double>(C);
-  double var = 0.0;
-  for (int64_t i = 0; i < C; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+  const double mean = sum8(C, [&](int64_t i) { return static_cast<double>(xr[i]); }) / static_cast<double>(C);
+  const double var = sum8(C, [&](int64_t i) { return (xr[i] - mean) * (xr[i] - mean); });
   return {mean, 1.0 / std::sqrt(var / static_cast<double>(C) + eps)};
 }
 
@@ -117,12 +121,11 @@ void layer_norm_backward(const float* x, int64_t T, int64_t C, const float* w, f
     const float* xr = x + t * C;
     const float* dyr = dy + t * C;
     const auto [mean, inv] = layer_norm_stats(xr, C, eps);
-    double sum_g = 0.0, sum_gx = 0.0;
+    const double sum_g = sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i]; });
+    const double sum_gx =
+        sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i] * ((xr[i] - mean) * inv); });
     for (int64_t i = 0; i < C; ++i) {
       const double xhat = (xr[i] - mean) * inv;
-      const double g = static_cast<double>(dyr[i]) * w[i];
-      sum_g += g;
-      sum_gx += g * xhat;
       acc[i] += dyr[i] * xhat;
       acc[C + i] += dyr[i];
     }
