@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
       {"lm_head_cross_entropy", "R256 C768 V50257",
        [&] {
          k::lm_head_cross_entropy(x_wide.data(), kRows, kWidth, head_w.data(), kVocab, targets, 1.0f, dx_wide.data(),
-                                  head_dw.data(), chunk);
+                                  head_dw.data(), /*dw_zero=*/false, chunk);
        }},
   };
   for (const Op& op : ops) {

@@ -193,6 +193,10 @@ def check_all(isa):
               f"{tag} lm_head_cross_entropy {what} loss {loss:.9g} vs {ref_loss:.9g}")
         expect(f"{tag} lm_head_cross_entropy {what} dx", dx, rx)
         expect(f"{tag} lm_head_cross_entropy {what} dw +=", dw, dw0.double() + rw)
+        # dw_zero: dw is taken to hold zeros, so the first chunk overwrites it (what it held is gone) and the rest add.
+        flat, _ = run_op("lm_head_cross_entropy", [x, w, targets, dw0], isa, loss_scale=scale, chunk=chunk, dw_zero=1)
+        _, dw = split(flat, (R, C), (V, C))
+        expect(f"{tag} lm_head_cross_entropy {what} dw_zero", dw, rw)
         flat, out = run_op("lm_head_cross_entropy", [x, w, targets], isa, loss_scale=scale, chunk=chunk, grad=0)
         m = re.search(r"^loss (\S+)$", out, re.M) if flat is not None else None
         check(m is not None and float(m.group(1)) == loss, f"{tag} lm_head_cross_entropy {what}: the loss alone "

@@ -387,9 +387,10 @@ int run(int argc, char** argv) {
     const bool grad = attr.count("grad") == 0 || inum("grad") != 0;
     std::vector<float> dx(grad ? xv.size() : 0), dw;
     if (grad) dw = as_f32(in.at(3));
+    const bool dw_zero = attr.count("dw_zero") != 0 && inum("dw_zero") != 0;
     const double loss = kernels::lm_head_cross_entropy(
         xv.data(), rows, cols, w.data(), V, targets, static_cast<float>(num("loss_scale")), grad ? dx.data() : nullptr,
-        grad ? dw.data() : nullptr, inum("chunk"));
+        grad ? dw.data() : nullptr, dw_zero, inum("chunk"));
     std::printf("loss %.17g\n", loss);
     y = grad ? concat({&dx, &dw}) : std::vector<float>{static_cast<float>(loss)};
   } else if (op == "sample") {

@@ -344,9 +344,11 @@ void Autodiff::backward_node(int id) {
     return dry_ ? nullptr : vals_[static_cast<size_t>(nd.inputs[k])].f.data();
   };
   auto in_cols = [&](size_t k) { return g_.nodes()[static_cast<size_t>(nd.inputs[k])].cols; };
-  auto wgrad = [&](size_t k) -> float* {
-    return k < nd.weights.size() && nd.weights[k] != nullptr ? grad_of_(nd.weights[k]) : nullptr;
+  // A dry run computes nothing, so it takes no target (taking one spends its zero).
+  auto wtarget = [&](size_t k) -> GradTarget {
+    return !dry_ && k < nd.weights.size() && nd.weights[k] != nullptr ? grad_of_(nd.weights[k]) : GradTarget{};
   };
+  auto wgrad = [&](size_t k) -> float* { return wtarget(k).data; };
   switch (nd.op) {
     case Op::Tokens:
     case Op::Positions:
@@ -360,8 +362,8 @@ void Autodiff::backward_node(int id) {
     case Op::MatMul: {
       const int64_t N = nd.cols, K = in_cols(0);
       const float* w = f32_weight(nd, 0);
-      if (float* dw = wgrad(0); dw != nullptr && !dry_) {
-        gemm(N, K, R, dy, N, true, in(0), K, false, 1.0f, dw, K);
+      if (const GradTarget dw = wtarget(0); dw.data != nullptr) {
+        gemm(N, K, R, dy, N, true, in(0), K, false, dw.zero ? 0.0f : 1.0f, dw.data, K);
       }
       if (float* db = wgrad(1); db != nullptr && !dry_) {
         for (int64_t r = 0; r < R; ++r) add_into(db, dy + r * N, N);
@@ -488,9 +490,9 @@ void Autodiff::run(std::span<const int32_t> tokens, std::span<const int32_t> tar
       if (!dry) {
         const auto t0 = std::chrono::steady_clock::now();
         const float* x = vals_[static_cast<size_t>(out_input_)].f.data();
-        float* dw = backward ? grad_of_(head.weights[0]) : nullptr;
-        const double s =
-            kernels::lm_head_cross_entropy(x, rows_, C, f32_weight(head, 0), V, targets, loss_scale, dx, dw);
+        const GradTarget dw = backward ? grad_of_(head.weights[0]) : GradTarget{};
+        const double s = kernels::lm_head_cross_entropy(x, rows_, C, f32_weight(head, 0), V, targets, loss_scale, dx,
+                                                        dw.data, /*dw_zero=*/dw.zero);
         loss.sum += s;
         for (int32_t t : targets) loss.count += t >= 0 ? 1 : 0;
         op_seconds_[backward ? "lm head + loss, forward and backward" : "lm head + loss"] +=

@@ -49,8 +49,14 @@ struct LossSum {
 
 class Autodiff {
  public:
-  // grad_of(w): the gradient array (w's numel floats) that backward adds to, or null for a weight left frozen.
-  using GradOf = std::function<float*(const Tensor* w)>;
+  // Where backward puts a weight's gradient (w's numel floats); data null for a weight left frozen. zero: the array
+  // holds zeros nothing has added to yet, so the first product may overwrite it (a GEMM with beta 0 reads no zeros
+  // from memory, and 0 + x is x). Handing out a target with zero set counts as that first write.
+  struct GradTarget {
+    float* data = nullptr;
+    bool zero = false;
+  };
+  using GradOf = std::function<GradTarget(const Tensor* w)>;
   Autodiff(const Graph& g, GradOf grad_of, Recompute recompute);
   void set_numerics(const Numerics& n) { numerics_ = n; }
 

@@ -43,6 +43,7 @@ void AdamW::step(ParamSet& params, double lr, double grad_scale, bool zero_grads
     Param& p = ps[k];
     s.decay = p.decay ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
     kernels::adamw_update(p.data(), p.grad.data(), m_[k].data(), v_[k].data(), p.numel(), s);
+    if (zero_grads) p.grad_zero = true;
   }
 }
 

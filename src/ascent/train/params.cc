@@ -182,7 +182,10 @@ int64_t ParamSet::count() const {
 }
 
 void ParamSet::zero_grad() {
-  for (Param& p : params_) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+  for (Param& p : params_) {
+    std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+    p.grad_zero = true;
+  }
 }
 
 }  // namespace ascent::train

@@ -18,6 +18,7 @@ struct Param {
   Tensor value;             // f32, owned
   std::vector<float> grad;  // same size as value
   bool decay = true;        // false for norm weights and biases
+  bool grad_zero = true;    // grad holds zeros nothing has added to since (Autodiff::GradTarget::zero)
   float* data() { return static_cast<float*>(const_cast<void*>(value.data)); }
   int64_t numel() const { return value.numel(); }
 };

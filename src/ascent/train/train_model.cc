@@ -12,16 +12,19 @@ TrainModel::TrainModel(model::ModelConfig c, ParamSet p, graph::Recompute recomp
   graph_ = model::build_transformer(cfg_, params_.weights(), inv_freq_);
   autodiff_ = std::make_unique<graph::Autodiff>(
       graph_,
-      [this](const Tensor* w) -> float* {
+      [this](const Tensor* w) -> graph::Autodiff::GradTarget {
         Param* p = params_.find(w->data);
-        return p != nullptr ? p->grad.data() : nullptr;
+        if (p == nullptr) return {};
+        const graph::Autodiff::GradTarget t{p->grad.data(), p->grad_zero};
+        p->grad_zero = false;
+        return t;
       },
       recompute);
 }
 
 int64_t TrainModel::planned_peak_bytes(graph::Recompute r, int64_t batch, int64_t seq) {
   graph::Autodiff a(
-      graph_, [](const Tensor*) -> float* { return nullptr; }, r);
+      graph_, [](const Tensor*) { return graph::Autodiff::GradTarget{}; }, r);
   return a.planned_peak_bytes(batch, seq);
 }
 

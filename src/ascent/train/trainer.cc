@@ -241,6 +241,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
     phase["gradient norm"] += seconds_since(t1);
     if (st.step + 1 == c.inject_overflow_step) {
       params.params()[0].grad[0] = INFINITY;  // what an fp16 overflow in backward leaves behind
+      params.params()[0].grad_zero = false;
       g = scale_and_check(params, 1.0);
     }
     const double lr = c.schedule.at(st.step);

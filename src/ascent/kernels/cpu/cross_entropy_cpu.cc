@@ -15,7 +15,8 @@
 namespace ascent::kernels {
 
 double lm_head_cross_entropy(const float* x, int64_t R, int64_t C, const float* w, int64_t V,
-                             std::span<const int32_t> targets, float loss_scale, float* dx, float* dw, int64_t chunk) {
+                             std::span<const int32_t> targets, float loss_scale, float* dx, float* dw, bool dw_zero,
+                             int64_t chunk) {
   ASCENT_CHECK(chunk > 0, "lm_head_cross_entropy: chunk {} must be positive", chunk);
   ASCENT_CHECK(static_cast<int64_t>(targets.size()) == R, "lm_head_cross_entropy: {} targets for {} rows",
                targets.size(), R);
@@ -47,7 +48,8 @@ double lm_head_cross_entropy(const float* x, int64_t R, int64_t C, const float* 
     // dx_chunk (n, C) = dlogits (n, V) @ w (V, C); dw (V, C) += dlogits^T (V, n) @ x_chunk (n, C)
     sgemm(n, C, V, {logits.data(), V, /*transposed=*/false}, {w, C, /*transposed=*/false}, 0.0f, dx + r0 * C, C);
     if (dw != nullptr) {
-      sgemm(V, C, n, {logits.data(), V, /*transposed=*/true}, {xc, C, /*transposed=*/false}, 1.0f, dw, C);
+      const float beta = dw_zero && r0 == 0 ? 0.0f : 1.0f;  // dw's zeros need not be read
+      sgemm(V, C, n, {logits.data(), V, /*transposed=*/true}, {xc, C, /*transposed=*/false}, beta, dw, C);
     }
   }
   double loss = 0.0;

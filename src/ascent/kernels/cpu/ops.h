@@ -192,7 +192,7 @@ void swiglu_backward(const float* gate, const float* up, const float* dy, int64_
 // when a target is >= V.
 double lm_head_cross_entropy(const float* x, int64_t R, int64_t C, const float* w, int64_t V,
                              std::span<const int32_t> targets, float loss_scale, float* dx, float* dw,
-                             int64_t chunk = 128);
+                             bool dw_zero = false, int64_t chunk = 128);
 
 // f32 dot product with a fixed summation order (8 interleaved partial sums), shared by the kernels above.
 float dot_f32(const float* a, const float* b, int64_t n);
