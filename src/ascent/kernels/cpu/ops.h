@@ -186,10 +186,10 @@ void swiglu_backward(const float* gate, const float* up, const float* dy, int64_
 // The language-model head and its loss in one: logits = x (R, C) @ w (V, C)^T, computed `chunk` rows at a time so the
 // (R, V) logits are never held whole. The default chunk, 128 rows, holds 26 MB of logits at GPT-2's vocabulary, and
 // re-reads and re-writes dw once per chunk (154 MB there): 128 rows ran the GPT-2 head 1.15x faster than 64, and 256
-// (the whole 4 x 64 batch at once) only 1.07x faster again. Rows whose
-// target is negative are ignored. Returns the sum over counted rows of -log softmax(logits)[target] (in double). With
-// dx non-null also the gradient of loss_scale * that sum: dx (R, C) written, dw (V, C) added to. Throws naming the row
-// when a target is >= V.
+// (the whole 4 x 64 batch at once) only 1.07x faster again. Rows whose target is negative are ignored. Returns the sum
+// over counted rows of -log softmax(logits)[target] (in double). With dx non-null also the gradient of loss_scale *
+// that sum: dx (R, C) written, dw (V, C) added to; dw_zero says dw holds zeros, so the first chunk writes it without
+// reading it. Throws naming the row when a target is >= V.
 double lm_head_cross_entropy(const float* x, int64_t R, int64_t C, const float* w, int64_t V,
                              std::span<const int32_t> targets, float loss_scale, float* dx, float* dw,
                              bool dw_zero = false, int64_t chunk = 128);
