@@ -9,7 +9,9 @@ clipped to norm 1 (as ascent train does). Each run takes --steps steps: the firs
   PyTorch  the GPT-2 below in torch.nn, fed windows of 65 tokens read with numpy from the same train.bin; fp32, and
            bf16 as torch.autocast("cpu", torch.bfloat16) around forward and loss. It runs in a subprocess without the
            OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE pins, once per thread count (1 and -t; torch, OpenMP and OpenBLAS
-           all given that many); the best is kept. A step is batch read, forward, backward, clip and AdamW. The
+           all given that many) and OpenMP wait policy (active, the default, and PASSIVE: torch's idle OpenMP
+           threads otherwise spin beside OpenBLAS's, which slows fp32 by a quarter on 2 cores, while the bf16
+           kernels, OpenMP's own, want them spinning); the best per precision is kept. A step is batch read, forward, backward, clip and AdamW. The
            script stops if torch's sgemm_ is not OpenBLAS's (Debian's reference BLAS is many times slower).
   ascent   `ascent train` at O0 (fp32) and O2 (bf16), recompute none, -t threads; tokens/s and MFU from log.jsonl.
   recompute  ascent O0 with recompute none and full: the planned peak activations (its stderr) and median step time.
@@ -157,18 +159,20 @@ def peer_main(spec):
     print(json.dumps(out))
 
 
-def run_peer(shape, threads, data):
+def run_peer(shape, threads, wait, data):
     spec = dict(shape, threads=threads, train_bin=os.path.join(data["dir"], "train.bin"), dtype=data["dtype"],
                 vocab=data["vocab"])
-    env = {k: v for k, v in os.environ.items() if k not in PINS}
+    env = {k: v for k, v in os.environ.items() if k not in PINS + ("OMP_WAIT_POLICY",)}
     env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    print(f"pytorch -t {threads} {datetime.now():%H:%M:%S}", flush=True)
+    if wait != "active":
+        env["OMP_WAIT_POLICY"] = wait.upper()
+    print(f"pytorch -t {threads} OMP_WAIT_POLICY {wait} {datetime.now():%H:%M:%S}", flush=True)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--peer", json.dumps(spec)], env=env,
                        capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         sys.exit(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else
                  f"train_table: the PyTorch run with {threads} threads failed (exit {r.returncode})")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]), wait=wait)
 
 
 # ---- ascent ----
@@ -276,7 +280,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="train-table-") as work:
         peaks = doctor(args)
         data = prepare(args, shape, work)
-        peers = [run_peer(shape, t, data) for t in sorted({1, args.threads})]
+        peers = [run_peer(shape, t, wait, data) for t in sorted({1, args.threads}) for wait in ("active", "passive")]
         runs = {k: run_ascent(args, shape, data, work, *k)
                 for k in (("O0", "none"), ("O0", "full"), ("O2", "none"))}
     for key in (("O0", "none"), ("O0", "full")):
@@ -292,9 +296,11 @@ def main():
     peer_peak = {"fp32": peaks["fp32"], "bf16": max(peaks["bf16"] or 0.0, peaks["fp32"])}
     best = {}
     for prec in ("fp32", "bf16"):
-        by_threads = [(statistics.median(p[prec]["tokens_per_s"]), p["threads"], p[prec]["losses"][0]) for p in peers]
-        best[prec] = max(by_threads)
-        print(f"pytorch {prec}: " + ", ".join(f"{tps:.1f} tokens/s with {t} threads" for tps, t, _ in by_threads))
+        by_setting = [(statistics.median(p[prec]["tokens_per_s"]), p["threads"], p[prec]["losses"][0], p["wait"])
+                      for p in peers]
+        best[prec] = max(by_setting)
+        print(f"pytorch {prec}: " + ", ".join(f"{tps:.1f} tokens/s with {t} threads, {w} wait"
+                                             for tps, t, _, w in by_setting))
 
     print()
     print(f"roofline (ascent doctor -t {args.threads}): FP32 {peaks['fp32']:.1f} GFLOP/s, BF16 "
@@ -311,10 +317,10 @@ def main():
     notes = []
     o2 = runs[("O2", "none")]
     for prec, key, label in (("fp32", ("O0", "none"), "O0 (fp32)"), ("bf16", ("O2", "none"), "O2 (bf16)")):
-        tps, t, loss1 = best[prec]
+        tps, t, loss1, wait = best[prec]
         mfu = 100 * flops_tok / (peer_peak[prec] * 1e9)
-        print(f"| PyTorch {peers[0]['torch']} | {prec}{' autocast' if prec == 'bf16' else ''} | {t} | {tps:.1f} | "
-              f"{tps * mfu:.1f}% | - | 1.00 | {loss1:.4f} |")
+        print(f"| PyTorch {peers[0]['torch']} | {prec}{' autocast' if prec == 'bf16' else ''} | {t} ({wait} wait) | "
+              f"{tps:.1f} | {tps * mfu:.1f}% | - | 1.00 | {loss1:.4f} |")
         r = runs[key]
         if "error" in r:
             print(f"| ascent | {label} | {args.threads} | - | - | - | - | - |")
