@@ -120,7 +120,9 @@ void layer_norm_backward(const float* x, int64_t T, int64_t C, const float* w, f
   const std::vector<double> sums = sum_over_rows(T, 2 * C, [&](int64_t t, double* acc) {
     const float* xr = x + t * C;
     const float* dyr = dy + t * C;
-    const auto [mean, inv] = layer_norm_stats(xr, C, eps);
+    // Plain names, not a structured binding: clang 14 (the fuzz build) cannot capture a binding in a lambda.
+    const std::pair<double, double> stats = layer_norm_stats(xr, C, eps);
+    const double mean = stats.first, inv = stats.second;
     const double sum_g = sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i]; });
     const double sum_gx =
         sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i] * ((xr[i] - mean) * inv); });
