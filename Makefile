@@ -19,10 +19,8 @@ setup:
 setup-test:
 	bash scripts/setup.sh --test
 
-# The program alone needs no test packages, but a folder already configured with its tests keeps them: turning them
-# off would leave their old binaries (op_runner, train_runner) for the next ctest to run.
 build-program: setup
-	cmake --preset release -DBUILD_TESTING=$$(grep -qx 'BUILD_TESTING:BOOL=ON' build/release/CMakeCache.txt 2>/dev/null && echo ON || echo OFF)
+	cmake --preset release -DBUILD_TESTING=OFF
 	cmake --build --preset release -j $(JOBS)
 
 build: setup-test
