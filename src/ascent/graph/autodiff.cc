@@ -354,7 +354,7 @@ void Autodiff::backward_node(int id) {
     case Op::Positions:
       break;
     case Op::Embedding:
-      if (float* dw = wgrad(0); dw != nullptr && !dry_) {
+      if (float* dw = wgrad(0); dw != nullptr) {
         kernels::embedding_backward(vals_[static_cast<size_t>(nd.inputs[0])].i, dy, nd.cols, dw,
                                     nd.weights[0]->shape[0]);
       }
@@ -365,7 +365,7 @@ void Autodiff::backward_node(int id) {
       if (const GradTarget dw = wtarget(0); dw.data != nullptr) {
         gemm(N, K, R, dy, N, true, in(0), K, false, dw.zero ? 0.0f : 1.0f, dw.data, K);
       }
-      if (float* db = wgrad(1); db != nullptr && !dry_) {
+      if (float* db = wgrad(1); db != nullptr) {
         for (int64_t r = 0; r < R; ++r) add_into(db, dy + r * N, N);
       }
       add_input_grad(nd.inputs[0], [&](float* dx) { gemm(R, K, N, dy, N, false, w, K, false, 0.0f, dx, K); });

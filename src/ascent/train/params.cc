@@ -183,6 +183,7 @@ int64_t ParamSet::count() const {
 
 void ParamSet::zero_grad() {
   for (Param& p : params_) {
+    if (p.grad_zero) continue;  // zeroed already (AdamW's step zeroes as it reads), and nothing has added since
     std::fill(p.grad.begin(), p.grad.end(), 0.0f);
     p.grad_zero = true;
   }

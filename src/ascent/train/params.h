@@ -44,7 +44,7 @@ class ParamSet {
   Param* find_name(const std::string& name);
   const model::WeightSet& weights() const { return view_; }
   int64_t count() const;  // trainable values (tied ones once)
-  void zero_grad();
+  void zero_grad();       // the gradients not already known to hold zeros (Param::grad_zero)
 
  private:
   void add(std::string name, Tensor value, bool decay);

@@ -220,11 +220,9 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
   const int64_t first_step = st.step;
   double last_loss = NAN;
   std::map<std::string, double> phase;  // seconds per part of a step, for ASCENT_LOG=debug
-  bool grads_zero = false;              // the last update zeroed them as it read them
   while (st.step < c.steps) {
     const auto t0 = Clock::now();
-    if (!grads_zero) params.zero_grad();
-    grads_zero = false;
+    params.zero_grad();  // after an update, a no-op: AdamW zeroed each gradient as it read it
     const auto t_fb = Clock::now();
     phase["zero gradients"] += std::chrono::duration<double>(t_fb - t0).count();
     graph::LossSum total;
@@ -254,7 +252,6 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
     } else {
       const auto t2 = Clock::now();
       opt.step(params, lr, clip_factor(g.norm, c.grad_clip), /*zero_grads=*/true);
-      grads_zero = true;
       phase["adamw"] += seconds_since(t2);
       if (c.fp16 && ++st.clean_steps >= c.loss_scale_window) {
         st.loss_scale *= 2;
