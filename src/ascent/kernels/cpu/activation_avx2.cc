@@ -61,48 +61,49 @@ inline __m256i tail_mask8(int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), idx);
 }
 
+// y[i] = F(a[i], b[i]) for i < n, eight lanes at a time and the last partial vector masked. Both inputs are loaded
+// before y is stored, so y may alias either. F is a template argument, not a lambda: GCC does not give a lambda this
+// file's target pragma.
+template <__m256 (*F)(__m256, __m256)>
+inline void map_row8(const float* a, const float* b, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    _mm256_maskstore_ps(y + i, m, F(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m)));
+  }
+}
+
+// A one-input function as map_row8 takes it (the second input, the same row, is unused and its loads dead).
+template <__m256 (*F)(__m256)>
+inline __m256 first8(__m256 x, __m256) {
+  return F(x);
+}
+
+inline __m256 swiglu8(__m256 g, __m256 u) {
+  return _mm256_mul_ps(silu8(g), u);
+}
+
+inline __m256 gelu_backward8(__m256 x, __m256 dy) {
+  return _mm256_mul_ps(dy, gelu_grad8(x));
+}
+
 }  // namespace
 
 void silu_row_avx2(const float* x, int64_t n, float* y) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    const __m256i m = tail_mask8(n - i);
-    _mm256_maskstore_ps(y + i, m, silu8(_mm256_maskload_ps(x + i, m)));
-  }
+  map_row8<first8<silu8>>(x, x, n, y);
 }
 
 void swiglu_row_avx2(const float* gate, const float* up, int64_t n, float* y) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
-  }
-  if (i < n) {
-    const __m256i m = tail_mask8(n - i);
-    _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(silu8(_mm256_maskload_ps(gate + i, m)), _mm256_maskload_ps(up + i, m)));
-  }
+  map_row8<swiglu8>(gate, up, n, y);
 }
 
 void gelu_tanh_row_avx2(const float* x, int64_t n, float* y) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    const __m256i m = tail_mask8(n - i);
-    _mm256_maskstore_ps(y + i, m, gelu8(_mm256_maskload_ps(x + i, m)));
-  }
+  map_row8<first8<gelu8>>(x, x, n, y);
 }
 
 void gelu_tanh_backward_row_avx2(const float* x, const float* dy, int64_t n, float* dx) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(dy + i);
-    _mm256_storeu_ps(dx + i, _mm256_mul_ps(g, gelu_grad8(_mm256_loadu_ps(x + i))));
-  }
-  if (i < n) {
-    const __m256i m = tail_mask8(n - i);
-    const __m256 g = _mm256_maskload_ps(dy + i, m);
-    _mm256_maskstore_ps(dx + i, m, _mm256_mul_ps(g, gelu_grad8(_mm256_maskload_ps(x + i, m))));
-  }
+  map_row8<gelu_backward8>(x, dy, n, dx);
 }
 
 void swiglu_backward_row_avx2(const float* gate, const float* up, const float* dy, int64_t n, float* dgate,
