@@ -14,12 +14,12 @@
 #include <ctime>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/sgemm.h"
+#include "bench_args.h"
 
 namespace {
 
@@ -80,19 +80,14 @@ int main(int argc, char** argv) {
         filter = v;
         continue;
       }
-      char* end = nullptr;
-      const long n = std::strtol(v, &end, 10);
-      if (*end != '\0' || n < 0 || n > 4096 || (a == "--reps" && n == 0)) {
-        std::fprintf(stderr, "sgemm_bench: %s %s is not a valid count\n", a.c_str(), v);
+      if (!parse_count("sgemm_bench", a, v, /*allow_zero=*/a == "--threads", a == "--threads" ? threads : reps)) {
         return 2;
       }
-      (a == "--threads" ? threads : reps) = static_cast<int>(n);
     } else {
       return usage();
     }
   }
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  ascent::ThreadPool::set_global_threads(threads);
+  threads = start_threads(threads);
   std::printf("sgemm%s, ISA %s, %d threads, median (best) of %d runs%s\n", bf16 ? "_bf16" : "",
               ascent::kernels::isa_name(ascent::kernels::active_isa()), threads, reps,
               cpu_time ? ", per CPU second" : "");

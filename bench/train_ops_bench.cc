@@ -14,12 +14,12 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
+#include "bench_args.h"
 
 namespace {
 
@@ -57,19 +57,17 @@ int main(int argc, char** argv) {
         filter = v;
         continue;
       }
-      char* end = nullptr;
-      const long n = std::strtol(v, &end, 10);
-      if (*end != '\0' || n < 0 || n > 4096 || (a != "--threads" && n == 0)) {
-        std::fprintf(stderr, "train_ops_bench: %s %s is not a valid count\n", a.c_str(), v);
+      if (!parse_count("train_ops_bench", a, v, /*allow_zero=*/a == "--threads",
+                       a == "--threads" ? threads
+                       : a == "--reps"  ? reps
+                                        : chunk)) {
         return 2;
       }
-      (a == "--threads" ? threads : a == "--reps" ? reps : chunk) = static_cast<int>(n);
     } else {
       return usage();
     }
   }
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  ascent::ThreadPool::set_global_threads(threads);
+  threads = start_threads(threads);
   std::printf("ISA %s, %d threads, median (best) of %d runs, ms per call\n", k::isa_name(k::active_isa()), threads,
               reps);
   std::printf("| op | shape | ms |\n|---|---|---|\n");
