@@ -345,10 +345,11 @@ void Autodiff::backward_node(int id) {
   };
   auto in_cols = [&](size_t k) { return g_.nodes()[static_cast<size_t>(nd.inputs[k])].cols; };
   // A dry run computes nothing, so it takes no target (taking one spends its zero).
-  auto wtarget = [&](size_t k) -> GradTarget {
-    return !dry_ && k < nd.weights.size() && nd.weights[k] != nullptr ? grad_of_(nd.weights[k]) : GradTarget{};
+  auto wtarget = [&](size_t k, bool overwrites) -> GradTarget {
+    return !dry_ && k < nd.weights.size() && nd.weights[k] != nullptr ? grad_of_(nd.weights[k], overwrites)
+                                                                      : GradTarget{};
   };
-  auto wgrad = [&](size_t k) -> float* { return wtarget(k).data; };
+  auto wgrad = [&](size_t k) -> float* { return wtarget(k, /*overwrites=*/false).data; };
   switch (nd.op) {
     case Op::Tokens:
     case Op::Positions:
@@ -362,7 +363,7 @@ void Autodiff::backward_node(int id) {
     case Op::MatMul: {
       const int64_t N = nd.cols, K = in_cols(0);
       const float* w = f32_weight(nd, 0);
-      if (const GradTarget dw = wtarget(0); dw.data != nullptr) {
+      if (const GradTarget dw = wtarget(0, /*overwrites=*/true); dw.data != nullptr) {
         gemm(N, K, R, dy, N, true, in(0), K, false, dw.zero ? 0.0f : 1.0f, dw.data, K);
       }
       if (float* db = wgrad(1); db != nullptr) {
@@ -490,7 +491,7 @@ void Autodiff::run(std::span<const int32_t> tokens, std::span<const int32_t> tar
       if (!dry) {
         const auto t0 = std::chrono::steady_clock::now();
         const float* x = vals_[static_cast<size_t>(out_input_)].f.data();
-        const GradTarget dw = backward ? grad_of_(head.weights[0]) : GradTarget{};
+        const GradTarget dw = backward ? grad_of_(head.weights[0], /*overwrites=*/true) : GradTarget{};
         const double s = kernels::lm_head_cross_entropy(x, rows_, C, f32_weight(head, 0), V, targets, loss_scale, dx,
                                                         dw.data, /*dw_zero=*/dw.zero);
         loss.sum += s;

@@ -49,14 +49,16 @@ struct LossSum {
 
 class Autodiff {
  public:
-  // Where backward puts a weight's gradient (w's numel floats); data null for a weight left frozen. zero: the array
-  // holds zeros nothing has added to yet, so the first product may overwrite it (a GEMM with beta 0 reads no zeros
-  // from memory, and 0 + x is x). Handing out a target with zero set counts as that first write.
+  // Where backward puts a weight's gradient (w's numel floats); data null for a weight left frozen. zero: nothing has
+  // been added to the gradient yet, so this write may overwrite it (a GEMM with beta 0 reads no zeros from memory, and
+  // 0 + x is x). grad_of(w, overwrites) is asked by each write: overwrites false (a write that adds) must get an
+  // array that holds zeros when zero is set; overwrites true may get one that holds anything then, which the write
+  // ignores. Handing out a target with zero set counts as that first write.
   struct GradTarget {
     float* data = nullptr;
     bool zero = false;
   };
-  using GradOf = std::function<GradTarget(const Tensor* w)>;
+  using GradOf = std::function<GradTarget(const Tensor* w, bool overwrites)>;
   Autodiff(const Graph& g, GradOf grad_of, Recompute recompute);
   void set_numerics(const Numerics& n) { numerics_ = n; }
 

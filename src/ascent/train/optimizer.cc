@@ -24,7 +24,7 @@ AdamW::AdamW(const ParamSet& params, AdamWOptions o) : o_(o) {
   }
 }
 
-void AdamW::step(ParamSet& params, double lr, double grad_scale, bool zero_grads) {
+void AdamW::step(ParamSet& params, double lr, double grad_scale) {
   ++t_;
   // torch.optim.AdamW's arithmetic (single-tensor path), in f32 as its f32 tensors compute: kernels/cpu/adamw.h.
   const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t_));
@@ -37,17 +37,16 @@ void AdamW::step(ParamSet& params, double lr, double grad_scale, bool zero_grads
   s.eps = static_cast<float>(o_.eps);
   // grad_scale 1 leaves each gradient as it is (x * 1 is exact), so unclipped steps match torch bit for bit.
   s.grad_scale = static_cast<float>(grad_scale);
-  s.zero_grad = zero_grads;
   auto& ps = params.params();
   for (size_t k = 0; k < ps.size(); ++k) {
     Param& p = ps[k];
     s.decay = p.decay ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
     kernels::adamw_update(p.data(), p.grad.data(), m_[k].data(), v_[k].data(), p.numel(), s);
-    if (zero_grads) p.grad_zero = true;
   }
 }
 
 GradCheck scale_and_check(ParamSet& params, double scale) {
+  params.zero_cleared();
   GradCheck c;
   double sum = 0.0;
   const float s = static_cast<float>(scale);

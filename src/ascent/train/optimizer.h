@@ -29,9 +29,9 @@ class AdamW {
  public:
   AdamW(const ParamSet& params, AdamWOptions o);
   // Applies one update with learning rate lr to every parameter from its gradient times grad_scale (the clipping
-  // factor, folded in here to spare a pass over the gradients). zero_grads: each gradient is zeroed as it is read,
-  // ready for the next step's accumulation.
-  void step(ParamSet& params, double lr, double grad_scale = 1.0, bool zero_grads = false);
+  // factor, folded in here to spare a pass over the gradients). The gradients are left as they are: the next step's
+  // ParamSet::zero_grad clears them without a pass over them.
+  void step(ParamSet& params, double lr, double grad_scale = 1.0);
   int64_t steps() const { return t_; }
   // The moments, in the parameters' order (checkpoints save and restore them).
   std::vector<std::vector<float>>& m() { return m_; }
@@ -48,7 +48,8 @@ struct GradCheck {
   double norm = 0.0;       // global L2 norm of every gradient (tied ones once)
   std::string non_finite;  // the first parameter whose gradient holds a NaN or an infinity ("" when none)
 };
-// Multiplies every gradient by `scale` (loss-scale and accumulation undo), then measures them.
+// Multiplies every gradient by `scale` (loss-scale and accumulation undo), then measures them. Cleared gradients
+// become zeros first (ParamSet::zero_cleared), so every array it reads holds what its name says.
 GradCheck scale_and_check(ParamSet& params, double scale);
 // The factor that brings a global norm down to max_norm, as torch.nn.utils.clip_grad_norm_ computes it (1: no clipping;
 // max_norm <= 0: off).

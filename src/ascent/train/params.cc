@@ -183,10 +183,23 @@ int64_t ParamSet::count() const {
 
 void ParamSet::zero_grad() {
   for (Param& p : params_) {
-    if (p.grad_zero) continue;  // zeroed already (AdamW's step zeroes as it reads), and nothing has added since
-    std::fill(p.grad.begin(), p.grad.end(), 0.0f);
-    p.grad_zero = true;
+    if (p.grad_state == GradState::Live) p.grad_state = GradState::Cleared;
   }
+}
+
+void ParamSet::zero_cleared() {
+  for (Param& p : params_) {
+    if (p.grad_state != GradState::Cleared) continue;
+    std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+    p.grad_state = GradState::Zeros;
+  }
+}
+
+float* ParamSet::take_grad(Param& p, bool overwrites, bool& zero) {
+  zero = p.grad_state != GradState::Live;
+  if (p.grad_state == GradState::Cleared && !overwrites) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+  p.grad_state = GradState::Live;
+  return p.grad.data();
 }
 
 }  // namespace ascent::train

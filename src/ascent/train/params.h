@@ -13,12 +13,20 @@
 
 namespace ascent::train {
 
+// What a gradient array holds. Cleared gradients are zeros that have not been written: clearing costs no pass over
+// the array, and most are overwritten by their first product (Autodiff::GradTarget) without ever being zeroed.
+enum class GradState {
+  Zeros,    // zeros
+  Cleared,  // zero by meaning; the array still holds what was there before (ParamSet::zero_cleared writes the zeros)
+  Live,     // what backward has added since the last clear
+};
+
 struct Param {
   std::string name;
   Tensor value;             // f32, owned
   std::vector<float> grad;  // same size as value
   bool decay = true;        // false for norm weights and biases
-  bool grad_zero = true;    // grad holds zeros nothing has added to since (Autodiff::GradTarget::zero)
+  GradState grad_state = GradState::Zeros;
   float* data() { return static_cast<float*>(const_cast<void*>(value.data)); }
   int64_t numel() const { return value.numel(); }
 };
@@ -44,7 +52,13 @@ class ParamSet {
   Param* find_name(const std::string& name);
   const model::WeightSet& weights() const { return view_; }
   int64_t count() const;  // trainable values (tied ones once)
-  void zero_grad();       // the gradients not already known to hold zeros (Param::grad_zero)
+  // Every gradient to zero. Marks them Cleared; no array is written here.
+  void zero_grad();
+  // Writes the zeros of every Cleared gradient, for a reader of all of them (a norm, a test). A gradient no product
+  // took since zero_grad is left Cleared by a backward pass.
+  void zero_cleared();
+  // The gradient array of p for backward's write (Autodiff::GradOf): zeros unless the write overwrites.
+  float* take_grad(Param& p, bool overwrites, bool& zero);
 
  private:
   void add(std::string name, Tensor value, bool decay);

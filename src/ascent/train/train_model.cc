@@ -12,11 +12,11 @@ TrainModel::TrainModel(model::ModelConfig c, ParamSet p, graph::Recompute recomp
   graph_ = model::build_transformer(cfg_, params_.weights(), inv_freq_);
   autodiff_ = std::make_unique<graph::Autodiff>(
       graph_,
-      [this](const Tensor* w) -> graph::Autodiff::GradTarget {
+      [this](const Tensor* w, bool overwrites) -> graph::Autodiff::GradTarget {
         Param* p = params_.find(w->data);
         if (p == nullptr) return {};
-        const graph::Autodiff::GradTarget t{p->grad.data(), p->grad_zero};
-        p->grad_zero = false;
+        graph::Autodiff::GradTarget t;
+        t.data = params_.take_grad(*p, overwrites, t.zero);
         return t;
       },
       recompute);
@@ -24,11 +24,12 @@ TrainModel::TrainModel(model::ModelConfig c, ParamSet p, graph::Recompute recomp
 
 int64_t TrainModel::planned_peak_bytes(graph::Recompute r, int64_t batch, int64_t seq) {
   graph::Autodiff a(
-      graph_, [](const Tensor*) { return graph::Autodiff::GradTarget{}; }, r);
+      graph_, [](const Tensor*, bool) { return graph::Autodiff::GradTarget{}; }, r);
   return a.planned_peak_bytes(batch, seq);
 }
 
 model::WeightSet TrainModel::grads() {
+  params_.zero_cleared();
   model::WeightSet g("gradients");
   for (Param& p : params_.params()) {
     Tensor t;

@@ -222,7 +222,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
   std::map<std::string, double> phase;  // seconds per part of a step, for ASCENT_LOG=debug
   while (st.step < c.steps) {
     const auto t0 = Clock::now();
-    params.zero_grad();  // after an update, a no-op: AdamW zeroed each gradient as it read it
+    params.zero_grad();
     const auto t_fb = Clock::now();
     phase["zero gradients"] += std::chrono::duration<double>(t_fb - t0).count();
     graph::LossSum total;
@@ -239,7 +239,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
     phase["gradient norm"] += seconds_since(t1);
     if (st.step + 1 == c.inject_overflow_step) {
       params.params()[0].grad[0] = INFINITY;  // what an fp16 overflow in backward leaves behind
-      params.params()[0].grad_zero = false;
+      params.params()[0].grad_state = GradState::Live;
       g = scale_and_check(params, 1.0);
     }
     const double lr = c.schedule.at(st.step);
@@ -251,7 +251,7 @@ void run_training(const TrainConfig& c, const RunOptions& o) {
       st.clean_steps = 0;
     } else {
       const auto t2 = Clock::now();
-      opt.step(params, lr, clip_factor(g.norm, c.grad_clip), /*zero_grads=*/true);
+      opt.step(params, lr, clip_factor(g.norm, c.grad_clip));
       phase["adamw"] += seconds_since(t2);
       if (c.fp16 && ++st.clean_steps >= c.loss_scale_window) {
         st.loss_scale *= 2;

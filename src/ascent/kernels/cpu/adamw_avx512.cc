@@ -14,12 +14,11 @@
 
 namespace ascent::kernels {
 
-void adamw_update_avx512(float* w, float* grad, float* m, float* v, int64_t n, const AdamWStep& s) {
+void adamw_update_avx512(float* w, const float* grad, float* m, float* v, int64_t n, const AdamWStep& s) {
   const __m512 b1 = _mm512_set1_ps(s.b1), b2 = _mm512_set1_ps(s.b2);
   const __m512 one_b1 = _mm512_set1_ps(1.0f - s.b1), one_b2 = _mm512_set1_ps(1.0f - s.b2);
   const __m512 gs = _mm512_set1_ps(s.grad_scale), decay = _mm512_set1_ps(s.decay);
   const __m512 step = _mm512_set1_ps(s.step_size), bc2 = _mm512_set1_ps(s.bc2_sqrt), eps = _mm512_set1_ps(s.eps);
-  const __m512 zero = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), gs);
@@ -31,7 +30,6 @@ void adamw_update_avx512(float* w, float* grad, float* m, float* v, int64_t n, c
     _mm512_storeu_ps(v + i, vi);
     const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
     _mm512_storeu_ps(w + i, _mm512_sub_ps(wi, _mm512_mul_ps(step, _mm512_div_ps(mi, denom))));
-    if (s.zero_grad) _mm512_storeu_ps(grad + i, zero);
   }
   adamw_update_ref(w + i, grad + i, m + i, v + i, n - i, s);
 }

@@ -7,8 +7,8 @@
 
 namespace ascent::kernels {
 
-void adamw_update_ref(float* __restrict w, float* __restrict grad, float* __restrict m, float* __restrict v, int64_t n,
-                      const AdamWStep& s) {
+void adamw_update_ref(float* __restrict w, const float* __restrict grad, float* __restrict m, float* __restrict v,
+                      int64_t n, const AdamWStep& s) {
   const float one_b1 = 1.0f - s.b1, one_b2 = 1.0f - s.b2;
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] * s.grad_scale;
@@ -18,11 +18,10 @@ void adamw_update_ref(float* __restrict w, float* __restrict grad, float* __rest
     m[i] = mi;
     v[i] = vi;
     w[i] = wi - s.step_size * (mi / (std::sqrt(vi) / s.bc2_sqrt + s.eps));
-    if (s.zero_grad) grad[i] = 0.0f;
   }
 }
 
-void adamw_update(float* w, float* grad, float* m, float* v, int64_t n, const AdamWStep& s) {
+void adamw_update(float* w, const float* grad, float* m, float* v, int64_t n, const AdamWStep& s) {
   const bool simd = active_isa() == Isa::Avx512;
   ThreadPool::global().parallel_for(n, [&](int64_t i0, int64_t i1) {
     if (simd) {
