@@ -5,7 +5,8 @@
 // One work item per (sequence, kv head), as the reference's: the item owns that head's dk and dv, so no output has
 // two writers, and every sum runs in one fixed order whatever thread runs the item. K and V are held transposed,
 // (D, keys) with keys padded to whole vectors, so a query row's scores q . k_j and dout . v_j come W keys per FMA
-// chain, no horizontal sums. Head rows are zero-padded to whole vectors (Dp), so any head size works.
+// chain, no horizontal sums. Head rows are zero-padded to whole vectors (Dp), so any head size works. A key outside a
+// row's causal window enters that row's sums as an exact zero product, which leaves every sum's value as it was.
 #pragma once
 
 #include <algorithm>
@@ -19,45 +20,48 @@
 namespace ascent::kernels {
 namespace {
 
+// Query rows are taken kRows at a time, so each key's dk and dv are loaded and stored once per block of rows rather
+// than once per row, and the score dot products run kRows chains per key tile.
+constexpr int kRows = 4;
+
 struct BackwardScratch {
   AlignedVector<float> kt, vt;    // (D, Tp): K and V transposed
   AlignedVector<float> kr;        // (T, Dp): K rows, zero-padded
   AlignedVector<float> dk, dv;    // (T, Dp): the item's sums, before dk's scale
-  AlignedVector<float> q, g, dq;  // (Dp,): one query row, its dout, its dq sum
-  AlignedVector<float> s, ds, p;  // (Tp,): scores, then dscores and probabilities
+  AlignedVector<float> q, g, dq;  // (kRows, Dp): a block's query rows, their douts, their dq sums
+  AlignedVector<float> s, ds, p;  // (kRows, Tp): scores, then dscores and probabilities
 };
 
-// raw[tile] = sum over d of x[d] * t[d][tile keys] for tiles tile0 .. tile0 + NT - 1: W keys' dot products with x per
-// tile, one FMA chain per tile in order of d (so a tile's sums do not depend on NT); NT chains in flight.
+// raw[r][tile] = sum over d of x[r][d] * t[d][tile keys] for the kRows rows of x (Dp apart) and tiles tile0 ..
+// tile0 + NT - 1: W keys' dot products per tile, one FMA chain per (row, tile) in order of d; kRows * NT chains in
+// flight.
 template <class V, int NT>
-inline void key_dots_n(const float* x, const float* t, int64_t D, int64_t Tp, int64_t tile0, float* raw) {
+inline void key_dots_n(const float* x, int64_t Dp, const float* t, int64_t D, int64_t Tp, int64_t tile0, float* raw) {
   using F = typename V::F;
   constexpr int64_t W = V::kLanes;
-  F acc[NT];
-  for (int n = 0; n < NT; ++n) acc[n] = V::zero();
+  F acc[kRows][NT];
+  for (int r = 0; r < kRows; ++r)
+    for (int n = 0; n < NT; ++n) acc[r][n] = V::zero();
   const float* col = t + tile0 * W;
   for (int64_t d = 0; d < D; ++d) {
-    const F xd = V::set1(x[d]);
-    for (int n = 0; n < NT; ++n) acc[n] = V::fma(xd, V::load(col + d * Tp + n * W), acc[n]);
+    F kv[NT];
+    for (int n = 0; n < NT; ++n) kv[n] = V::load(col + d * Tp + n * W);
+    for (int r = 0; r < kRows; ++r) {
+      const F xd = V::set1(x[r * Dp + d]);
+      for (int n = 0; n < NT; ++n) acc[r][n] = V::fma(xd, kv[n], acc[r][n]);
+    }
   }
-  for (int n = 0; n < NT; ++n) V::store(raw + (tile0 + n) * W, acc[n]);
+  for (int r = 0; r < kRows; ++r)
+    for (int n = 0; n < NT; ++n) V::store(raw + r * Tp + (tile0 + n) * W, acc[r][n]);
 }
 
-// key_dots_n over tiles [tile0, tile1), four at a time.
+// key_dots_n over tiles [tile0, tile1), two at a time.
 template <class V>
-inline void key_dots(const float* x, const float* t, int64_t D, int64_t Tp, int64_t tile0, int64_t tile1, float* raw) {
+inline void key_dots(const float* x, int64_t Dp, const float* t, int64_t D, int64_t Tp, int64_t tile0, int64_t tile1,
+                     float* raw) {
   int64_t tile = tile0;
-  for (; tile + 4 <= tile1; tile += 4) key_dots_n<V, 4>(x, t, D, Tp, tile, raw);
-  switch (tile1 - tile) {
-    case 3:
-      return key_dots_n<V, 3>(x, t, D, Tp, tile, raw);
-    case 2:
-      return key_dots_n<V, 2>(x, t, D, Tp, tile, raw);
-    case 1:
-      return key_dots_n<V, 1>(x, t, D, Tp, tile, raw);
-    default:
-      return;
-  }
+  for (; tile + 2 <= tile1; tile += 2) key_dots_n<V, 2>(x, Dp, t, D, Tp, tile, raw);
+  if (tile < tile1) key_dots_n<V, 1>(x, Dp, t, D, Tp, tile, raw);
 }
 
 template <class V>
@@ -75,12 +79,12 @@ void attention_backward_simd(const float* q, const float* k, const float* v, con
     s.kr.assign(static_cast<size_t>(T * Dp), 0.0f);
     s.dk.resize(static_cast<size_t>(T * Dp));
     s.dv.resize(static_cast<size_t>(T * Dp));
-    s.q.assign(static_cast<size_t>(Dp), 0.0f);
-    s.g.assign(static_cast<size_t>(Dp), 0.0f);
-    s.dq.resize(static_cast<size_t>(Dp));
-    s.s.resize(static_cast<size_t>(Tp));
-    s.ds.resize(static_cast<size_t>(Tp));
-    s.p.resize(static_cast<size_t>(Tp));
+    s.q.assign(static_cast<size_t>(kRows * Dp), 0.0f);
+    s.g.assign(static_cast<size_t>(kRows * Dp), 0.0f);
+    s.dq.resize(static_cast<size_t>(kRows * Dp));
+    s.s.resize(static_cast<size_t>(kRows * Tp));
+    s.ds.resize(static_cast<size_t>(kRows * Tp));
+    s.p.resize(static_cast<size_t>(kRows * Tp));
     // Raw pointers: stores through float* could alias the vectors' own fields, which would be reloaded every time.
     float *kt = s.kt.data(), *vt = s.vt.data(), *kr = s.kr.data(), *dks = s.dk.data(), *dvs = s.dv.data();
     float *qr = s.q.data(), *gr = s.g.data(), *dqs = s.dq.data(), *sc = s.s.data(), *dsc = s.ds.data(),
@@ -99,51 +103,81 @@ void attention_backward_simd(const float* q, const float* k, const float* v, con
       std::fill(dks, dks + T * Dp, 0.0f);
       std::fill(dvs, dvs + T * Dp, 0.0f);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        for (int64_t t = 0; t < T; ++t) {
-          const int64_t at = (row0 + t) * q_stride + h * D;
-          std::copy(q + at, q + at + D, qr);
-          std::copy(dout + at, dout + at + D, gr);
-          const int64_t first = d.window > 0 ? std::max<int64_t>(0, t - d.window + 1) : 0;
-          const int64_t tile0 = first / W, tiles = t / W + 1;  // the tiles holding keys first .. t
-          // Scores (keys outside first .. t are -inf, so their probabilities are 0), their max, e^(s - max).
-          key_dots<V>(qr, kt, D, Tp, tile0, tiles, sc);
-          F mx = V::set1(-INFINITY);
-          for (int64_t tile = tile0; tile < tiles; ++tile) {
-            const F st = V::scores(V::load(sc + tile * W), d.scale, tile * W, first, t);
-            V::store(sc + tile * W, st);
-            mx = V::max(mx, st);
-          }
-          const F m = V::set1(V::reduce_max(mx));
-          F sum = V::zero();
-          for (int64_t tile = tile0; tile < tiles; ++tile) {
-            const F e = V::exp(V::sub(V::load(sc + tile * W), m));
-            V::store(pr + tile * W, e);
-            sum = V::add(sum, e);
-          }
-          // With p normalised and D_t = dout_t . out_t: ds_j = p_j (dout_t . v_j - D_t).
-          const F inv = V::set1(1.0f / V::hsum(sum));
-          const F Dt = V::set1(dot_f32(dout + at, out + at, D));
-          key_dots<V>(gr, vt, D, Tp, tile0, tiles, dsc);
-          for (int64_t tile = tile0; tile < tiles; ++tile) {
-            const F p = V::mul(V::load(pr + tile * W), inv);
-            V::store(pr + tile * W, p);
-            V::store(dsc + tile * W, V::mul(p, V::sub(V::load(dsc + tile * W), Dt)));
-          }
-          // dq_t = scale sum_j ds_j k_j; dk_j += ds_j q_t (scaled at the end); dv_j += p_j dout_t. Each sum in
-          // order of j (dq) or of (h, t) (dk, dv).
-          std::fill(dqs, dqs + Dp, 0.0f);
-          for (int64_t j = first; j <= t; ++j) {
-            const F ds = V::set1(dsc[j]), pj = V::set1(pr[j]);
-            const float* kj = kr + j * Dp;
-            float* dkj = dks + j * Dp;
-            float* dvj = dvs + j * Dp;
-            for (int64_t c = 0; c < Dp; c += W) {
-              V::store(dqs + c, V::fma(ds, V::load(kj + c), V::load(dqs + c)));
-              V::store(dkj + c, V::fma(ds, V::load(qr + c), V::load(dkj + c)));
-              V::store(dvj + c, V::fma(pj, V::load(gr + c), V::load(dvj + c)));
+        for (int64_t t0 = 0; t0 < T; t0 += kRows) {
+          // Rows t0 .. t0 + nr - 1; a block's missing rows (at T's end) have zero q and dout and are not written.
+          const int nr = static_cast<int>(std::min<int64_t>(kRows, T - t0));
+          int64_t first[kRows], at[kRows];
+          for (int r = 0; r < kRows; ++r) {
+            const int64_t t = t0 + r;
+            first[r] = d.window > 0 ? std::max<int64_t>(0, t - d.window + 1) : 0;
+            at[r] = (row0 + t) * q_stride + h * D;
+            if (r < nr) {
+              std::copy(q + at[r], q + at[r] + D, qr + r * Dp);
+              std::copy(dout + at[r], dout + at[r] + D, gr + r * Dp);
+            } else {
+              std::fill(qr + r * Dp, qr + r * Dp + D, 0.0f);
+              std::fill(gr + r * Dp, gr + r * Dp + D, 0.0f);
             }
           }
-          for (int64_t c = 0; c < D; ++c) dq[at + c] = d.scale * dqs[c];
+          // Keys lo .. hi cover every row's first .. t; each row's keys outside its own range score -inf, so their
+          // probabilities and dscores are 0 and add nothing below.
+          const int64_t lo = first[0], hi = t0 + nr - 1;
+          const int64_t tile0 = lo / W, tiles = hi / W + 1;
+          key_dots<V>(qr, Dp, kt, D, Tp, tile0, tiles, sc);
+          key_dots<V>(gr, Dp, vt, D, Tp, tile0, tiles, dsc);
+          for (int r = 0; r < nr; ++r) {
+            float *scr = sc + r * Tp, *pr_r = pr + r * Tp, *dsr = dsc + r * Tp;
+            F mx = V::set1(-INFINITY);
+            for (int64_t tile = tile0; tile < tiles; ++tile) {
+              const F st = V::scores(V::load(scr + tile * W), d.scale, tile * W, first[r], t0 + r);
+              V::store(scr + tile * W, st);
+              mx = V::max(mx, st);
+            }
+            const F m = V::set1(V::reduce_max(mx));
+            F sum = V::zero();
+            for (int64_t tile = tile0; tile < tiles; ++tile) {
+              const F e = V::exp(V::sub(V::load(scr + tile * W), m));
+              V::store(pr_r + tile * W, e);
+              sum = V::add(sum, e);
+            }
+            // With p normalised and D_t = dout_t . out_t: ds_j = p_j (dout_t . v_j - D_t).
+            const F inv = V::set1(1.0f / V::hsum(sum));
+            const F Dt = V::set1(dot_f32(dout + at[r], out + at[r], D));
+            for (int64_t tile = tile0; tile < tiles; ++tile) {
+              const F p = V::mul(V::load(pr_r + tile * W), inv);
+              V::store(pr_r + tile * W, p);
+              V::store(dsr + tile * W, V::mul(p, V::sub(V::load(dsr + tile * W), Dt)));
+            }
+          }
+          for (int r = nr; r < kRows; ++r) {
+            std::fill(pr + r * Tp + tile0 * W, pr + r * Tp + tiles * W, 0.0f);
+            std::fill(dsc + r * Tp + tile0 * W, dsc + r * Tp + tiles * W, 0.0f);
+          }
+          // dq_t = scale sum_j ds_j k_j; dk_j += ds_j q_t (scaled at the end); dv_j += p_j dout_t. dq's sum runs in
+          // order of j, dk's and dv's in order of (h, t).
+          for (int64_t c = 0; c < Dp; c += W) {
+            F acc[kRows], qv[kRows], gv[kRows];
+            for (int r = 0; r < kRows; ++r) {
+              acc[r] = V::zero();
+              qv[r] = V::load(qr + r * Dp + c);
+              gv[r] = V::load(gr + r * Dp + c);
+            }
+            for (int64_t j = lo; j <= hi; ++j) {
+              const F kj = V::load(kr + j * Dp + c);
+              F dkj = V::load(dks + j * Dp + c), dvj = V::load(dvs + j * Dp + c);
+              for (int r = 0; r < kRows; ++r) {
+                const F ds = V::set1(dsc[r * Tp + j]), pj = V::set1(pr[r * Tp + j]);
+                acc[r] = V::fma(ds, kj, acc[r]);
+                dkj = V::fma(ds, qv[r], dkj);
+                dvj = V::fma(pj, gv[r], dvj);
+              }
+              V::store(dks + j * Dp + c, dkj);
+              V::store(dvs + j * Dp + c, dvj);
+            }
+            for (int r = 0; r < kRows; ++r) V::store(dqs + r * Dp + c, acc[r]);
+          }
+          for (int r = 0; r < nr; ++r)
+            for (int64_t c = 0; c < D; ++c) dq[at[r] + c] = d.scale * dqs[r * Dp + c];
         }
       }
       for (int64_t j = 0; j < T; ++j) {
