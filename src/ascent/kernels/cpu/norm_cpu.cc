@@ -1,11 +1,13 @@
 // Reference RMSNorm (whole-row or per-group) and LayerNorm and their backward, threaded over rows. Sums are taken in
 // double so the result does not depend on accumulation order (to within a double's rounding, far below a float's).
+// LayerNorm's rows dispatch by ISA to norm_avx512.cc, which gives these functions' bits.
 #include <cmath>
 #include <utility>
 #include <vector>
 
 #include "ascent/base/error.h"
 #include "ascent/base/thread_pool.h"
+#include "ascent/kernels/cpu/isa.h"
 #include "ascent/kernels/cpu/ops.h"
 #include "ascent/kernels/cpu/row_ops.h"
 #include "ascent/kernels/cpu/row_sums.h"
@@ -38,10 +40,35 @@ void check_group(int64_t C, int64_t group) {
 }
 
 // A row's mean and 1 / sqrt(var + eps), as layer_norm_forward takes them.
-std::pair<double, double> layer_norm_stats(const float* xr, int64_t C, float eps) {
+std::pair<double, double> layer_norm_stats_ref(const float* xr, int64_t C, float eps) {
   const double mean = sum8(C, [&](int64_t i) { return static_cast<double>(xr[i]); }) / static_cast<double>(C);
   const double var = sum8(C, [&](int64_t i) { return (xr[i] - mean) * (xr[i] - mean); });
   return {mean, 1.0 / std::sqrt(var / static_cast<double>(C) + eps)};
+}
+
+std::pair<double, double> layer_norm_stats(const float* xr, int64_t C, float eps) {
+  return active_isa() == Isa::Avx512 ? layer_norm_stats_avx512(xr, C, eps) : layer_norm_stats_ref(xr, C, eps);
+}
+
+// One row of layer_norm_backward: dx's row, and the row's dw and db terms added to acc[0, C) and acc[C, 2C).
+void layer_norm_backward_row_ref(const float* xr, const float* dyr, const float* w, int64_t C, float eps, double* acc,
+                                 float* dxr) {
+  const auto n = static_cast<double>(C);
+  // Plain names, not a structured binding: clang 14 (the fuzz build) cannot capture a binding in a lambda.
+  const std::pair<double, double> stats = layer_norm_stats_ref(xr, C, eps);
+  const double mean = stats.first, inv = stats.second;
+  const double sum_g = sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i]; });
+  const double sum_gx = sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i] * ((xr[i] - mean) * inv); });
+  for (int64_t i = 0; i < C; ++i) {
+    const double xhat = (xr[i] - mean) * inv;
+    acc[i] += dyr[i] * xhat;
+    acc[C + i] += dyr[i];
+  }
+  const double mg = sum_g / n, mgx = sum_gx / n;
+  for (int64_t i = 0; i < C; ++i) {
+    const double xhat = (xr[i] - mean) * inv;
+    dxr[i] = static_cast<float>(inv * (static_cast<double>(dyr[i]) * w[i] - mg - xhat * mgx));
+  }
 }
 
 }  // namespace
@@ -116,27 +143,10 @@ void rms_norm_backward(const float* x, int64_t T, int64_t C, const float* w, flo
 // dw += dy * xhat, db += dy. Each row's sums read dy before its dx is written, so dx may alias dy.
 void layer_norm_backward(const float* x, int64_t T, int64_t C, const float* w, float eps, const float* dy, float* dx,
                          float* dw, float* db) {
-  const auto n = static_cast<double>(C);
+  const bool simd = active_isa() == Isa::Avx512;
   const std::vector<double> sums = sum_over_rows(T, 2 * C, [&](int64_t t, double* acc) {
-    const float* xr = x + t * C;
-    const float* dyr = dy + t * C;
-    // Plain names, not a structured binding: clang 14 (the fuzz build) cannot capture a binding in a lambda.
-    const std::pair<double, double> stats = layer_norm_stats(xr, C, eps);
-    const double mean = stats.first, inv = stats.second;
-    const double sum_g = sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i]; });
-    const double sum_gx =
-        sum8(C, [&](int64_t i) { return static_cast<double>(dyr[i]) * w[i] * ((xr[i] - mean) * inv); });
-    for (int64_t i = 0; i < C; ++i) {
-      const double xhat = (xr[i] - mean) * inv;
-      acc[i] += dyr[i] * xhat;
-      acc[C + i] += dyr[i];
-    }
-    const double mg = sum_g / n, mgx = sum_gx / n;
-    float* dxr = dx + t * C;
-    for (int64_t i = 0; i < C; ++i) {
-      const double xhat = (xr[i] - mean) * inv;
-      dxr[i] = static_cast<float>(inv * (static_cast<double>(dyr[i]) * w[i] - mg - xhat * mgx));
-    }
+    (simd ? layer_norm_backward_row_avx512 : layer_norm_backward_row_ref)(x + t * C, dy + t * C, w, C, eps, acc,
+                                                                          dx + t * C);
   });
   for (int64_t i = 0; i < C; ++i) {
     dw[i] += static_cast<float>(sums[static_cast<size_t>(i)]);

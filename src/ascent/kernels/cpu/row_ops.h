@@ -5,6 +5,8 @@
 // - GELU (tanh) forward and backward, and SwiGLU's backward (below);
 // - one row of the LM head's cross-entropy: softmax, loss and dlogits in place (cross_entropy_row). The SIMD
 //   variants take e^(z - max) in f32 with the vector exp and sum it in double, as the reference sums its double exps.
+// - LayerNorm's row statistics and one row of its backward, sums in double as norm_cpu.cc's reference takes them;
+//   every variant bitwise the reference's.
 // And prefetch_span, a row's lines requested at once.
 
 // GELU's SIMD variants take 0.5 (1 + tanh(u)) as 1 / (1 + e^-2u): no tanh, and none of the reference's cancellation
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "ascent/tensor/dtype.h"
 
@@ -34,6 +37,9 @@ void swiglu_backward_row_avx512(const float* gate, const float* up, const float*
                                 float* dup);
 double cross_entropy_row_avx2(float* z, int64_t V, int32_t target, float loss_scale, bool grad);
 double cross_entropy_row_avx512(float* z, int64_t V, int32_t target, float loss_scale, bool grad);
+std::pair<double, double> layer_norm_stats_avx512(const float* xr, int64_t C, float eps);
+void layer_norm_backward_row_avx512(const float* xr, const float* dyr, const float* w, int64_t C, float eps,
+                                    double* acc, float* dxr);
 
 // Dispatching entry points used by the kernels.
 void widen_row(DType t, const void* src, float* dst, int64_t n);
