@@ -153,9 +153,17 @@ void run_tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ld
   for (int i = 0; i < mr; ++i) std::memcpy(c + i * ldc, t + i * NR, static_cast<size_t>(nr) * sizeof(float));
 }
 
-// C's rows m0 .. m1 - 1 and columns n0 .. n1 - 1 on the calling thread.
+// Where k slice `slice` (KC deep, the last one what is left) of A's strip `strip` starts in an A packed whole: slices
+// one after another, each its strips one after another.
 template <class Kern>
-void blocked_part(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+int64_t packed_a_offset(int64_t m_strips, int64_t slice, int64_t strip, int64_t kc) {
+  return (slice * m_strips * Kern::packed_k(Kern::KC) + strip * Kern::packed_k(kc)) * Kern::MR;
+}
+
+// C's rows m0 .. m1 - 1 and columns n0 .. n1 - 1 on the calling thread. With a_packed (all of A packed as
+// packed_a_offset lays it out; then m0 is 0) its strips are read from there instead of being packed here.
+template <class Kern>
+void blocked_part(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* a_packed) {
   constexpr int MR = Kern::MR, NR = Kern::NR;
   thread_local Scratch a_buf, b_buf;
   for (int64_t jc = n0; jc < n1; jc += Kern::NC) {
@@ -169,9 +177,16 @@ void blocked_part(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
       const int64_t a_size = Kern::packed_k(kc) * MR;
       for (int64_t ic = m0; ic < m1; ic += Kern::MC) {
         const int64_t mc = std::min<int64_t>(Kern::MC, m1 - ic), strips = (mc + MR - 1) / MR;
-        float* ap = a_buf.get(strips * a_size);
-        for (int64_t s = 0; s < strips; ++s) {
-          Kern::pack_a(p.a, ic + s * MR, static_cast<int>(std::min<int64_t>(MR, mc - s * MR)), pc, kc, ap + s * a_size);
+        const float* ap = nullptr;
+        if (a_packed != nullptr) {
+          ap = a_packed + packed_a_offset<Kern>((p.M + MR - 1) / MR, pc / Kern::KC, ic / MR, kc);
+        } else {
+          float* dst = a_buf.get(strips * a_size);
+          for (int64_t s = 0; s < strips; ++s) {
+            Kern::pack_a(p.a, ic + s * MR, static_cast<int>(std::min<int64_t>(MR, mc - s * MR)), pc, kc,
+                         dst + s * a_size);
+          }
+          ap = dst;
         }
         for (int64_t q = 0; q < panels; ++q) {
           const int nr = static_cast<int>(std::min<int64_t>(NR, nc - q * NR));
@@ -187,8 +202,14 @@ void blocked_part(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
+// The most bytes of A packed whole for threads that split N (see blocked): a GPT-2 layer's activations (256 rows of
+// up to 3072) fit, an LM head's logits (128 rows of 50257) do not, and are packed strip by strip as they are used.
+constexpr int64_t kSharedABytes = int64_t{4} << 20;
+
 // The whole product on the global pool: threads take contiguous shares of N's panels, or of M's strips when N has
-// too few panels to go round. Which thread computes an element changes nothing in how it is computed.
+// too few panels to go round. Which thread computes an element changes nothing in how it is computed. Threads that
+// split N all read all of A: rather than each packing it again for every column block, they first pack it once
+// together, then compute from that copy.
 template <class Kern>
 void blocked(const Problem& p) {
   if (p.M == 0 || p.N == 0) return;
@@ -206,16 +227,32 @@ void blocked(const Problem& p) {
   const int threads = pool.size();
   const int64_t n_panels = (p.N + NR - 1) / NR, m_strips = (p.M + MR - 1) / MR;
   // Below about a million multiply-adds a second thread's wake-up costs more than it saves.
-  if (threads == 1 || p.M * p.N * p.K < (int64_t{1} << 20)) return blocked_part<Kern>(p, 0, p.M, 0, p.N);
+  if (threads == 1 || p.M * p.N * p.K < (int64_t{1} << 20)) return blocked_part<Kern>(p, 0, p.M, 0, p.N, nullptr);
   const bool split_n = n_panels >= 2 * threads || n_panels >= m_strips;
+  const int64_t slices = (p.K + Kern::KC - 1) / Kern::KC;
+  const int64_t a_floats = packed_a_offset<Kern>(m_strips, slices, 0, Kern::KC);
+  const float* a_packed = nullptr;
+  if (split_n && a_floats * static_cast<int64_t>(sizeof(float)) <= kSharedABytes) {
+    thread_local Scratch shared;  // the calling thread's; the workers read it during this call only
+    float* dst = shared.get(a_floats);
+    pool.parallel_for(slices * m_strips, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t slice = j / m_strips, strip = j % m_strips, pc = slice * Kern::KC;
+        const int64_t kc = std::min<int64_t>(Kern::KC, p.K - pc);
+        Kern::pack_a(p.a, strip * MR, static_cast<int>(std::min<int64_t>(MR, p.M - strip * MR)), pc, kc,
+                     dst + packed_a_offset<Kern>(m_strips, slice, strip, kc));
+      }
+    });
+    a_packed = dst;
+  }
   pool.parallel_for(threads, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const auto [s0, s1] = ThreadPool::share(split_n ? n_panels : m_strips, threads, static_cast<int>(t));
       if (s0 == s1) continue;
       if (split_n) {
-        blocked_part<Kern>(p, 0, p.M, s0 * NR, std::min(p.N, s1 * NR));
+        blocked_part<Kern>(p, 0, p.M, s0 * NR, std::min(p.N, s1 * NR), a_packed);
       } else {
-        blocked_part<Kern>(p, s0 * MR, std::min(p.M, s1 * MR), 0, p.N);
+        blocked_part<Kern>(p, s0 * MR, std::min(p.M, s1 * MR), 0, p.N, nullptr);
       }
     }
   });
