@@ -133,7 +133,11 @@ void pack_b_f32(const GemmOperand& b, int64_t pc, int64_t kc, int64_t j0, int64_
 template <int MR>
 void pack_a_f32(const GemmOperand& a, int64_t i0, int mr, int64_t pc, int64_t kc, float* dst) {
   if (a.transposed) {
-    pack_rows<MR>(a.data + pc * a.ld + i0, a.ld, mr, kc, dst);
+    // MR values from each of kc stored rows far apart: no hardware prefetcher follows that many short pieces, so the
+    // next line of each row (the strips after this one read it) is requested now.
+    const float* src = a.data + pc * a.ld + i0;
+    for (int64_t k = 0; k < kc; ++k) __builtin_prefetch(src + k * a.ld + 16, 0, 3);
+    pack_rows<MR>(src, a.ld, mr, kc, dst);
   } else {
     pack_columns<MR>(a.data + i0 * a.ld + pc, a.ld, mr, kc, dst);
   }
