@@ -63,7 +63,8 @@ class Autodiff {
   void set_numerics(const Numerics& n) { numerics_ = n; }
 
   // One batch of `batch` sequences (tokens and targets: batch * seq each; a negative target is not counted). Adds
-  // loss_scale * d(loss sum)/d(weight) to every weight's gradient array and returns the loss sum.
+  // loss_scale * d(loss sum)/d(weight) to every weight's gradient array and returns the loss sum. When it throws (a
+  // target outside the vocabulary), the gradients hold part of a pass: clear them before the next use.
   LossSum forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t batch,
                            float loss_scale);
   // The loss alone (validation): forward only, nothing kept for a backward pass.

@@ -25,6 +25,7 @@ AdamW::AdamW(const ParamSet& params, AdamWOptions o) : o_(o) {
 }
 
 void AdamW::step(ParamSet& params, double lr, double grad_scale) {
+  params.zero_cleared();  // a gradient no product wrote this step reads as zeros
   ++t_;
   // torch.optim.AdamW's arithmetic (single-tensor path), in f32 as its f32 tensors compute: kernels/cpu/adamw.h.
   const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t_));

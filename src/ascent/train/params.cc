@@ -5,6 +5,7 @@
 #include <random>
 
 #include "ascent/base/error.h"
+#include "ascent/base/thread_pool.h"
 
 namespace ascent::train {
 
@@ -187,17 +188,27 @@ void ParamSet::zero_grad() {
   }
 }
 
+namespace {
+
+// On the pool: an untied embedding's gradient (vocab x width) is zeroed every step before its scatter-add.
+void fill_zeros(std::vector<float>& g) {
+  ThreadPool::global().parallel_for(static_cast<int64_t>(g.size()),
+                                    [&](int64_t i0, int64_t i1) { std::fill(g.begin() + i0, g.begin() + i1, 0.0f); });
+}
+
+}  // namespace
+
 void ParamSet::zero_cleared() {
   for (Param& p : params_) {
     if (p.grad_state != GradState::Cleared) continue;
-    std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+    fill_zeros(p.grad);
     p.grad_state = GradState::Zeros;
   }
 }
 
 float* ParamSet::take_grad(Param& p, bool overwrites, bool& zero) {
   zero = p.grad_state != GradState::Live;
-  if (p.grad_state == GradState::Cleared && !overwrites) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+  if (p.grad_state == GradState::Cleared && !overwrites) fill_zeros(p.grad);
   p.grad_state = GradState::Live;
   return p.grad.data();
 }

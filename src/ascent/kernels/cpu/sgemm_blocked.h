@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -135,8 +136,12 @@ void pack_a_f32(const GemmOperand& a, int64_t i0, int mr, int64_t pc, int64_t kc
   if (a.transposed) {
     // MR values from each of kc stored rows far apart: no hardware prefetcher follows that many short pieces, so the
     // next line of each row (the strips after this one read it) is requested now.
+    // The address is formed as an integer: past the last strip it lies beyond A, which a prefetch may name but a
+    // pointer may not.
     const float* src = a.data + pc * a.ld + i0;
-    for (int64_t k = 0; k < kc; ++k) __builtin_prefetch(src + k * a.ld + 16, 0, 3);
+    for (int64_t k = 0; k < kc; ++k) {
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src + k * a.ld) + 64), 0, 3);
+    }
     pack_rows<MR>(src, a.ld, mr, kc, dst);
   } else {
     pack_columns<MR>(a.data + i0 * a.ld + pc, a.ld, mr, kc, dst);
@@ -169,6 +174,7 @@ int64_t packed_a_offset(int64_t m_strips, int64_t slice, int64_t strip, int64_t 
 template <class Kern>
 void blocked_part(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* a_packed) {
   constexpr int MR = Kern::MR, NR = Kern::NR;
+  static_assert(Kern::MC % MR == 0, "an A block is whole strips, so a block's strips index a packed A (ic / MR)");
   thread_local Scratch a_buf, b_buf;
   for (int64_t jc = n0; jc < n1; jc += Kern::NC) {
     const int64_t nc = std::min<int64_t>(Kern::NC, n1 - jc), panels = (nc + NR - 1) / NR;
