@@ -6,8 +6,7 @@
 // two writers, and every sum runs in one fixed order whatever thread runs the item. K and V are held transposed,
 // (D, keys) with keys padded to whole vectors, so a query row's scores q . k_j and dout . v_j come W keys per FMA
 // chain, no horizontal sums. Head rows are zero-padded to whole vectors (Dp), so any head size works. A key outside a
-// row's causal window enters that row's sums as a zero product (its probability and dscore are 0), which leaves every
-// finite sum's value as it was.
+// row's window adds a zero product (probability and dscore 0): finite sums keep their value.
 #pragma once
 
 #include <algorithm>
