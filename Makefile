@@ -1,6 +1,6 @@
 # Entry points. `make demo` and `make test` each run setup first, so both work on a fresh Debian 12 machine: the demo
-# installs and builds only what the program needs (configured without the tests, so no GoogleTest), `make test` adds
-# the test packages and targets.
+# installs and builds only what the program needs (configured without the tests, so no GoogleTest, unless build/release
+# already has them), `make test` adds the test packages and targets.
 SHARED ?= ../shared
 JOBS ?= $(shell nproc)
 # The program the demo runs (tests/e2e/test_demo.py runs demo-run with the build it tests).
@@ -19,8 +19,12 @@ setup:
 setup-test:
 	bash scripts/setup.sh --test
 
+# A build folder already configured with the tests keeps them, and they are rebuilt with the program: switching them off
+# there would leave the last test build's binaries in place, which ctest would then run against the new program.
+RELEASE_CACHE ?= build/release/CMakeCache.txt
+PROGRAM_TESTING = $(shell grep -qs '^BUILD_TESTING:BOOL=ON$$' $(RELEASE_CACHE) && echo ON || echo OFF)
 build-program: setup
-	cmake --preset release -DBUILD_TESTING=OFF
+	cmake --preset release -DBUILD_TESTING=$(PROGRAM_TESTING)
 	cmake --build --preset release -j $(JOBS)
 
 build: setup-test

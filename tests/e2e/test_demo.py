@@ -1,6 +1,6 @@
 """`make demo`: its run (the Makefile's demo-run target, against the build under test) prints the known stories260K
-story of ../shared/README.md, and its build installs and configures without the tests, so a machine without
-GoogleTest or the tests' Python packages can build it."""
+story of ../shared/README.md. Its build installs and configures without the tests, so a machine without GoogleTest or
+the tests' Python packages can build it; a build folder that already has the tests keeps them."""
 import os
 import subprocess
 
@@ -23,11 +23,17 @@ def main():
     r = make("-s", "--no-print-directory", "demo-run", f"ASCENT={ASCENT}", f"SHARED={tmpdir()}")
     check(r.returncode != 0 and "stories260K is missing" in r.stdout, f"without the model the demo fails: {r.stdout!r}")
     # The demo's build: setup without the test packages, configured with BUILD_TESTING off (tests/CMakeLists.txt, the
-    # only place that looks for GoogleTest, is then not read).
-    r = make("-n", "--no-print-directory", "demo")
-    lines = r.stdout.splitlines()
-    check("bash scripts/setup.sh" in lines and "cmake --preset release -DBUILD_TESTING=OFF" in lines,
-          f"make demo installs without --test and configures without the tests: {lines[:3]}")
+    # only place that looks for GoogleTest, is then not read). A build folder that already holds the tests keeps them,
+    # and they are rebuilt, so that ctest never runs test binaries older than the program.
+    work = tmpdir()
+    with_tests = os.path.join(work, "CMakeCache.txt")
+    with open(with_tests, "w") as f:
+        f.write("CMAKE_BUILD_TYPE:STRING=Release\nBUILD_TESTING:BOOL=ON\n")
+    for cache, value in ((os.path.join(work, "missing"), "OFF"), (with_tests, "ON")):
+        r = make("-n", "--no-print-directory", "demo", f"RELEASE_CACHE={cache}")
+        lines = r.stdout.splitlines()
+        check("bash scripts/setup.sh" in lines and f"cmake --preset release -DBUILD_TESTING={value}" in lines,
+              f"make demo installs without --test and configures BUILD_TESTING={value} ({cache}): {lines[:3]}")
     finish()
 
 
