@@ -1,7 +1,8 @@
-"""kernels::sgemm (and sgemm_bf16) against PyTorch float64 over odd shapes, the four transpose combinations and
-beta 0 (over a C of NaN, which must not leak), 1 and 0.5, in every ISA variant. sgemm.h promises one summation
+"""kernels::sgemm (and sgemm_bf16, sgemm_f16) against PyTorch float64 over odd shapes, the four transpose combinations
+and beta 0 (over a C of NaN, which must not leak), 1 and 0.5, in every ISA variant. sgemm.h promises one summation
 order (an FMA chain over k from beta * c), so beyond the error bound this checks that every variant gives the same
-bits, that 1 and 2 threads do, and that a row's result does not depend on the other rows in the call."""
+bits, that 1 and 2 threads do, and that a row's result does not depend on the other rows in the call. sgemm_f16's
+operands beyond fp16's range become infinities, as an fp16 matmul's would."""
 import os
 
 import numpy as np
@@ -43,13 +44,16 @@ def sgemm(a, b, c, ta, tb, beta, isa=None, what=None, **attrs):
     return torch.from_numpy(np.load(out)) if r.returncode == 0 else None
 
 
-def within_bound(got, a, b, c, ta, tb, beta, bf16=False):
+def within_bound(got, a, b, c, ta, tb, beta, bf16=False, f16=False):
     """Whether got is op(A) op(B) + beta C to within the FMA chain's bound: K + 2 roundings (beta * c, one per k)
-    of the sum of the magnitudes. With bf16, op(A) and op(B) are first rounded to bf16 (products exact in f32)."""
+    of the sum of the magnitudes. With bf16 (f16), op(A) and op(B) are first rounded to bf16 (fp16) by torch;
+    the products are exact in f32."""
     if got is None:
         return False, float("inf")
     if bf16:
         a, b = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    if f16:
+        a, b = a.half(), b.half()
     A, B, C = a.double(), b.double(), c.double()
     A, B = (A.T if ta else A), (B.T if tb else B)
     bc = beta * C if beta != 0 else torch.zeros_like(C)
@@ -73,14 +77,14 @@ def main():
             for tb in (0, 1):
                 cases.append((M, N, K, ta, tb, (0.0, 1.0, 0.5)[(i + 2 * ta + tb) % 3]))
     cases += GPT2
-    for bf16 in (0, 1):
-        name = "sgemm_bf16" if bf16 else "sgemm"
+    for name in ("sgemm", "sgemm_bf16", "sgemm_f16"):
+        bf16, f16 = int(name == "sgemm_bf16"), int(name == "sgemm_f16")
         for M, N, K, ta, tb, beta in cases:
             a, b, c = operands(M, N, K, ta, tb, beta)
             first = None
             for isa in isas:
-                got = sgemm(a, b, c, ta, tb, beta, isa, name, bf16=bf16)
-                ok, err = within_bound(got, a, b, c, ta, tb, beta, bf16=bf16)
+                got = sgemm(a, b, c, ta, tb, beta, isa, name, bf16=bf16, f16=f16)
+                ok, err = within_bound(got, a, b, c, ta, tb, beta, bf16=bf16, f16=f16)
                 check(ok, f"{name} {isa} M={M} N={N} K={K} ta={ta} tb={tb} beta={beta} (err {err:.2f} of bound)")
                 if bf16 and isa == "avx512":
                     continue  # vdpbf16ps adds a pair of products per step: its own order, not the FMA chain's
@@ -95,15 +99,24 @@ def main():
             for M, N, K, ta, tb in [(257, 4099, 65, 0, 1), (1031, 17, 300, 1, 0), (257, 200, 257, 0, 0),
                                     (64, 1500, 192, 0, 1)]:
                 a, b, c = operands(M, N, K, ta, tb, 1.0)
-                one = sgemm(a, b, c, ta, tb, 1.0, isa, name, threads=1, bf16=bf16)
-                two = sgemm(a, b, c, ta, tb, 1.0, isa, name, threads=2, bf16=bf16)
+                one = sgemm(a, b, c, ta, tb, 1.0, isa, name, threads=1, bf16=bf16, f16=f16)
+                two = sgemm(a, b, c, ta, tb, 1.0, isa, name, threads=2, bf16=bf16, f16=f16)
                 check(same_bits(one, two), f"{name} {isa} M={M} N={N} K={K} ta={ta} tb={tb}: 1 and 2 threads give "
                       "the same bits")
                 for i in (0, 13, M - 1):
                     ai = a[:, i:i + 1] if ta else a[i:i + 1]
-                    row = sgemm(ai, b, c[i:i + 1], ta, tb, 1.0, isa, name, threads=2, bf16=bf16)
+                    row = sgemm(ai, b, c[i:i + 1], ta, tb, 1.0, isa, name, threads=2, bf16=bf16, f16=f16)
                     check(row is not None and same_bits(row[0], two[i]), f"{name} {isa} M={M} N={N} K={K} ta={ta} "
                           f"tb={tb}: row {i} alone equals row {i} of the whole")
+
+    # fp16's range: 70000 rounds to infinity, 65504 is the largest half, 1e-8 rounds to zero (below half a subnormal).
+    for isa in isas:
+        a = torch.tensor([[70000.0, 1.0], [65504.0, 1.0], [1e-8, 1.0]])
+        b = torch.tensor([[1.0, 2.0], [0.0, 1.0]])
+        got = sgemm(a, b, torch.zeros(3, 2), 0, 0, 0.0, isa, "sgemm_f16", f16=1)
+        want = torch.tensor([[float("inf"), float("inf")], [65504.0, 131009.0], [0.0, 1.0]])
+        check(got is not None and torch.equal(got, want), f"sgemm_f16 {isa}: operands outside fp16's range round as "
+              f"fp16 does: {got.tolist() if got is not None else None}")
 
     # Bad input: a clear error naming the mismatch, not a crash.
     r = op_runner(["sgemm", os.path.join(DIR, "bad.npy"), save(torch.ones(3, 4)), save(torch.ones(5, 6)), "ta=0",

@@ -181,8 +181,10 @@ int run(int argc, char** argv) {
     if (attr.count("threads") != 0) ThreadPool::set_global_threads(static_cast<int>(inum("threads")));
     const kernels::GemmOperand a_op{static_cast<const float*>(x.data), cols, ta};
     const kernels::GemmOperand b_op{static_cast<const float*>(b.data), b.cols(), tb};
-    const bool bf16 = attr.count("bf16") != 0 && inum("bf16") != 0;
-    (bf16 ? kernels::sgemm_bf16 : kernels::sgemm)(M, N, K, a_op, b_op, static_cast<float>(num("beta")), y.data(), N);
+    const bool bf16 = attr.count("bf16") != 0 && inum("bf16") != 0, f16 = attr.count("f16") != 0 && inum("f16") != 0;
+    (bf16  ? kernels::sgemm_bf16
+     : f16 ? kernels::sgemm_f16
+           : kernels::sgemm)(M, N, K, a_op, b_op, static_cast<float>(num("beta")), y.data(), N);
     yshape = {M, N};
   } else if (op == "awq") {
     const Tensor w32 = to_f32(x);

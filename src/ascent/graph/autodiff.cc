@@ -130,6 +130,8 @@ void Autodiff::gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda
                     bool tb, float beta, float* c, int64_t ldc) const {
   if (numerics_.matmul_bf16) {
     kernels::sgemm_bf16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
+  } else if (numerics_.matmul_f16) {
+    kernels::sgemm_f16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
   } else {
     kernels::sgemm(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
   }

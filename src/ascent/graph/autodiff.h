@@ -33,10 +33,12 @@ const char* recompute_name(Recompute r);
 
 // Mixed precision as the AMP levels define it, carried out on f32 buffers: a value "in bf16" holds only
 // bf16-representable numbers (each rounded to nearest even), so the arithmetic is what bf16 storage gives while every
-// kernel stays the f32 one. Matmuls in bf16 multiply bf16-rounded operands with f32 accumulation (vdpbf16ps).
+// kernel stays the f32 one. Matmuls in bf16 multiply bf16-rounded operands with f32 accumulation (vdpbf16ps); in fp16,
+// fp16-rounded operands with f32 FMAs (sgemm_f16).
 enum class Half { None, Bf16, F16 };
 struct Numerics {
-  bool matmul_bf16 = false;            // O1 and up: every matmul's operands in bf16, forward and backward
+  bool matmul_bf16 = false;            // O1 and up: matmul operands in bf16, forward and backward; not the LM head's
+  bool matmul_f16 = false;             // O3 fp16: matmul operands, weights included, in fp16; not the LM head's
   Half activations = Half::None;       // O2: node outputs other than norms in bf16; O3: all of them, bf16 or fp16
   bool norms_too = false;              // O3: norm outputs rounded as well
   Half activation_grads = Half::None;  // O3: gradients of activations in the half type (fp16: where loss scaling acts)

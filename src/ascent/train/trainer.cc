@@ -76,8 +76,10 @@ graph::Numerics numerics_for(Precision p, bool fp16) {
       n.activations = graph::Half::Bf16;
       break;
     case Precision::O3:
-      // fp16 has no matmul instruction here: its matmuls multiply the fp16-rounded activations and gradients in f32.
+      // fp16 has no matmul instruction here: its matmuls round their operands, the weights too, to fp16 and multiply
+      // them in f32, each product exact.
       n.matmul_bf16 = !fp16;
+      n.matmul_f16 = fp16;
       n.activations = half;
       n.norms_too = true;
       n.activation_grads = half;

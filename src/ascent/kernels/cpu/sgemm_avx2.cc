@@ -3,7 +3,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 
 #include "ascent/kernels/cpu/sgemm_blocked.h"
 
@@ -54,6 +54,10 @@ struct Avx2Kern {
 
 void sgemm_avx2(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
   blocked<Avx2Kern>(Problem{M, N, K, a, b, beta, c, ldc});
+}
+
+void sgemm_f16_avx2(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
+  blocked<F16Rounded<Avx2Kern>>(Problem{M, N, K, a, b, beta, c, ldc});
 }
 
 }  // namespace ascent::kernels

@@ -9,7 +9,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
 
 #include "ascent/kernels/cpu/sgemm_blocked.h"
 
@@ -152,6 +152,11 @@ struct Bf16Kern {
 void sgemm_bf16_avx512(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c,
                        int64_t ldc) {
   blocked<Bf16Kern<8, 3>>(Problem{M, N, K, a, b, beta, c, ldc});
+}
+
+void sgemm_f16_avx512(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c,
+                      int64_t ldc) {
+  blocked<F16Rounded<F32Kern<8, 3>>>(Problem{M, N, K, a, b, beta, c, ldc});
 }
 
 void sgemm_avx512(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {

@@ -148,6 +148,34 @@ void pack_a_f32(const GemmOperand& a, int64_t i0, int mr, int64_t pc, int64_t kc
   }
 }
 
+// x[0 .. n) rounded to fp16 (to nearest even, as f32_to_f16 rounds; a NaN stays a NaN) and widened back, in place.
+inline void round_f16_8(float* x) {
+  _mm256_storeu_ps(x, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT)));
+}
+inline void round_f16(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) round_f16_8(x + i);
+  if (i == n) return;
+  float t[8] = {};
+  std::memcpy(t, x + i, static_cast<size_t>(n - i) * sizeof(float));
+  round_f16_8(t);
+  std::memcpy(x + i, t, static_cast<size_t>(n - i) * sizeof(float));
+}
+
+// Kern with both operands rounded to fp16 as they are packed (sgemm_f16): the microkernel multiplies what it always
+// does, now fp16 values, each product exact in f32.
+template <class Kern>
+struct F16Rounded : Kern {
+  static void pack_a(const GemmOperand& a, int64_t i0, int mr, int64_t pc, int64_t kc, float* dst) {
+    Kern::pack_a(a, i0, mr, pc, kc, dst);
+    round_f16(dst, Kern::packed_k(kc) * Kern::MR);
+  }
+  static void pack_b(const GemmOperand& b, int64_t pc, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+    Kern::pack_b(b, pc, kc, j0, nc, dst);
+    round_f16(dst, (nc + Kern::NR - 1) / Kern::NR * Kern::packed_k(kc) * Kern::NR);
+  }
+};
+
 // A tile at C's edge runs the full microkernel on a copy, so its sums are the interior tiles' sums.
 template <class Kern>
 void run_tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr, Init init,

@@ -27,14 +27,32 @@ void rows(int64_t m0, int64_t m1, int64_t N, int64_t K, const GemmOperand& a, co
     }
 }
 
-// A stored operand of `rows` x `cols` with each element rounded to bf16 and widened back, densely (ld = cols).
-std::vector<float> bf16_rounded(const GemmOperand& x, int64_t rows, int64_t cols) {
+// A stored operand of `rows` x `cols` with each element rounded by `round` (to bf16 or fp16 and widened back), densely
+// (ld = cols).
+template <class Round>
+std::vector<float> rounded(const GemmOperand& x, int64_t rows, int64_t cols, Round round) {
   std::vector<float> r(static_cast<size_t>(rows * cols));
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j)
-      r[static_cast<size_t>(i * cols + j)] = bf16_to_f32(f32_to_bf16(x.data[i * x.ld + j]));
+    for (int64_t j = 0; j < cols; ++j) r[static_cast<size_t>(i * cols + j)] = round(x.data[i * x.ld + j]);
   }
   return r;
+}
+
+float bf16_round(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
+}
+float f16_round(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
+
+// sgemm on rounded dense copies of A and B: what the variants without a kernel of their own for a rounding compute.
+template <class Round>
+void sgemm_rounded(int64_t M, int64_t N, int64_t K, const GemmOperand& a, const GemmOperand& b, float beta, float* c,
+                   int64_t ldc, Round round) {
+  const std::vector<float> ar = rounded(a, a.transposed ? K : M, a.transposed ? M : K, round);
+  const std::vector<float> br = rounded(b, b.transposed ? N : K, b.transposed ? K : N, round);
+  sgemm(M, N, K, {ar.data(), a.transposed ? M : K, a.transposed}, {br.data(), b.transposed ? K : N, b.transposed}, beta,
+        c, ldc);
 }
 
 void check_shapes(const char* fn, int64_t M, int64_t N, int64_t K, const GemmOperand& a, const GemmOperand& b,
@@ -68,10 +86,20 @@ void sgemm(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float 
 void sgemm_bf16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
   check_shapes("sgemm_bf16", M, N, K, a, b, ldc);
   if (active_isa() == Isa::Avx512 && cpu_features().avx512_bf16) return sgemm_bf16_avx512(M, N, K, a, b, beta, c, ldc);
-  const std::vector<float> ar = bf16_rounded(a, a.transposed ? K : M, a.transposed ? M : K);
-  const std::vector<float> br = bf16_rounded(b, b.transposed ? N : K, b.transposed ? K : N);
-  sgemm(M, N, K, {ar.data(), a.transposed ? M : K, a.transposed}, {br.data(), b.transposed ? K : N, b.transposed}, beta,
-        c, ldc);
+  sgemm_rounded(M, N, K, a, b, beta, c, ldc, bf16_round);
+}
+
+void sgemm_f16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
+  check_shapes("sgemm_f16", M, N, K, a, b, ldc);
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return sgemm_f16_avx512(M, N, K, a, b, beta, c, ldc);
+    case Isa::Avx2:
+      return sgemm_f16_avx2(M, N, K, a, b, beta, c, ldc);
+    case Isa::Ref:
+      break;
+  }
+  sgemm_rounded(M, N, K, a, b, beta, c, ldc, f16_round);
 }
 
 }  // namespace ascent::kernels
