@@ -19,10 +19,10 @@ setup:
 setup-test:
 	bash scripts/setup.sh --test
 
-# A build folder already configured with the tests keeps them, and they are rebuilt with the program: switching them off
-# there would leave the last test build's binaries in place, which ctest would then run against the new program.
+# A build folder already configured with the tests keeps them, and they are rebuilt with the program. Switching them
+# off there would leave the last test build's binaries in place, and ctest would run them against the new program.
 RELEASE_CACHE ?= build/release/CMakeCache.txt
-PROGRAM_TESTING = $(shell grep -qs '^BUILD_TESTING:BOOL=ON$$' $(RELEASE_CACHE) && echo ON || echo OFF)
+PROGRAM_TESTING = $(shell grep -Eiqs '^BUILD_TESTING:BOOL=(ON|1|TRUE|YES|Y)$$' $(RELEASE_CACHE) && echo ON || echo OFF)
 build-program: setup
 	cmake --preset release -DBUILD_TESTING=$(PROGRAM_TESTING)
 	cmake --build --preset release -j $(JOBS)

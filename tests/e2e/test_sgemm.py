@@ -109,14 +109,16 @@ def main():
                     check(row is not None and same_bits(row[0], two[i]), f"{name} {isa} M={M} N={N} K={K} ta={ta} "
                           f"tb={tb}: row {i} alone equals row {i} of the whole")
 
-    # fp16's range: 70000 rounds to infinity, 65504 is the largest half, 1e-8 rounds to zero (below half a subnormal).
+    # fp16's edges, in A and in B: past the largest half (65520 and up round to infinity, 65519.99 to 65504), below
+    # half the smallest subnormal (1e-8 rounds to zero), ties (1.5 * 2^-24 rounds to 2^-23, 1 + 2^-11 to 1).
+    a = torch.tensor([[70000.0, 1.0], [65504.0, 1.0], [1e-8, 1.0], [1.5 * 2**-24, 0.0], [1 + 2**-11, 0.0],
+                      [65519.99, 0.0], [65520.0, 0.0]])
+    b = torch.tensor([[1.0, 2.0, 1.5 * 2**-24], [0.0, 1.0, 1 + 2**-11]])
+    want = (a.half().double() @ b.half().double()).float()
     for isa in isas:
-        a = torch.tensor([[70000.0, 1.0], [65504.0, 1.0], [1e-8, 1.0]])
-        b = torch.tensor([[1.0, 2.0], [0.0, 1.0]])
-        got = sgemm(a, b, torch.zeros(3, 2), 0, 0, 0.0, isa, "sgemm_f16", f16=1)
-        want = torch.tensor([[float("inf"), float("inf")], [65504.0, 131009.0], [0.0, 1.0]])
-        check(got is not None and torch.equal(got, want), f"sgemm_f16 {isa}: operands outside fp16's range round as "
-              f"fp16 does: {got.tolist() if got is not None else None}")
+        got = sgemm(a, b, torch.zeros(7, 3), 0, 0, 0.0, isa, "sgemm_f16", f16=1)
+        check(got is not None and torch.equal(got, want), f"sgemm_f16 {isa}: operands at fp16's edges round as torch's "
+              f"half does: {got.tolist() if got is not None else None} vs {want.tolist()}")
 
     # Bad input: a clear error naming the mismatch, not a crash.
     r = op_runner(["sgemm", os.path.join(DIR, "bad.npy"), save(torch.ones(3, 4)), save(torch.ones(5, 6)), "ta=0",

@@ -182,6 +182,7 @@ int run(int argc, char** argv) {
     const kernels::GemmOperand a_op{static_cast<const float*>(x.data), cols, ta};
     const kernels::GemmOperand b_op{static_cast<const float*>(b.data), b.cols(), tb};
     const bool bf16 = attr.count("bf16") != 0 && inum("bf16") != 0, f16 = attr.count("f16") != 0 && inum("f16") != 0;
+    ASCENT_CHECK(!(bf16 && f16), "sgemm: bf16=1 and f16=1 exclude each other");
     (bf16  ? kernels::sgemm_bf16
      : f16 ? kernels::sgemm_f16
            : kernels::sgemm)(M, N, K, a_op, b_op, static_cast<float>(num("beta")), y.data(), N);

@@ -1,8 +1,10 @@
 // train_runner: the training path (graph/autodiff.h, train/optimizer.h) on one batch, for tests/e2e/test_train_grads.py
 // to check against PyTorch autograd and torch.optim.AdamW.
 //   train_runner grads MODEL OUT.safetensors TOKENS.npy TARGETS.npy [recompute=none|selective|full]
-//     loss = mean over counted targets of the cross-entropy; writes every parameter's gradient under its Hugging Face
-//     name, and the loss in the metadata ("loss"); prints "peak_bytes N" (measured and planned).
+//                [precision=O0|O1|O2|O3|O3-fp16] [loss_scale=S]
+//     loss = mean over counted targets of the cross-entropy; writes every parameter's gradient (of S x loss) under
+//     its Hugging Face name, and the loss in the metadata ("loss"); prints "loss L" (17 digits) and "peak_bytes N"
+//     (measured and planned).
 //   train_runner adamw MODEL OUT.safetensors TOKENS.npy TARGETS.npy steps=N lr=X [wd= b1= b2= eps= clip=]
 //     N AdamW steps on the same batch; writes the parameters after them, and with grads=PREFIX each step's gradients
 //     (after clipping) as PREFIX-K.safetensors, K = 0..N-1.
@@ -16,10 +18,20 @@
 #include "ascent/tensor/npy.h"
 #include "ascent/train/optimizer.h"
 #include "ascent/train/train_model.h"
+#include "ascent/train/trainer.h"
 
 using namespace ascent;
 
 namespace {
+
+graph::Numerics parse_precision(const std::string& s) {
+  if (s == "O0") return train::numerics_for(train::Precision::O0, /*fp16=*/false);
+  if (s == "O1") return train::numerics_for(train::Precision::O1, /*fp16=*/false);
+  if (s == "O2") return train::numerics_for(train::Precision::O2, /*fp16=*/false);
+  if (s == "O3") return train::numerics_for(train::Precision::O3, /*fp16=*/false);
+  if (s == "O3-fp16") return train::numerics_for(train::Precision::O3, /*fp16=*/true);
+  fail("precision={} (O0, O1, O2, O3, O3-fp16)", s);
+}
 
 graph::Recompute parse_recompute(const std::string& s) {
   if (s == "none") return graph::Recompute::None;
@@ -51,10 +63,12 @@ int run(int argc, char** argv) {
 
   auto m = train::load_train_model(model_path, parse_recompute(kv.count("recompute") ? kv["recompute"] : "none"));
   if (mode == "grads") {
-    const graph::LossSum l = m->autodiff().forward_backward(tokens, targets, B, 1.0f / static_cast<float>(counted));
+    if (kv.count("precision")) m->autodiff().set_numerics(parse_precision(kv["precision"]));
+    const float scale = static_cast<float>(num("loss_scale", 1.0) / static_cast<double>(counted));
+    const graph::LossSum l = m->autodiff().forward_backward(tokens, targets, B, scale);
     const int64_t measured = m->autodiff().peak_bytes();
     const int64_t planned = m->autodiff().planned_peak_bytes(B, tok.shape[1]);
-    std::printf("loss %.9g\npeak_bytes %lld planned %lld\n", l.sum / static_cast<double>(l.count),
+    std::printf("loss %.17g\npeak_bytes %lld planned %lld\n", l.sum / static_cast<double>(l.count),
                 static_cast<long long>(measured), static_cast<long long>(planned));
     const model::WeightSet g = m->grads();
     model::write_safetensors(out, model::hf_tensors(m->config(), g),

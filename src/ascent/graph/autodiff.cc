@@ -126,6 +126,11 @@ Autodiff::Autodiff(const Graph& g, GradOf grad_of, Recompute recompute)
   }
 }
 
+void Autodiff::set_numerics(const Numerics& n) {
+  ASCENT_CHECK(!(n.matmul_bf16 && n.matmul_f16), "Autodiff: matmuls in bf16 and in fp16 at once");
+  numerics_ = n;
+}
+
 void Autodiff::gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool ta, const float* b, int64_t ldb,
                     bool tb, float beta, float* c, int64_t ldc) const {
   if (numerics_.matmul_bf16) {

@@ -62,6 +62,24 @@ double flops_per_token(const model::ModelConfig& c, const ParamSet& p, int64_t s
   return 6.0 * matmul + attn;
 }
 
+// Keeps the log's lines up to `step` (those a resumed run has already computed) and drops the rest.
+std::vector<json> kept_log(const std::string& path, int64_t step) {
+  std::vector<json> out;
+  if (!fs::exists(path)) return out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("step")) break;  // a line cut short by a kill: the rest is recomputed
+    if (j["step"].get<int64_t>() > step) break;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace
+
 graph::Numerics numerics_for(Precision p, bool fp16) {
   graph::Numerics n;
   const graph::Half half = fp16 ? graph::Half::F16 : graph::Half::Bf16;
@@ -87,24 +105,6 @@ graph::Numerics numerics_for(Precision p, bool fp16) {
   }
   return n;
 }
-
-// Keeps the log's lines up to `step` (those a resumed run has already computed) and drops the rest.
-std::vector<json> kept_log(const std::string& path, int64_t step) {
-  std::vector<json> out;
-  if (!fs::exists(path)) return out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.contains("step")) break;  // a line cut short by a kill: the rest is recomputed
-    if (j["step"].get<int64_t>() > step) break;
-    out.push_back(std::move(j));
-  }
-  return out;
-}
-
-}  // namespace
 
 void run_training(const TrainConfig& c, const RunOptions& o) {
   if (c.threads > 0) ThreadPool::set_global_threads(c.threads);

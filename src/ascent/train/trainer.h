@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "ascent/graph/autodiff.h"
 #include "ascent/train/config.h"
 
 namespace ascent::train {
@@ -19,5 +20,8 @@ struct RunOptions {
 };
 
 void run_training(const TrainConfig& c, const RunOptions& o);
+
+// What a precision level (with fp16 for O3's half type) rounds, and where: the run's Autodiff numerics.
+graph::Numerics numerics_for(Precision p, bool fp16);
 
 }  // namespace ascent::train

@@ -32,8 +32,8 @@ void sgemm_ref(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, fl
 // rounded operands run sgemm's f32 order, each product exact. Either way row i does not depend on M or threads.
 void sgemm_bf16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc);
 
-// sgemm with A and B rounded to fp16 (to nearest even; beyond fp16's range to infinity) and their products summed in
-// f32 in sgemm's order, each product exact: an fp16 matmul with f32 accumulation, as pure fp16 training (O3) runs
+// sgemm with A and B rounded to fp16 (to nearest even; beyond fp16's range to infinity), their products summed in
+// f32 in sgemm's order, each product exact. It is an fp16 matmul with f32 accumulation: pure fp16 training (O3) runs
 // its matmuls on fp16 weights and activations. The SIMD variants round the operands as they pack them, so the f32
 // master weights are never copied. Every variant gives the same bits (a NaN's payload aside).
 void sgemm_f16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc);
