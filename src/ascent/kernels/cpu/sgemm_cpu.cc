@@ -63,6 +63,24 @@ void check_shapes(const char* fn, int64_t M, int64_t N, int64_t K, const GemmOpe
                ldc, M, N, K);
 }
 
+using SgemmFn = void (*)(int64_t, int64_t, int64_t, GemmOperand, GemmOperand, float, float*, int64_t);
+
+// The product on the variant active_isa() picks; false under Ref, whose loop the caller runs.
+bool run_simd(SgemmFn avx512, SgemmFn avx2, int64_t M, int64_t N, int64_t K, const GemmOperand& a, const GemmOperand& b,
+              float beta, float* c, int64_t ldc) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      avx512(M, N, K, a, b, beta, c, ldc);
+      return true;
+    case Isa::Avx2:
+      avx2(M, N, K, a, b, beta, c, ldc);
+      return true;
+    case Isa::Ref:
+      break;
+  }
+  return false;
+}
+
 }  // namespace
 
 void sgemm_ref(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
@@ -72,14 +90,7 @@ void sgemm_ref(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, fl
 
 void sgemm(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
   check_shapes("sgemm", M, N, K, a, b, ldc);
-  switch (active_isa()) {
-    case Isa::Avx512:
-      return sgemm_avx512(M, N, K, a, b, beta, c, ldc);
-    case Isa::Avx2:
-      return sgemm_avx2(M, N, K, a, b, beta, c, ldc);
-    case Isa::Ref:
-      break;
-  }
+  if (run_simd(sgemm_avx512, sgemm_avx2, M, N, K, a, b, beta, c, ldc)) return;
   ThreadPool::global().parallel_for(M, [&](int64_t m0, int64_t m1) { rows(m0, m1, N, K, a, b, beta, c, ldc); });
 }
 
@@ -91,14 +102,7 @@ void sgemm_bf16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, f
 
 void sgemm_f16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
   check_shapes("sgemm_f16", M, N, K, a, b, ldc);
-  switch (active_isa()) {
-    case Isa::Avx512:
-      return sgemm_f16_avx512(M, N, K, a, b, beta, c, ldc);
-    case Isa::Avx2:
-      return sgemm_f16_avx2(M, N, K, a, b, beta, c, ldc);
-    case Isa::Ref:
-      break;
-  }
+  if (run_simd(sgemm_f16_avx512, sgemm_f16_avx2, M, N, K, a, b, beta, c, ldc)) return;
   sgemm_rounded(M, N, K, a, b, beta, c, ldc, f16_round);
 }
 
