@@ -8,12 +8,8 @@
 
 #include "ascent/kernels/cpu/row_ops.h"
 
-#pragma GCC push_options
-// GCC 12's AVX-512 intrinsics leave undefined pass-through operands that trip -Wmaybe-uninitialized inside the
-// system header (GCC bug 105593), as in gemm_avx512_common.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
 
 #include "ascent/kernels/cpu/simd_avx512.h"
@@ -144,5 +140,4 @@ double cross_entropy_row_avx512(float* z, int64_t V, int32_t target, float loss_
 
 }  // namespace ascent::kernels
 
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+#include "ascent/kernels/cpu/simd_avx512_end.h"

@@ -4,12 +4,8 @@
 
 #include "ascent/kernels/cpu/adamw.h"
 
-#pragma GCC push_options
-// GCC 12's AVX-512 intrinsics leave undefined pass-through operands that trip -Wmaybe-uninitialized inside the
-// system header (GCC bug 105593), as in gemm_avx512_common.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f")
 
 namespace ascent::kernels {
@@ -36,5 +32,4 @@ void adamw_update_avx512(float* w, const float* grad, float* m, float* v, int64_
 
 }  // namespace ascent::kernels
 
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+#include "ascent/kernels/cpu/simd_avx512_end.h"

@@ -8,11 +8,8 @@
 #include "ascent/base/thread_pool.h"
 #include "ascent/kernels/cpu/ops.h"
 
-#pragma GCC push_options
-// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized inside the system header (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #include "ascent/kernels/cpu/simd_avx512.h"
@@ -97,5 +94,4 @@ void attention_backward_avx512(const float* q, const float* k, const float* v, c
 
 }  // namespace ascent::kernels
 
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+#include "ascent/kernels/cpu/simd_avx512_end.h"

@@ -1,7 +1,7 @@
 // Shared by the AVX-512 matmul kernels, one file per weight format (gemm_<format>_avx512.cc): this header turns on
 // the AVX-512 target for the rest of the including file, and holds the instruction helpers and loops several formats
 // use. Include it after every other header (standard headers compiled for the AVX-512 target could give other files
-// AVX-512 copies of their inline functions), and end the file with gemm_simd_end.h.
+// AVX-512 copies of their inline functions), and end the file with simd_avx512_end.h.
 //
 // Unsigned-by-signed trick: vpdpbusd multiplies u8 by s8. I8/I4 weights are stored offset-binary (q + 128, q + 8)
 // and activations are s8, so the offset comes out as 128 * sum(a) or 8 * sum(a), subtracted exactly in int32.
@@ -14,12 +14,8 @@
 
 #include "ascent/kernels/cpu/gemm.h"
 
-#pragma GCC push_options
-// GCC 12's AVX-512 cast intrinsics (_mm512_castsi256_si512, ...) leave the upper half undefined on purpose and
-// trip -Wuninitialized inside the system header (GCC bug 105593); the warning is noise in these files only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,fma,f16c")
 
 #include "ascent/kernels/cpu/simd_avx512.h"

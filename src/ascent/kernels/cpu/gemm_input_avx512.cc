@@ -11,11 +11,8 @@
 
 #include "ascent/kernels/cpu/gemm.h"
 
-#pragma GCC push_options
-// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized inside the system header (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
 
 namespace ascent::kernels {
@@ -165,5 +162,4 @@ void q4r_codes_avx512(const int8_t* q, int64_t Kp, int8_t* out) {
 
 }  // namespace ascent::kernels
 
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+#include "ascent/kernels/cpu/simd_avx512_end.h"

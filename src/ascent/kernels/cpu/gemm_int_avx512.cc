@@ -237,4 +237,4 @@ void gemm_rows_simd<Isa::Avx512, WeightFormat::I4>(const GemmInput& in, const Ma
 
 }  // namespace ascent::kernels
 
-#include "ascent/kernels/cpu/gemm_simd_end.h"
+#include "ascent/kernels/cpu/simd_avx512_end.h"

@@ -299,4 +299,4 @@ void gemm_rows_simd<Isa::Avx512, WeightFormat::Q6_KR>(const GemmInput& in, const
 
 }  // namespace ascent::kernels
 
-#include "ascent/kernels/cpu/gemm_simd_end.h"
+#include "ascent/kernels/cpu/simd_avx512_end.h"

@@ -9,12 +9,8 @@
 
 #include "ascent/kernels/cpu/row_ops.h"
 
-#pragma GCC push_options
-// GCC 12's AVX-512 intrinsics leave undefined pass-through operands that trip -Wmaybe-uninitialized inside the
-// system header (GCC bug 105593), as in gemm_avx512_common.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f")
 
 namespace ascent::kernels {
@@ -90,5 +86,4 @@ void layer_norm_backward_row_avx512(const float* xr, const float* dyr, const flo
 
 }  // namespace ascent::kernels
 
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+#include "ascent/kernels/cpu/simd_avx512_end.h"

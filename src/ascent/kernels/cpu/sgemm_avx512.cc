@@ -3,12 +3,8 @@
 // sgemm_bf16 runs the same tiles with vdpbf16ps on operands packed as bf16 pairs (k, k + 1) per 32-bit lane.
 #include <immintrin.h>
 
-#pragma GCC push_options
-// GCC 12's AVX-512 intrinsics leave undefined pass-through operands that trip -Wmaybe-uninitialized inside the
-// system header (GCC bug 105593), as in gemm_avx512_common.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ascent/kernels/cpu/simd_avx512_begin.h"
+
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
 
 #include "ascent/kernels/cpu/sgemm_blocked.h"
@@ -165,5 +161,4 @@ void sgemm_avx512(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b,
 
 }  // namespace ascent::kernels
 
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+#include "ascent/kernels/cpu/simd_avx512_end.h"
