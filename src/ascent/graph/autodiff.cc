@@ -126,19 +126,15 @@ Autodiff::Autodiff(const Graph& g, GradOf grad_of, Recompute recompute)
   }
 }
 
-void Autodiff::set_numerics(const Numerics& n) {
-  ASCENT_CHECK(!(n.matmul_bf16 && n.matmul_f16), "Autodiff: matmuls in bf16 and in fp16 at once");
-  numerics_ = n;
-}
-
 void Autodiff::gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool ta, const float* b, int64_t ldb,
                     bool tb, float beta, float* c, int64_t ldc) const {
-  if (numerics_.matmul_bf16) {
-    kernels::sgemm_bf16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
-  } else if (numerics_.matmul_f16) {
-    kernels::sgemm_f16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
-  } else {
-    kernels::sgemm(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
+  switch (numerics_.matmul) {
+    case Half::None:
+      return kernels::sgemm(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
+    case Half::Bf16:
+      return kernels::sgemm_bf16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
+    case Half::F16:
+      return kernels::sgemm_f16(M, N, K, {a, lda, ta}, {b, ldb, tb}, beta, c, ldc);
   }
 }
 

@@ -37,8 +37,7 @@ const char* recompute_name(Recompute r);
 // fp16-rounded operands with f32 FMAs (sgemm_f16).
 enum class Half { None, Bf16, F16 };
 struct Numerics {
-  bool matmul_bf16 = false;            // O1, O2, O3 bf16: matmul operands in bf16, forward and backward; not the head's
-  bool matmul_f16 = false;             // O3 fp16: matmul operands, weights included, in fp16; not the LM head's
+  Half matmul = Half::None;            // O1 and up: matmul operands, weights included, in this type; not the LM head's
   Half activations = Half::None;       // O2: node outputs other than norms in bf16; O3: all of them, bf16 or fp16
   bool norms_too = false;              // O3: norm outputs rounded as well
   Half activation_grads = Half::None;  // O3: gradients of activations in the half type (fp16: where loss scaling acts)
@@ -62,7 +61,7 @@ class Autodiff {
   };
   using GradOf = std::function<GradTarget(const Tensor* w, bool overwrites)>;
   Autodiff(const Graph& g, GradOf grad_of, Recompute recompute);
-  void set_numerics(const Numerics& n);
+  void set_numerics(const Numerics& n) { numerics_ = n; }
 
   // One batch of `batch` sequences (tokens and targets: batch * seq each; a negative target is not counted). Adds
   // loss_scale * d(loss sum)/d(weight) to every weight's gradient array and returns the loss sum. When it throws (a

@@ -87,17 +87,16 @@ graph::Numerics numerics_for(Precision p, bool fp16) {
     case Precision::O0:
       break;
     case Precision::O1:
-      n.matmul_bf16 = true;
+      n.matmul = graph::Half::Bf16;
       break;
     case Precision::O2:
-      n.matmul_bf16 = true;
+      n.matmul = graph::Half::Bf16;
       n.activations = graph::Half::Bf16;
       break;
     case Precision::O3:
       // fp16 has no matmul instruction here: its matmuls round their operands, the weights too, to fp16 and multiply
       // them in f32, each product exact.
-      n.matmul_bf16 = !fp16;
-      n.matmul_f16 = fp16;
+      n.matmul = half;
       n.activations = half;
       n.norms_too = true;
       n.activation_grads = half;
