@@ -42,9 +42,9 @@ const float* f32_weight(const Node& n, size_t k) {
 
 void round_half(float* x, int64_t n, Half h) {
   if (h == Half::Bf16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_rounded(x[i]);
   } else if (h == Half::F16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+    for (int64_t i = 0; i < n; ++i) x[i] = f16_rounded(x[i]);
   }
 }
 

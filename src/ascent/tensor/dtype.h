@@ -145,6 +145,13 @@ inline float bf16_to_f32(uint16_t h) {
   return f;
 }
 uint16_t f32_to_bf16(float f);  // round to nearest even; NaN stays NaN
+// x rounded to the half type and widened back: the f32 that holds what storing x in that type keeps.
+inline float bf16_rounded(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
+}
+inline float f16_rounded(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
 
 // Whether a value is a NaN or an infinity, read from its exponent bits (all set): an integer test, which the compiler
 // vectorizes over a row where a chain of float compares would not be reordered.

@@ -38,13 +38,6 @@ std::vector<float> rounded(const GemmOperand& x, int64_t rows, int64_t cols, Rou
   return r;
 }
 
-float bf16_round(float x) {
-  return bf16_to_f32(f32_to_bf16(x));
-}
-float f16_round(float x) {
-  return f16_to_f32(f32_to_f16(x));
-}
-
 // sgemm on rounded dense copies of A and B: what the variants without a kernel of their own for a rounding compute.
 template <class Round>
 void sgemm_rounded(int64_t M, int64_t N, int64_t K, const GemmOperand& a, const GemmOperand& b, float beta, float* c,
@@ -97,13 +90,13 @@ void sgemm(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float 
 void sgemm_bf16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
   check_shapes("sgemm_bf16", M, N, K, a, b, ldc);
   if (active_isa() == Isa::Avx512 && cpu_features().avx512_bf16) return sgemm_bf16_avx512(M, N, K, a, b, beta, c, ldc);
-  sgemm_rounded(M, N, K, a, b, beta, c, ldc, bf16_round);
+  sgemm_rounded(M, N, K, a, b, beta, c, ldc, bf16_rounded);
 }
 
 void sgemm_f16(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float beta, float* c, int64_t ldc) {
   check_shapes("sgemm_f16", M, N, K, a, b, ldc);
   if (run_simd(sgemm_f16_avx512, sgemm_f16_avx2, M, N, K, a, b, beta, c, ldc)) return;
-  sgemm_rounded(M, N, K, a, b, beta, c, ldc, f16_round);
+  sgemm_rounded(M, N, K, a, b, beta, c, ldc, f16_rounded);
 }
 
 }  // namespace ascent::kernels
